@@ -1,0 +1,350 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"refundd/internal/reservation"
+)
+
+// Config wires an Engine.
+type Config struct {
+	Store    Store    // required
+	Provider Provider // required
+	Policy   reservation.Policy
+	// IdleTimeout passivates an actor that received nothing for this long;
+	// zero means 2 minutes.
+	IdleTimeout time.Duration
+	// ProviderTimeout bounds one provider call; zero means 10 seconds.
+	ProviderTimeout time.Duration
+	// DeliverTimeout bounds handing a provider result back to an actor;
+	// zero means 30 seconds. A result that cannot be delivered is recovered
+	// by the refund's journaled due time.
+	DeliverTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil || c.Provider == nil {
+		return errors.New("actors: Config needs a Store and a Provider")
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("actors: policy: %w", err)
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.ProviderTimeout <= 0 {
+		c.ProviderTimeout = 10 * time.Second
+	}
+	if c.DeliverTimeout <= 0 {
+		c.DeliverTimeout = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+const shardCount = 64
+
+// Engine routes messages to reservation actors by id, activating them on
+// demand.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	system *actor.ActorSystem
+	seed   maphash.Seed
+	shards [shardCount]shard
+	gen    atomic.Uint64
+	closed atomic.Bool
+
+	// work tracks provider calls and result deliveries in flight, so that
+	// Close can let them finish and journal their results.
+	work    sync.WaitGroup
+	baseCtx context.Context
+	cancel  context.CancelFunc
+}
+
+type shard struct {
+	mu   sync.Mutex
+	live map[string]*entry
+}
+
+// entry is one activation of a reservation actor. Once passivating is set
+// (under the shard lock) nothing more is sent to it; the next message for
+// the reservation waits for stopped and activates a new one.
+type entry struct {
+	pid         *actor.PID
+	passivating bool
+	stopped     chan struct{}
+}
+
+// New starts an engine.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("component", "protoactor")
+	}))
+	e := &Engine{cfg: cfg, log: log, system: system, seed: maphash.MakeSeed()}
+	for i := range e.shards {
+		e.shards[i].live = make(map[string]*entry)
+	}
+	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// envelope carries one request to an actor and its reply channel.
+type envelope struct {
+	ctx     context.Context
+	payload any
+	reply   chan reply
+}
+
+type reply struct {
+	state  *reservation.State
+	events []reservation.Event
+	err    error
+}
+
+// Messages an actor understands.
+type (
+	cmdMsg struct {
+		cmd reservation.Command
+		by  string
+	}
+	getMsg   struct{}
+	watchMsg struct {
+		after uint64
+		ch    chan struct{}
+	}
+	passivateNow struct{}
+)
+
+func (e *Engine) shard(id string) *shard {
+	return &e.shards[maphash.String(e.seed, id)%shardCount]
+}
+
+// send enqueues msg for the reservation's live actor, activating one if
+// needed. Sending under the shard lock is what makes passivation lossless:
+// once an actor is marked passivating nothing else reaches its mailbox.
+func (e *Engine) send(ctx context.Context, id string, msg any) error {
+	sh := e.shard(id)
+	for {
+		sh.mu.Lock()
+		en := sh.live[id]
+		if en != nil && en.passivating {
+			wait := en.stopped
+			sh.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if en == nil {
+			if e.closed.Load() {
+				sh.mu.Unlock()
+				return ErrClosed
+			}
+			en = &entry{stopped: make(chan struct{})}
+			name := "reservation/" + id + "/" + strconv.FormatUint(e.gen.Add(1), 10)
+			pid, err := e.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+				return &reservationActor{e: e, id: id, entry: en}
+			}), name)
+			if err != nil {
+				sh.mu.Unlock()
+				return fmt.Errorf("actors: spawn %s: %w", id, err)
+			}
+			en.pid = pid
+			sh.live[id] = en
+		}
+		e.system.Root.Send(en.pid, msg)
+		sh.mu.Unlock()
+		return nil
+	}
+}
+
+// markPassivating stops new sends to en. The caller then sends itself
+// passivateNow, which arrives after everything already queued.
+func (e *Engine) markPassivating(id string, en *entry) {
+	sh := e.shard(id)
+	sh.mu.Lock()
+	en.passivating = true
+	sh.mu.Unlock()
+}
+
+func (e *Engine) removeEntry(id string, en *entry) {
+	sh := e.shard(id)
+	sh.mu.Lock()
+	if sh.live[id] == en {
+		delete(sh.live, id)
+	}
+	sh.mu.Unlock()
+	close(en.stopped)
+}
+
+func (e *Engine) ask(ctx context.Context, id string, payload any) (reply, error) {
+	if !reservation.ValidReservationID(id) {
+		return reply{}, reservation.ErrNotFound
+	}
+	env := &envelope{ctx: ctx, payload: payload, reply: make(chan reply, 1)}
+	if err := e.send(ctx, id, env); err != nil {
+		return reply{}, err
+	}
+	select {
+	case r := <-env.reply:
+		return r, r.err
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// Execute runs one command on a reservation and returns the state after it
+// and the events it journaled (none for a duplicate). by is the principal
+// recorded with the events.
+func (e *Engine) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
+	r, err := e.ask(ctx, id, cmdMsg{cmd: cmd, by: by})
+	return r.state, r.events, err
+}
+
+// Get returns a snapshot of a reservation, or reservation.ErrNotFound.
+func (e *Engine) Get(ctx context.Context, id string) (*reservation.State, error) {
+	r, err := e.ask(ctx, id, getMsg{})
+	return r.state, err
+}
+
+// Await waits until done(state) holds or ctx ends, and returns the last
+// state seen. It wakes on every change of the reservation rather than
+// polling.
+func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.State) bool) (*reservation.State, error) {
+	st, err := e.Get(ctx, id)
+	for err == nil && !done(st) {
+		ch := make(chan struct{})
+		if _, err = e.ask(ctx, id, watchMsg{after: st.Version, ch: ch}); err != nil {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, nil
+		}
+		var next *reservation.State
+		if next, err = e.Get(ctx, id); err == nil {
+			st = next
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return st, nil
+	}
+	return st, err
+}
+
+// LookupRefund returns the reservation that owns a refund number.
+func (e *Engine) LookupRefund(ctx context.Context, refundNo string) (string, error) {
+	return e.cfg.Store.LookupRefund(ctx, refundNo)
+}
+
+// deliver hands a provider result or timer back to the reservation's actor.
+func (e *Engine) deliver(id string, cmd reservation.Command, by string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliverTimeout)
+	defer cancel()
+	_, _, err := e.Execute(ctx, id, by, cmd)
+	return err
+}
+
+// goWork runs f as tracked background work unless the engine is closed.
+func (e *Engine) goWork(f func(ctx context.Context)) {
+	e.work.Add(1)
+	go func() {
+		defer e.work.Done()
+		f(e.baseCtx)
+	}()
+}
+
+// Close lets in-flight provider calls finish and journal their results
+// (bounded by ctx), then stops every actor. The caller closes the Store
+// afterwards.
+func (e *Engine) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.work.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.cancel() // abandon calls still running; their due times recover them
+		err = fmt.Errorf("actors: close: in-flight work abandoned: %w", ctx.Err())
+	}
+	e.closed.Store(true)
+	e.cancel()
+	var stops []chan struct{}
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for _, en := range sh.live {
+			if !en.passivating {
+				en.passivating = true
+				e.system.Root.Send(en.pid, passivateNow{})
+			}
+			stops = append(stops, en.stopped)
+		}
+		sh.mu.Unlock()
+	}
+	for _, ch := range stops {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			err = errors.Join(err, errors.New("actors: close: an actor did not stop in time"))
+		}
+	}
+	e.system.Shutdown()
+	return err
+}
+
+// Active returns the number of live actors.
+func (e *Engine) Active() int {
+	n := 0
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		n += len(sh.live)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// ProviderPrincipal is recorded as the cause of events that provider answers
+// produce.
+const ProviderPrincipal = "provider"
+
+// EnginePrincipal is recorded as the cause of events the engine decides on
+// its own (timers).
+const EnginePrincipal = "engine"
+
+// report delivers a provider outcome to its reservation and logs one that
+// could not be journaled; the refund's due time will query again.
+func (e *Engine) report(id string, c reservation.RecordOutcome) {
+	if err := e.deliver(id, c, ProviderPrincipal); err != nil {
+		e.log.Warn("provider outcome not journaled; the refund's due time will query again",
+			"reservation", id, "refund_no", c.RefundNo, "outcome", c.Outcome.Kind, "err", err)
+	}
+}

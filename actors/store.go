@@ -1,0 +1,37 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"refundd/internal/reservation"
+)
+
+// Store is the durable event log the actors need. Implementations must be
+// safe for concurrent use by many actors.
+type Store interface {
+	// Load returns every event of a reservation in order and the stream's
+	// version (the number of events). An unknown reservation has none.
+	Load(ctx context.Context, reservationID string) ([]reservation.Event, uint64, error)
+	// Append durably appends events after version expected and returns only
+	// once they are on disk. It fails with ErrVersionConflict when the
+	// stream moved, with reservation.ErrOutTradeNoTaken when a registration
+	// names an order held by another reservation, and otherwise with an IO
+	// error; on any error nothing was appended. Events carrying due times
+	// put them in the due index in the same commit.
+	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event) error
+	// LookupRefund returns the reservation owning a refund number, or
+	// reservation.ErrNotFound.
+	LookupRefund(ctx context.Context, refundNo string) (string, error)
+	// DueBefore lists due timers at or before t, oldest first.
+	DueBefore(ctx context.Context, t time.Time, limit int) ([]Timer, error)
+	// DeleteDue removes handled timers; removing a missing one is no error.
+	DeleteDue(ctx context.Context, timers []Timer) error
+}
+
+// Timer is one entry of the journaled due-time index.
+type Timer struct {
+	ReservationID string
+	RefundNo      string
+	DueAt         time.Time
+}

@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+)
+
+// Error codes the API adds to the domain's.
+const (
+	codeUnavailable   = "unavailable"
+	codeTimeout       = "timeout"
+	codeInternal      = "internal"
+	codeTooLarge      = "body_too_large"
+	codeMethod        = "method_not_allowed"
+	codeRouteNotFound = "route_not_found"
+)
+
+// statusOf is the one table from error codes to HTTP statuses.
+var statusOf = map[string]int{
+	string(reservation.CodeInvalid):                http.StatusBadRequest,
+	string(reservation.CodeNotFound):               http.StatusNotFound,
+	string(reservation.CodeConflict):               http.StatusConflict,
+	string(reservation.CodeOutTradeNoTaken):        http.StatusConflict,
+	string(reservation.CodeIdempotencyKeyReused):   http.StatusUnprocessableEntity,
+	string(reservation.CodeInsufficientRefundable): http.StatusConflict,
+	string(reservation.CodeCanceled):               http.StatusConflict,
+	string(reservation.CodeRefundLimit):            http.StatusConflict,
+	string(reservation.CodeInvalidState):           http.StatusConflict,
+	string(reservation.CodeOutcomeMismatch):        http.StatusConflict,
+	codeUnavailable:                                http.StatusServiceUnavailable,
+	codeTimeout:                                    http.StatusGatewayTimeout,
+	codeInternal:                                   http.StatusInternalServerError,
+	codeTooLarge:                                   http.StatusRequestEntityTooLarge,
+	codeMethod:                                     http.StatusMethodNotAllowed,
+	codeRouteNotFound:                              http.StatusNotFound,
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// classify turns any error into a client-safe code and message. Internal
+// errors are logged, never shown.
+func classify(err error) errorDetail {
+	var de *reservation.Error
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return errorDetail{Code: ae.code, Message: ae.msg, Field: ae.field}
+	case errors.As(err, &de):
+		return errorDetail{Code: string(de.Code), Message: de.Message, Field: de.Field}
+	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, actors.ErrClosed):
+		return errorDetail{Code: codeUnavailable, Message: "the journal is unavailable; nothing was changed, retry with the same idempotency key"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorDetail{Code: codeTimeout, Message: "timed out; retry with the same idempotency key to learn the outcome"}
+	}
+	return errorDetail{Code: codeInternal, Message: "internal error"}
+}
+
+// apiError is an error found by the HTTP layer itself (bad JSON, headers).
+type apiError struct {
+	code, field, msg string
+}
+
+func (e *apiError) Error() string { return "api: " + e.msg }
+
+func badRequest(field, msg string) error {
+	return &apiError{code: string(reservation.CodeInvalid), field: field, msg: msg}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	d := classify(err)
+	status, ok := statusOf[d.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", d.Code, "err", err)
+	}
+	writeJSON(w, status, errorBody{Error: d})
+}

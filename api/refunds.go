@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"refundd/internal/reservation"
+)
+
+// refundRequest is the body of POST /v1/reservations/{id}/refunds. It never
+// says what was paid: that comes from the registration.
+type refundRequest struct {
+	UserID string `json:"user_id"`
+	Amount *int64 `json:"amount"`
+	Reason string `json:"reason"`
+}
+
+// requestRefund answers 202 when this request created a refund that is not
+// yet final, and 200 with the current state otherwise (a replay, or a refund
+// that finished within ?wait=).
+func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	key := r.Header.Get("Idempotency-Key")
+	if !reservation.ValidIdempotencyKey(key) {
+		s.writeError(w, r, badRequest("Idempotency-Key", "header is required: 1..64 characters of [0-9A-Za-z_-]"))
+		return
+	}
+	wait, err := s.parseWait(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req refundRequest
+	if err := decodeStrict(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	st, events, err := s.engine.Execute(ctx, id, s.opts.Principal,
+		reservation.RequestRefund{UserID: req.UserID, IdempotencyKey: key, Amount: req.Amount, Reason: req.Reason})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	created := len(events) > 0
+	ref := st.RefundByKey(key)
+	if ref == nil {
+		s.writeError(w, r, &apiError{code: codeInternal, msg: "internal error"})
+		return
+	}
+	if wait > 0 && !ref.State.Terminal() {
+		st = s.awaitRefund(ctx, id, ref.No, wait, st)
+		ref = st.Refund(ref.No)
+	}
+	status := http.StatusOK
+	if created && !ref.State.Terminal() {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, viewRefund(id, ref))
+}
+
+// awaitRefund waits (bounded) for a refund to reach a terminal state and
+// returns the freshest state it saw.
+func (s *Server) awaitRefund(ctx context.Context, id, no string, wait time.Duration, st *reservation.State) *reservation.State {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	next, err := s.engine.Await(wctx, id, func(x *reservation.State) bool {
+		rf := x.Refund(no)
+		return rf != nil && rf.State.Terminal()
+	})
+	if err != nil || next == nil || next.Refund(no) == nil {
+		return st
+	}
+	return next
+}
+
+func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, badRequest("wait", "must be a duration such as 2s")
+	}
+	if d > s.opts.MaxWait {
+		d = s.opts.MaxWait
+	}
+	return d, nil
+}
+
+func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
+	vars := mux.Vars(r)
+	wait, err := s.parseWait(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	st, err := s.engine.Get(ctx, vars["id"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ref := st.Refund(vars["refund_no"])
+	if ref == nil {
+		s.writeError(w, r, &reservation.Error{Code: reservation.CodeNotFound, Message: "refund not found"})
+		return
+	}
+	if wait > 0 && !ref.State.Terminal() {
+		st = s.awaitRefund(ctx, vars["id"], ref.No, wait, st)
+		ref = st.Refund(ref.No)
+	}
+	writeJSON(w, http.StatusOK, viewRefund(vars["id"], ref))
+}
+
+// operatorRequest is the optional body of resubmit and abandon.
+type operatorRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) resubmitRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, _ string) reservation.Command { return reservation.Resubmit{RefundNo: no} })
+}
+
+func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, reason string) reservation.Command {
+		return reservation.Abandon{RefundNo: no, Reason: reason}
+	})
+}
+
+func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
+	vars := mux.Vars(r)
+	var req operatorRequest
+	if r.ContentLength != 0 {
+		if err := decodeStrict(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	st, _, err := s.engine.Execute(ctx, vars["id"], s.opts.Principal, build(vars["refund_no"], req.Reason))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewRefund(vars["id"], st.Refund(vars["refund_no"])))
+}

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"refundd/internal/reservation"
+)
+
+// Engine is what the API needs from the actor engine.
+type Engine interface {
+	Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
+	Get(ctx context.Context, id string) (*reservation.State, error)
+	Await(ctx context.Context, id string, done func(*reservation.State) bool) (*reservation.State, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Principal is recorded as the cause of events from API requests until
+	// requests are authenticated; empty means "api".
+	Principal string
+	// MaxWait caps ?wait=; zero means 10s.
+	MaxWait time.Duration
+	// RequestTimeout bounds one request's work in the engine; zero means 10s.
+	RequestTimeout time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server routes HTTP requests to the engine.
+type Server struct {
+	engine Engine
+	opts   Options
+	log    *slog.Logger
+	router *mux.Router
+}
+
+// New builds the HTTP handler.
+func New(engine Engine, opts Options) *Server {
+	if opts.Principal == "" {
+		opts.Principal = "api"
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = 10 * time.Second
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter()}
+	r := s.router
+	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
+	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}", s.getReservation).Methods(http.MethodGet)
+	r.HandleFunc("/v1/reservations/{id}/refunds", s.requestRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}", s.getRefund).Methods(http.MethodGet)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resubmit", s.resubmitRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, &apiError{code: codeRouteNotFound, msg: "no such route"})
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, &apiError{code: codeMethod, msg: "method not allowed"})
+	})
+	return s
+}
+
+// Router exposes the router so other handlers (notifications) can be added
+// by the wiring in cmd/.
+func (s *Server) Router() *mux.Router { return s.router }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		// A panic in one request answers 500 and never takes the process
+		// down.
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p)
+			s.writeError(w, r, &apiError{code: codeInternal, msg: "internal error"})
+		}
+	}()
+	s.router.ServeHTTP(w, r)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+}

@@ -1,0 +1,70 @@
+package api
+
+import (
+	"time"
+
+	"refundd/internal/reservation"
+)
+
+// reservationView is the JSON shape of a reservation.
+type reservationView struct {
+	ID            string       `json:"id"`
+	UserID        string       `json:"user_id"`
+	OutTradeNo    string       `json:"out_trade_no"`
+	TransactionID string       `json:"transaction_id,omitempty"`
+	Amount        int64        `json:"amount"`
+	Currency      string       `json:"currency"`
+	PaidAt        *time.Time   `json:"paid_at,omitempty"`
+	Status        string       `json:"status"`
+	Refunded      int64        `json:"refunded"`
+	InFlight      int64        `json:"in_flight"`
+	Refundable    int64        `json:"refundable"`
+	Refunds       []refundView `json:"refunds"`
+	RegisteredAt  time.Time    `json:"registered_at"`
+}
+
+// refundView is the JSON shape of a refund.
+type refundView struct {
+	RefundNo         string     `json:"refund_no"`
+	ReservationID    string     `json:"reservation_id"`
+	Amount           int64      `json:"amount"`
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Code             string     `json:"code,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
+	Attempts         int        `json:"attempts"`
+	Stuck            bool       `json:"stuck,omitempty"`
+	Conflicts        int        `json:"conflicts,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+}
+
+func viewReservation(s *reservation.State) reservationView {
+	v := reservationView{
+		ID: s.ID, UserID: s.UserID, OutTradeNo: s.OutTradeNo, TransactionID: s.TransactionID,
+		Amount: s.Amount, Currency: s.Currency, PaidAt: timePtr(s.PaidAt), Status: string(s.Status),
+		Refunded: s.Refunded(), InFlight: s.InFlight(), Refundable: s.Refundable(),
+		Refunds: make([]refundView, 0, len(s.Refunds)), RegisteredAt: s.RegisteredAt,
+	}
+	for _, r := range s.Refunds {
+		v.Refunds = append(v.Refunds, viewRefund(s.ID, r))
+	}
+	return v
+}
+
+func viewRefund(reservationID string, r *reservation.Refund) refundView {
+	return refundView{
+		RefundNo: r.No, ReservationID: reservationID, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
+		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck,
+		Conflicts: r.Conflicts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,72 @@
+package reservation
+
+import "time"
+
+// Apply folds one journaled event into s. It never fails: events are facts.
+func Apply(s *State, e Event) {
+	s.Version++
+	switch d := e.Data.(type) {
+	case Registered:
+		s.ID, s.UserID, s.OutTradeNo, s.TransactionID = d.ReservationID, d.UserID, d.OutTradeNo, d.TransactionID
+		s.Amount, s.Currency, s.PaidAt = d.Amount, d.Currency, d.PaidAt
+		s.Status = StatusAccepted
+		s.RegisteredAt, s.RegisteredBy = e.At, e.By
+	case Canceled:
+		s.Status = StatusCanceled
+	case RefundRequested:
+		if s.byNo == nil {
+			s.byNo, s.byKey = map[string]int{}, map[string]int{}
+		}
+		s.Refunds = append(s.Refunds, &Refund{
+			No: d.RefundNo, Number: d.Number, IdempotencyKey: d.IdempotencyKey, Fingerprint: d.Fingerprint,
+			Amount: d.Amount, Reason: d.Reason, State: Processing, RequestedBy: e.By,
+			CreatedAt: e.At, UpdatedAt: e.At,
+		})
+		s.byNo[d.RefundNo] = len(s.Refunds) - 1
+		s.byKey[d.IdempotencyKey] = len(s.Refunds) - 1
+	case SubmissionStarted:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.Attempts = d.Attempt
+			if len(d.Request) > 0 {
+				r.Request = d.Request
+			}
+			r.State, r.DueAt, r.UpdatedAt = Processing, d.DueAt, e.At
+		}
+	case QueryStarted:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.Queries, r.DueAt, r.UpdatedAt = d.Query, d.DueAt, e.At
+		}
+	case ProviderResult:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.State, r.UpdatedAt = d.To, e.At
+			if d.Code != "" || d.From != d.To {
+				r.Code, r.Message = d.Code, d.Message
+			}
+			if d.ProviderID != "" {
+				r.ProviderID = d.ProviderID
+			}
+			if d.To == Succeeded {
+				r.SucceededAt = d.SuccessTime
+				if r.SucceededAt.IsZero() {
+					r.SucceededAt = e.At
+				}
+			}
+			if d.To != Processing && d.To != Unknown {
+				r.DueAt = time.Time{}
+			}
+		}
+	case Abandoned:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.State, r.UpdatedAt, r.Code, r.Message = Failed, e.At, "ABANDONED", d.Reason
+			r.DueAt = time.Time{}
+		}
+	case Conflict:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.Conflicts++
+		}
+	case FlaggedStuck:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.Stuck = true
+		}
+	}
+}

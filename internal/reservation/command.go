@@ -1,0 +1,73 @@
+package reservation
+
+import "time"
+
+// Command is a request to change a reservation. Decide turns it into events.
+type Command interface {
+	command()
+}
+
+// Register records a paid reservation. Only the trusted booking/payment
+// system sends it; it is the only source of the paid amount.
+type Register struct {
+	ReservationID string
+	UserID        string
+	OutTradeNo    string
+	TransactionID string // optional WeChat transaction_id
+	Amount        int64  // paid, fen, > 0
+	Currency      string // "CNY"
+	PaidAt        time.Time
+}
+
+// RequestRefund claims an amount for a new refund. Amount nil means
+// "everything still refundable".
+type RequestRefund struct {
+	UserID         string
+	IdempotencyKey string
+	Amount         *int64
+	Reason         string
+}
+
+// StartSubmission journals the first submission of a new refund with the exact
+// provider request bytes. The engine sends it right after RequestRefund, in
+// the same append.
+type StartSubmission struct {
+	RefundNo string
+	Request  []byte
+}
+
+// Resubmit starts another submission of a REJECTED or UNKNOWN refund with the
+// same refund number and the same request bytes (an operator action).
+type Resubmit struct {
+	RefundNo string
+}
+
+// Abandon turns a REJECTED refund into FAILED, releasing its amount (an
+// operator action).
+type Abandon struct {
+	RefundNo string
+	Reason   string
+}
+
+// RecordOutcome applies a provider outcome to a refund.
+type RecordOutcome struct {
+	RefundNo string
+	Source   Source
+	Attempt  int // the submission attempt a response answers; 0 otherwise
+	Outcome  Outcome
+}
+
+// FireTimer says a refund's due time has come. A timer whose DueAt is no
+// longer the refund's is stale and produces nothing.
+type FireTimer struct {
+	RefundNo string
+	DueAt    time.Time
+}
+
+func (Register) command()        {}
+func (RequestRefund) command()   {}
+func (StartSubmission) command() {}
+func (Resubmit) command()        {}
+func (Abandon) command()         {}
+func (RecordOutcome) command()   {}
+func (FireTimer) command()       {}

@@ -1,0 +1,306 @@
+package reservation
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+)
+
+// Decide returns the events that cmd produces on s, or a domain error. No
+// events and no error means the command changes nothing (a duplicate, a stale
+// outcome, a replayed request): callers answer with the current state.
+// Decide never modifies s.
+func Decide(s *State, cmd Command, env Env) ([]Event, error) {
+	var (
+		data []EventData
+		err  error
+	)
+	switch c := cmd.(type) {
+	case Register:
+		data, err = decideRegister(s, c)
+	case RequestRefund:
+		data, err = decideRequestRefund(s, c, env.Policy)
+	case StartSubmission:
+		data, err = decideStartSubmission(s, c, env)
+	case Resubmit:
+		data, err = decideResubmit(s, c, env)
+	case Abandon:
+		data, err = decideAbandon(s, c)
+	case RecordOutcome:
+		data, err = decideOutcome(s, c, env)
+	case FireTimer:
+		data, err = decideTimer(s, c, env)
+	default:
+		return nil, invalid("command", "unknown command")
+	}
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	events := make([]Event, len(data))
+	for i, d := range data {
+		events[i] = Event{At: env.Now, By: env.By, Data: d}
+	}
+	return events, nil
+}
+
+func decideRegister(s *State, c Register) ([]EventData, error) {
+	if err := validateRegister(c); err != nil {
+		return nil, err
+	}
+	if s.Registered() {
+		if s.ID == c.ReservationID && s.UserID == c.UserID && s.OutTradeNo == c.OutTradeNo &&
+			s.TransactionID == c.TransactionID && s.Amount == c.Amount && s.Currency == c.Currency &&
+			s.PaidAt.Equal(c.PaidAt) {
+			return nil, nil
+		}
+		return nil, ErrConflict
+	}
+	return []EventData{Registered{
+		ReservationID: c.ReservationID, UserID: c.UserID, OutTradeNo: c.OutTradeNo,
+		TransactionID: c.TransactionID, Amount: c.Amount, Currency: c.Currency, PaidAt: c.PaidAt.UTC(),
+	}}, nil
+}
+
+// Fingerprint identifies a refund request's content, so a reused idempotency
+// key with a different request is told apart from a replay. An omitted amount
+// is distinct from any explicit amount.
+func Fingerprint(c RequestRefund) string {
+	amount := "all"
+	if c.Amount != nil {
+		amount = strconv.FormatInt(*c.Amount, 10)
+	}
+	h := sha256.Sum256([]byte(c.UserID + "\x00" + amount + "\x00" + c.Reason))
+	return hex.EncodeToString(h[:])
+}
+
+func decideRequestRefund(s *State, c RequestRefund, p Policy) ([]EventData, error) {
+	if err := validateRequestRefund(c); err != nil {
+		return nil, err
+	}
+	if !s.Registered() || c.UserID != s.UserID {
+		return nil, ErrNotFound
+	}
+	fp := Fingerprint(c)
+	if r := s.RefundByKey(c.IdempotencyKey); r != nil {
+		if r.Fingerprint == fp {
+			return nil, nil
+		}
+		return nil, ErrIdempotencyKeyReused
+	}
+	if s.Status == StatusCanceled {
+		return nil, ErrCanceled
+	}
+	if len(s.Refunds) >= p.maxRefunds() {
+		return nil, ErrRefundLimit
+	}
+	left := s.Refundable()
+	amount := left
+	if c.Amount != nil {
+		amount = *c.Amount
+	}
+	if left <= 0 {
+		return nil, withMessage(ErrInsufficientRefundable, "nothing is left to refund (refunds in flight hold the rest)")
+	}
+	if amount > left {
+		return nil, withMessage(ErrInsufficientRefundable,
+			"amount "+strconv.FormatInt(amount, 10)+" exceeds the refundable "+strconv.FormatInt(left, 10))
+	}
+	n := len(s.Refunds) + 1
+	return []EventData{RefundRequested{
+		RefundNo: RefundNo(p.prefix(), s.ID, n), Number: n, IdempotencyKey: c.IdempotencyKey,
+		Fingerprint: fp, Amount: amount, Reason: c.Reason,
+	}}, nil
+}
+
+func refundOf(s *State, no string) (*Refund, error) {
+	if !s.Registered() {
+		return nil, ErrNotFound
+	}
+	r := s.Refund(no)
+	if r == nil {
+		return nil, withMessage(ErrNotFound, "refund not found")
+	}
+	return r, nil
+}
+
+func decideStartSubmission(s *State, c StartSubmission, env Env) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Request) == 0 {
+		return nil, invalid("request", "the provider request bytes are required")
+	}
+	if r.Attempts > 0 {
+		// Already submitted once: its bytes are fixed forever.
+		return nil, nil
+	}
+	if r.State != Processing {
+		return nil, ErrInvalidState
+	}
+	return []EventData{SubmissionStarted{
+		RefundNo: r.No, Attempt: 1, Request: c.Request, DueAt: env.Now.Add(env.Policy.recheckAfter()),
+	}}, nil
+}
+
+func decideResubmit(s *State, c Resubmit, env Env) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	if (r.State != Rejected && r.State != Unknown) || len(r.Request) == 0 {
+		return nil, ErrInvalidState
+	}
+	return []EventData{resubmission(r, env)}, nil
+}
+
+func resubmission(r *Refund, env Env) SubmissionStarted {
+	return SubmissionStarted{RefundNo: r.No, Attempt: r.Attempts + 1, DueAt: env.Now.Add(env.Policy.recheckAfter())}
+}
+
+func decideAbandon(s *State, c Abandon) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	if c.Reason != "" && !validText(c.Reason, MaxReasonBytes) {
+		return nil, invalid("reason", "must be at most 80 bytes of printable UTF-8")
+	}
+	// Only a rejection is known not to have moved money. UNKNOWN or
+	// ABNORMAL may have, so releasing their amount could over-refund.
+	if r.State != Rejected {
+		return nil, ErrInvalidState
+	}
+	return []EventData{Abandoned{RefundNo: r.No, Reason: c.Reason}}, nil
+}
+
+// checkOutcome rejects outcomes that disagree with local records.
+func checkOutcome(s *State, r *Refund, o Outcome) error {
+	switch {
+	case o.OutTradeNo != "" && o.OutTradeNo != s.OutTradeNo:
+		return withMessage(ErrOutcomeMismatch, "out_trade_no does not match the reservation")
+	case o.RefundAmount != 0 && o.RefundAmount != r.Amount:
+		return withMessage(ErrOutcomeMismatch, "refund amount does not match the refund")
+	case o.TotalAmount != 0 && o.TotalAmount != s.Amount:
+		return withMessage(ErrOutcomeMismatch, "order total does not match the paid amount")
+	case o.ProviderID != "" && r.ProviderID != "" && o.ProviderID != r.ProviderID:
+		return withMessage(ErrOutcomeMismatch, "provider refund id does not match")
+	}
+	return nil
+}
+
+func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	o := c.Outcome
+	if !o.Kind.valid() {
+		return nil, invalid("outcome", "unknown outcome kind")
+	}
+	if err := checkOutcome(s, r, o); err != nil {
+		return nil, err
+	}
+	result := func(to RefundState) ProviderResult {
+		return ProviderResult{
+			RefundNo: r.No, Source: c.Source, Attempt: c.Attempt, Outcome: o.Kind, Code: o.Code,
+			Message: o.Message, ProviderID: o.ProviderID, From: r.State, To: to, SuccessTime: o.SuccessTime,
+		}
+	}
+	target := o.Kind.target()
+
+	if r.State.Terminal() {
+		if target == Succeeded || target == Failed || target == Abnormal {
+			if target == r.State {
+				return nil, nil // duplicate
+			}
+			return []EventData{Conflict{
+				RefundNo: r.No, State: r.State, Source: c.Source, Outcome: o.Kind, Code: o.Code, ProviderID: o.ProviderID,
+			}}, nil
+		}
+		return nil, nil // processing, unknown, rejected, not found: stale
+	}
+
+	// noChange records an answered submission attempt (so every attempt is
+	// journaled) and ignores repeated notifications and queries.
+	noChange := func() ([]EventData, error) {
+		if c.Source == SourceResponse {
+			return []EventData{result(r.State)}, nil
+		}
+		return nil, nil
+	}
+
+	switch o.Kind {
+	case OutcomeSucceeded:
+		out := []EventData{result(Succeeded)}
+		if refunded := s.Refunded() + r.Amount; refunded >= s.Amount {
+			out = append(out, Canceled{Refunded: refunded})
+		}
+		return out, nil
+	case OutcomeFailed:
+		return []EventData{result(Failed)}, nil
+	case OutcomeAbnormal:
+		if r.State == Abnormal {
+			return nil, nil
+		}
+		return []EventData{result(Abnormal)}, nil
+	case OutcomeProcessing:
+		switch {
+		case r.State == Abnormal:
+			return nil, nil // abnormal is later news than processing
+		case r.State != Processing || (o.ProviderID != "" && r.ProviderID == ""):
+			return []EventData{result(Processing)}, nil
+		}
+		return noChange()
+	case OutcomeRejected:
+		if r.State == Processing || r.State == Unknown {
+			return []EventData{result(Rejected)}, nil
+		}
+		return noChange()
+	case OutcomeUnknown:
+		if r.State == Processing {
+			return []EventData{result(Unknown)}, nil
+		}
+		return noChange()
+	case OutcomeNotFound:
+		// The provider never received the submission: send the same bytes
+		// again under the same number. Only a query can say this.
+		if c.Source == SourceQuery && (r.State == Processing || r.State == Unknown) && len(r.Request) > 0 {
+			return []EventData{resubmission(r, env)}, nil
+		}
+		return nil, nil
+	}
+	return nil, nil
+}
+
+func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	if r.DueAt.IsZero() || !r.DueAt.Equal(c.DueAt) {
+		return nil, nil // stale timer
+	}
+	if r.State != Processing && r.State != Unknown {
+		return nil, nil
+	}
+	var out []EventData
+	if !r.Stuck && env.Now.Sub(r.CreatedAt) >= env.Policy.stuckAfter() {
+		out = append(out, FlaggedStuck{RefundNo: r.No})
+	}
+	n := r.Queries + 1
+	out = append(out, QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))})
+	return out, nil
+}
+
+// NextDue returns the earliest due time among refunds, or the zero time.
+func (s *State) NextDue() time.Time {
+	var t time.Time
+	for _, r := range s.Refunds {
+		if !r.DueAt.IsZero() && (t.IsZero() || r.DueAt.Before(t)) {
+			t = r.DueAt
+		}
+	}
+	return t
+}

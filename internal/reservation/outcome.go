@@ -1,0 +1,62 @@
+package reservation
+
+import "time"
+
+// OutcomeKind is what the provider said about a refund.
+type OutcomeKind string
+
+// Provider outcome kinds. Adapters map wire answers onto these.
+const (
+	OutcomeSucceeded  OutcomeKind = "SUCCEEDED"  // WeChat SUCCESS
+	OutcomeProcessing OutcomeKind = "PROCESSING" // accepted, not finished
+	OutcomeFailed     OutcomeKind = "FAILED"     // WeChat CLOSED
+	OutcomeAbnormal   OutcomeKind = "ABNORMAL"   // WeChat ABNORMAL
+	OutcomeRejected   OutcomeKind = "REJECTED"   // refused with a business code on submission
+	OutcomeUnknown    OutcomeKind = "UNKNOWN"    // timeout, 5xx, unverifiable answer
+	OutcomeNotFound   OutcomeKind = "NOT_FOUND"  // a query found no such refund: the submission never arrived
+)
+
+// Source says where an outcome came from.
+type Source string
+
+// Outcome sources.
+const (
+	SourceResponse     Source = "response"
+	SourceNotification Source = "notification"
+	SourceQuery        Source = "query"
+)
+
+// Outcome is a provider's answer about one refund. Zero amounts and an empty
+// OutTradeNo mean "not reported"; reported values must match local records.
+type Outcome struct {
+	Kind         OutcomeKind
+	Code         string
+	Message      string
+	ProviderID   string
+	OutTradeNo   string
+	RefundAmount int64
+	TotalAmount  int64
+	SuccessTime  time.Time
+}
+
+// target is the refund state an outcome asks for, or "" when it asks for no
+// state of its own.
+func (k OutcomeKind) target() RefundState {
+	switch k {
+	case OutcomeSucceeded:
+		return Succeeded
+	case OutcomeFailed:
+		return Failed
+	case OutcomeAbnormal:
+		return Abnormal
+	case OutcomeRejected:
+		return Rejected
+	case OutcomeProcessing:
+		return Processing
+	case OutcomeUnknown:
+		return Unknown
+	}
+	return ""
+}
+
+func (k OutcomeKind) valid() bool { return k.target() != "" || k == OutcomeNotFound }

@@ -1,0 +1,158 @@
+package reservation
+
+import "time"
+
+// Status is the reservation's status.
+type Status string
+
+// Reservation statuses.
+const (
+	StatusAccepted Status = "ACCEPTED"
+	StatusCanceled Status = "CANCELED" // refunds that succeeded add up to the paid amount
+)
+
+// RefundState is where one refund stands.
+type RefundState string
+
+// Refund states. SUCCEEDED and FAILED are terminal; nothing ever goes back to
+// "not requested".
+const (
+	// Processing: claimed and being submitted, or accepted by the provider.
+	Processing RefundState = "PROCESSING"
+	// Succeeded: the money went back. Terminal.
+	Succeeded RefundState = "SUCCEEDED"
+	// Failed: WeChat closed the refund, or an operator abandoned a rejected
+	// one. Terminal; releases its amount.
+	Failed RefundState = "FAILED"
+	// Unknown: the outcome is not known (timeout, 5xx, unverifiable answer);
+	// resolved only by a provider query.
+	Unknown RefundState = "UNKNOWN"
+	// Rejected: the provider refused the request with a business code; the
+	// amount stays held until an operator resubmits or abandons it.
+	Rejected RefundState = "REJECTED"
+	// Abnormal: WeChat could not deliver the money; needs an operator. Held.
+	Abnormal RefundState = "ABNORMAL"
+)
+
+// Terminal reports whether the state can never change again.
+func (s RefundState) Terminal() bool { return s == Succeeded || s == Failed }
+
+// Holds reports whether a refund in this state counts against what is
+// refundable: every state but FAILED does.
+func (s RefundState) Holds() bool { return s != Failed }
+
+// Refund is one refund of a reservation.
+type Refund struct {
+	No             string // out_refund_no, generated once and stored in the event
+	Number         int    // per-reservation counter that produced No
+	IdempotencyKey string
+	Fingerprint    string
+	Amount         int64
+	Reason         string
+	State          RefundState
+	Code           string // last provider business code, if any
+	Message        string
+	ProviderID     string // WeChat refund_id
+	Request        []byte // exact provider request bytes, resent unchanged
+	Attempts       int    // submissions started
+	Queries        int    // provider queries started
+	DueAt          time.Time
+	Stuck          bool
+	Conflicts      int
+	RequestedBy    string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SucceededAt    time.Time
+}
+
+// State is everything a reservation knows, rebuilt by applying its events in
+// order.
+type State struct {
+	ID            string
+	UserID        string
+	OutTradeNo    string
+	TransactionID string
+	Amount        int64 // paid, fen
+	Currency      string
+	PaidAt        time.Time
+	Status        Status
+	RegisteredAt  time.Time
+	RegisteredBy  string
+	Refunds       []*Refund // in request order
+	Version       uint64    // number of events applied
+
+	byNo  map[string]int
+	byKey map[string]int
+}
+
+// Registered reports whether the reservation exists.
+func (s *State) Registered() bool { return s != nil && s.ID != "" }
+
+// Refund returns the refund with the given number, or nil.
+func (s *State) Refund(no string) *Refund {
+	if i, ok := s.byNo[no]; ok {
+		return s.Refunds[i]
+	}
+	return nil
+}
+
+// RefundByKey returns the refund created with an idempotency key, or nil.
+func (s *State) RefundByKey(key string) *Refund {
+	if i, ok := s.byKey[key]; ok {
+		return s.Refunds[i]
+	}
+	return nil
+}
+
+// Refunded is the sum of refunds that SUCCEEDED.
+func (s *State) Refunded() int64 {
+	var n int64
+	for _, r := range s.Refunds {
+		if r.State == Succeeded {
+			n += r.Amount
+		}
+	}
+	return n
+}
+
+// InFlight is the sum of refunds that hold money but have not succeeded.
+func (s *State) InFlight() int64 {
+	var n int64
+	for _, r := range s.Refunds {
+		if r.State.Holds() && r.State != Succeeded {
+			n += r.Amount
+		}
+	}
+	return n
+}
+
+// Refundable is what a new refund may still claim.
+func (s *State) Refundable() int64 { return s.Amount - s.Refunded() - s.InFlight() }
+
+// Clone returns a deep copy, so a caller can apply events tentatively.
+func (s *State) Clone() *State {
+	c := *s
+	c.Refunds = make([]*Refund, len(s.Refunds))
+	for i, r := range s.Refunds {
+		rc := *r
+		c.Refunds[i] = &rc
+	}
+	c.byNo = make(map[string]int, len(s.byNo))
+	for k, v := range s.byNo {
+		c.byNo[k] = v
+	}
+	c.byKey = make(map[string]int, len(s.byKey))
+	for k, v := range s.byKey {
+		c.byKey[k] = v
+	}
+	return &c
+}
+
+// Replay rebuilds a state from events.
+func Replay(events []Event) *State {
+	s := &State{}
+	for _, e := range events {
+		Apply(s, e)
+	}
+	return s
+}
