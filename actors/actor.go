@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,6 +21,7 @@ type reservationActor struct {
 	broken  error // the state could not be loaded; every request fails
 	waiters []chan struct{}
 	leaving bool // passivation started; only this actor's goroutine reads it
+	active  time.Time
 	log     *slog.Logger
 }
 
@@ -27,16 +29,19 @@ func (a *reservationActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.log = a.e.log.With("reservation", a.id)
+		a.active = time.Now()
 		a.load()
-		ctx.SetReceiveTimeout(a.e.cfg.IdleTimeout)
-	case *actor.ReceiveTimeout:
-		a.passivate(ctx)
+	case idleCheck:
+		if time.Since(a.active) >= a.e.cfg.IdleTimeout && len(a.waiters) == 0 {
+			a.passivate(ctx)
+		}
 	case passivateNow:
 		ctx.Stop(ctx.Self())
 	case *actor.Stopped:
 		a.wakeWaiters()
 		a.e.removeEntry(a.id, a.entry)
 	case *envelope:
+		a.active = time.Now()
 		a.handle(ctx, m)
 	}
 }

@@ -76,7 +76,7 @@ type Engine struct {
 
 	// work tracks provider calls and result deliveries in flight, so that
 	// Close can let them finish and journal their results.
-	work    sync.WaitGroup
+	work    tracker
 	baseCtx context.Context
 	cancel  context.CancelFunc
 }
@@ -109,7 +109,31 @@ func New(cfg Config) (*Engine, error) {
 		e.shards[i].live = make(map[string]*entry)
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	go e.sweep()
 	return e, nil
+}
+
+// sweep asks live actors to check their idleness, twice per IdleTimeout.
+func (e *Engine) sweep() {
+	t := time.NewTicker(e.cfg.IdleTimeout / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+		for i := range e.shards {
+			sh := &e.shards[i]
+			sh.mu.Lock()
+			for _, en := range sh.live {
+				if !en.passivating {
+					e.system.Root.Send(en.pid, idleCheck{})
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
 }
 
 // envelope carries one request to an actor and its reply channel.
@@ -137,6 +161,10 @@ type (
 		ch    chan struct{}
 	}
 	passivateNow struct{}
+	// idleCheck asks an actor to passivate if it has been idle for
+	// IdleTimeout. The engine's sweeper sends it instead of protoactor's
+	// ReceiveTimeout, whose timer races with the mailbox (go test -race).
+	idleCheck struct{}
 )
 
 func (e *Engine) shard(id string) *shard {
@@ -274,9 +302,9 @@ func (e *Engine) deliver(id string, cmd reservation.Command, by string) error {
 
 // goWork runs f as tracked background work unless the engine is closed.
 func (e *Engine) goWork(f func(ctx context.Context)) {
-	e.work.Add(1)
+	e.work.add()
 	go func() {
-		defer e.work.Done()
+		defer e.work.done()
 		f(e.baseCtx)
 	}()
 }
@@ -285,14 +313,20 @@ func (e *Engine) goWork(f func(ctx context.Context)) {
 // (bounded by ctx), then stops every actor. The caller closes the Store
 // afterwards.
 func (e *Engine) Close(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { e.work.Wait(); close(done) }()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		e.cancel() // abandon calls still running; their due times recover them
-		err = fmt.Errorf("actors: close: in-flight work abandoned: %w", ctx.Err())
+drain:
+	for {
+		idle := e.work.idleCh()
+		if idle == nil {
+			break
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			e.cancel() // abandon calls still running; their due times recover them
+			err = fmt.Errorf("actors: close: in-flight work abandoned: %w", ctx.Err())
+			break drain
+		}
 	}
 	e.closed.Store(true)
 	e.cancel()

@@ -80,10 +80,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		fs.StringVar(p, name, *p, usage+" (env "+env+")")
 	}
+	var envErrs []error
 	dur := func(p *time.Duration, name, env, usage string) {
 		fs.DurationVar(p, name, *p, usage+" (env "+env+")")
 		if v := getenv(env); v != "" {
-			_ = fs.Set(name, v)
+			if err := fs.Set(name, v); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not a duration", env, v))
+			}
 		}
 	}
 	str(&c.Listen, "listen", "REFUNDD_LISTEN", "HTTP listen address; port 0 picks a free one")
@@ -102,6 +105,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
 		}
+		return err
+	}
+	if err := errors.Join(envErrs...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

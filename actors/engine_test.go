@@ -1,0 +1,393 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/eventstore"
+	"refundd/internal/reservation"
+	"refundd/internal/simprovider"
+	"refundd/journal"
+	"refundd/journal/journaltest"
+)
+
+// clock is a settable test clock.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+type harness struct {
+	t        *testing.T
+	db       *journal.DB
+	store    actors.Store
+	provider *simprovider.Provider
+	engine   *actors.Engine
+	clock    *clock
+}
+
+type harnessOpts struct {
+	sim   simprovider.Options
+	idle  time.Duration
+	store func(actors.Store) actors.Store
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	h := &harness{t: t, db: journaltest.Open(t), clock: newClock()}
+	h.store = eventstore.New(h.db)
+	if o.store != nil {
+		h.store = o.store(h.store)
+	}
+	if o.sim.Now == nil {
+		o.sim.Now = h.clock.Now
+	}
+	h.provider = simprovider.New(o.sim)
+	h.start(o.idle)
+	return h
+}
+
+func (h *harness) start(idle time.Duration) {
+	e, err := actors.New(actors.Config{
+		Store: h.store, Provider: h.provider, Now: h.clock.Now, IdleTimeout: idle,
+		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.engine = e
+	h.t.Cleanup(func() { _ = e.Close(context.Background()) })
+}
+
+func (h *harness) register(id string, amount int64) {
+	h.t.Helper()
+	_, _, err := h.engine.Execute(context.Background(), id, "test", reservation.Register{
+		ReservationID: id, UserID: "u-" + id, OutTradeNo: "ORD-" + id, Amount: amount, Currency: "CNY",
+	})
+	if err != nil {
+		h.t.Fatalf("register %s: %v", id, err)
+	}
+}
+
+func (h *harness) refund(id, key string, amount int64) (*reservation.State, []reservation.Event, error) {
+	var a *int64
+	if amount > 0 {
+		a = &amount
+	}
+	return h.engine.Execute(context.Background(), id, "test",
+		reservation.RequestRefund{UserID: "u-" + id, IdempotencyKey: key, Amount: a})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (h *harness) refundState(id, no string) reservation.RefundState {
+	st, err := h.engine.Get(context.Background(), id)
+	if err != nil {
+		h.t.Fatalf("get %s: %v", id, err)
+	}
+	if r := st.Refund(no); r != nil {
+		return r.State
+	}
+	return ""
+}
+
+func checkInvariants(t *testing.T, st *reservation.State) {
+	t.Helper()
+	if got := st.Refunded() + st.InFlight(); got > st.Amount {
+		t.Fatalf("refunded %d + in flight %d > paid %d", st.Refunded(), st.InFlight(), st.Amount)
+	}
+}
+
+func TestEngine_ConcurrentSameIdempotencyKey(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.register("r1", 10000)
+	var wg sync.WaitGroup
+	var created atomic.Int32
+	nos := make([]string, 200)
+	errs := make([]error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, events, err := h.refund("r1", "same-key", 4000)
+			errs[i] = err
+			if err == nil {
+				nos[i] = st.RefundByKey("same-key").No
+				if len(events) > 0 {
+					created.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if nos[i] != nos[0] {
+			t.Fatalf("request %d got refund %s, request 0 got %s", i, nos[i], nos[0])
+		}
+	}
+	if created.Load() != 1 {
+		t.Fatalf("created %d refunds, want 1", created.Load())
+	}
+	waitFor(t, "the refund to succeed", func() bool { return h.refundState("r1", nos[0]) == reservation.Succeeded })
+	if n := h.provider.Submissions(); n != 1 {
+		t.Fatalf("provider saw %d submissions, want 1", n)
+	}
+	st, _ := h.engine.Get(context.Background(), "r1")
+	if len(st.Refunds) != 1 || st.Refunded() != 4000 {
+		t.Fatalf("refunds=%d refunded=%d, want 1 and 4000", len(st.Refunds), st.Refunded())
+	}
+}
+
+func TestEngine_ConcurrentDistinctKeysCannotOverRefund(t *testing.T) {
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}}) // keep them in flight
+	h.register("r1", 10000)
+	var wg sync.WaitGroup
+	var ok, insufficient, other atomic.Int32
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := h.refund("r1", fmt.Sprintf("key-%d", i), 3000)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, reservation.ErrInsufficientRefundable):
+				insufficient.Add(1)
+			default:
+				other.Add(1)
+				t.Errorf("unexpected error: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 3 || insufficient.Load() != 97 || other.Load() != 0 {
+		t.Fatalf("ok=%d insufficient=%d other=%d, want 3/97/0", ok.Load(), insufficient.Load(), other.Load())
+	}
+	st, err := h.engine.Get(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, st)
+	if st.InFlight() != 9000 || st.Refundable() != 1000 {
+		t.Fatalf("in flight %d refundable %d, want 9000 and 1000", st.InFlight(), st.Refundable())
+	}
+	if got := h.provider.Refunded("ORD-r1"); got != 9000 {
+		t.Fatalf("provider holds %d for the order, want 9000", got)
+	}
+}
+
+func TestEngine_PassivatedReservationReactivates(t *testing.T) {
+	h := newHarness(t, harnessOpts{idle: 20 * time.Millisecond})
+	h.register("r1", 10000)
+	waitFor(t, "passivation", func() bool { return h.engine.Active() == 0 })
+	st, events, err := h.refund("r1", "k1", 2500)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("refund after passivation: events=%d err=%v", len(events), err)
+	}
+	no := st.RefundByKey("k1").No
+	waitFor(t, "success", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	waitFor(t, "passivation again", func() bool { return h.engine.Active() == 0 })
+	st, err = h.engine.Get(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Refunded() != 2500 || st.RefundByKey("k1").No != no {
+		t.Fatalf("rebuilt state: refunded %d, refund %s; want 2500 and %s", st.Refunded(), st.RefundByKey("k1").No, no)
+	}
+}
+
+// Many messages racing passivation must all be answered: none may fall into
+// a stopping actor's mailbox.
+func TestEngine_NoMessageLostAcrossPassivation(t *testing.T) {
+	h := newHarness(t, harnessOpts{idle: time.Millisecond})
+	h.register("r1", 1000000)
+	for i := range 300 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := h.engine.Get(ctx, "r1")
+		cancel()
+		if err != nil {
+			t.Fatalf("get %d: %v", i, err)
+		}
+		if i%3 == 0 {
+			time.Sleep(time.Millisecond) // let the idle timeout fire between some messages
+		}
+	}
+}
+
+func TestEngine_LostResponseResolvedByQueryNotNewRefund(t *testing.T) {
+	var lost atomic.Bool
+	lost.Store(true)
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{
+		Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
+			if op == "submit" && lost.Load() {
+				// The provider refunds, but the answer never arrives.
+				return simprovider.Injected{Apply: true, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
+			}
+			return simprovider.Injected{}, false
+		},
+	}})
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := st.RefundByKey("k1").No
+	waitFor(t, "UNKNOWN", func() bool { return h.refundState("r1", no) == reservation.Unknown })
+	lost.Store(false)
+	h.clock.Advance(2 * time.Minute)
+	if n, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil || n == 0 {
+		t.Fatalf("FireDue = %d, %v", n, err)
+	}
+	waitFor(t, "SUCCEEDED via query", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	if n := h.provider.Submissions(); n != 1 {
+		t.Fatalf("provider saw %d submissions, want 1 (a query, not a new refund, resolves UNKNOWN)", n)
+	}
+}
+
+func TestEngine_SubmissionThatNeverArrivedIsResubmittedWithSameNumber(t *testing.T) {
+	var drop atomic.Bool
+	drop.Store(true)
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{
+		Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
+			if op == "submit" && drop.Load() {
+				return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "CONN_RESET"}}, true
+			}
+			return simprovider.Injected{}, false
+		},
+	}})
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 6000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := st.RefundByKey("k1").No
+	waitFor(t, "UNKNOWN", func() bool { return h.refundState("r1", no) == reservation.Unknown })
+	if h.provider.Known(no) {
+		t.Fatal("the dropped submission reached the provider")
+	}
+	drop.Store(false)
+	h.clock.Advance(2 * time.Minute)
+	if _, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SUCCEEDED after resubmission", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	st, _ = h.engine.Get(context.Background(), "r1")
+	r := st.Refund(no)
+	if r.Attempts != 2 || len(st.Refunds) != 1 {
+		t.Fatalf("attempts %d refunds %d, want 2 and 1", r.Attempts, len(st.Refunds))
+	}
+}
+
+func TestEngine_ContradictingNotificationIsAConflict(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.register("r1", 10000)
+	st, _, _ := h.refund("r1", "k1", 0)
+	no := st.RefundByKey("k1").No
+	waitFor(t, "SUCCEEDED", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	st, events, err := h.engine.Execute(context.Background(), "r1", "provider", reservation.RecordOutcome{
+		RefundNo: no, Source: reservation.SourceNotification, Outcome: reservation.Outcome{Kind: reservation.OutcomeFailed},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Data.EventType() != reservation.TypeConflict {
+		t.Fatalf("events = %+v, want one conflict", events)
+	}
+	if r := st.Refund(no); r.State != reservation.Succeeded || r.Conflicts != 1 {
+		t.Fatalf("state %s conflicts %d, want SUCCEEDED and 1", r.State, r.Conflicts)
+	}
+}
+
+// failingStore fails appends while fail is set.
+type failingStore struct {
+	actors.Store
+	fail atomic.Bool
+}
+
+func (f *failingStore) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
+	if f.fail.Load() {
+		return errors.New("disk on fire")
+	}
+	return f.Store.Append(ctx, id, expected, events)
+}
+
+func TestEngine_FailedAppendRepliesErrorAndRecovers(t *testing.T) {
+	var fs *failingStore
+	h := newHarness(t, harnessOpts{store: func(s actors.Store) actors.Store { fs = &failingStore{Store: s}; return fs }})
+	h.register("r1", 10000)
+	fs.fail.Store(true)
+	if _, _, err := h.refund("r1", "k1", 1000); !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	fs.fail.Store(false)
+	st, events, err := h.refund("r1", "k1", 1000)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("retry after failure: events %d err %v", len(events), err)
+	}
+	if len(st.Refunds) != 1 || st.Refunds[0].Number != 1 {
+		t.Fatalf("refunds %+v, want exactly one, numbered 1", st.Refunds)
+	}
+	if h.provider.Submissions() > 1 {
+		t.Fatalf("provider saw %d submissions", h.provider.Submissions())
+	}
+}
+
+func TestEngine_OutTradeNoUniqueAcrossReservations(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.register("r1", 10000)
+	_, _, err := h.engine.Execute(context.Background(), "r2", "test", reservation.Register{
+		ReservationID: "r2", UserID: "u-r2", OutTradeNo: "ORD-r1", Amount: 500, Currency: "CNY",
+	})
+	if !errors.Is(err, reservation.ErrOutTradeNoTaken) {
+		t.Fatalf("err = %v, want ErrOutTradeNoTaken", err)
+	}
+	if _, err := h.engine.Get(context.Background(), "r2"); !errors.Is(err, reservation.ErrNotFound) {
+		t.Fatalf("r2 exists after a refused registration: %v", err)
+	}
+}
+
+func TestEngine_AwaitWakesOnChange(t *testing.T) {
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	st, _, _ := h.refund("r1", "k1", 0)
+	no := st.RefundByKey("k1").No
+	done := make(chan *reservation.State, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, _ := h.engine.Await(ctx, "r1", func(s *reservation.State) bool { return s.Refund(no).State.Terminal() })
+		done <- s
+	}()
+	if _, _, err := h.engine.Execute(context.Background(), "r1", "provider", reservation.RecordOutcome{
+		RefundNo: no, Source: reservation.SourceNotification, Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-done; s == nil || s.Refund(no).State != reservation.Succeeded {
+		t.Fatalf("Await returned %+v", s)
+	}
+}
