@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"refundd/journal"
+)
+
+// client is a tiny JSON client for the tests.
+type client struct {
+	t    testing.TB
+	base string
+}
+
+func (c client) do(method, path, key string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func TestMain_WalkThroughAndSecondInstanceFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "0"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := client{t: t, base: "http://" + m.Addr()}
+	if code, body := c.do("POST", "/v1/reservations", "", map[string]any{
+		"id": "res-1", "user_id": "u1", "out_trade_no": "ORD-1", "amount": 10000, "currency": "CNY",
+	}); code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	code, body := c.do("POST", "/v1/reservations/res-1/refunds?wait=5s", "k1", map[string]any{"user_id": "u1", "amount": 2500})
+	if code != 200 || body["state"] != "SUCCEEDED" || body["refund_no"] != "R-res-1-1" {
+		t.Fatalf("refund: %d %v", code, body)
+	}
+
+	second := NewMain()
+	second.Stdout, second.Stderr = io.Discard, io.Discard
+	_ = second.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--lock-timeout", "200ms"}, func(string) string { return "" })
+	start := time.Now()
+	err := second.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "in use by another refundd process") {
+		t.Fatalf("second instance: err = %v, want a clear 'in use' error", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("second instance took %s to fail", time.Since(start))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseFlags_EnvAndErrors(t *testing.T) {
+	env := map[string]string{"REFUNDD_LISTEN": "127.0.0.1:9999", "REFUNDD_REFUND_PREFIX": "staging", "REFUNDD_RECHECK_AFTER": "5s"}
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.Listen != "127.0.0.1:9999" || m.Config.RefundNoPrefix != "staging" || m.Config.RecheckAfter != 5*time.Second {
+		t.Fatalf("config from env: %+v", m.Config)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:1"}, func(k string) string { return env[k] }); err != nil || m.Config.Listen != "127.0.0.1:1" {
+		t.Fatalf("flag must override env: %v %s", err, m.Config.Listen)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{args: []string{"--refund-prefix", "bad-prefix"}},
+		{args: []string{"--refund-prefix", "waytoolongprefix123"}},
+		{args: []string{"--idle-timeout", "0s"}},
+		{env: map[string]string{"REFUNDD_RECHECK_AFTER": "soon"}},
+		{args: []string{"--log-format", "xml"}},
+		{args: []string{"stray"}},
+	} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		if err := m.ParseFlags(tc.args, func(k string) string { return tc.env[k] }); err == nil {
+			t.Errorf("ParseFlags(%v, %v) = nil, want an error", tc.args, tc.env)
+		}
+	}
+}
+
+// --- crash test: a real process, SIGKILL, restart, invariants ---
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "refundd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *bytes.Buffer
+}
+
+func startProc(t *testing.T, bin, dir string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "200ms",
+		"--recheck-after", "500ms", "--scheduler-interval", "50ms", "--lock-timeout", "5s")
+	stdout, _ := cmd.StdoutPipe()
+	logs := &bytes.Buffer{}
+	cmd.Stderr = &lockedWriter{w: logs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "refundd listening on http://"); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return &proc{cmd: cmd, addr: a, logs: logs}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("refundd did not start; logs:\n%s", logs)
+	}
+	return nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type accepted struct {
+	reservation, key, refundNo string
+	amount                     float64
+}
+
+func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a real process")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	p := startProc(t, bin, dir)
+	c := client{t: t, base: "http://" + p.addr}
+
+	const reservations = 20
+	for i := range reservations {
+		if code, body := c.do("POST", "/v1/reservations", "", map[string]any{
+			"id": fmt.Sprintf("res-%d", i), "user_id": "u", "out_trade_no": fmt.Sprintf("ORD-%d", i), "amount": 10000, "currency": "CNY",
+		}); code != 201 {
+			t.Fatalf("register %d: %d %v", i, code, body)
+		}
+	}
+	// Clients keep requesting refunds (30% each, so some are refused) while
+	// the process is killed under them.
+	var mu sync.Mutex
+	var got []accepted
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res := fmt.Sprintf("res-%d", (w*7+n)%reservations)
+				key := fmt.Sprintf("w%d-n%d", w, n)
+				code, body := c.do("POST", "/v1/reservations/"+res+"/refunds", key, map[string]any{"user_id": "u", "amount": 3000})
+				if code == 202 || code == 200 {
+					mu.Lock()
+					got = append(got, accepted{res, key, body["refund_no"].(string), body["amount"].(float64)})
+					mu.Unlock()
+				}
+				if code == 0 {
+					return // the process is gone
+				}
+			}
+		}()
+	}
+	// Kill at a random moment, so runs cover refunds in every state:
+	// requested, submitted, answered, notified.
+	killAfter := time.Duration(20+rand.IntN(300)) * time.Millisecond
+	t.Logf("SIGKILL after %s", killAfter)
+	time.Sleep(killAfter)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	close(stop)
+	wg.Wait()
+	if len(got) == 0 {
+		t.Fatal("no refund was accepted before the kill")
+	}
+	t.Logf("%d refunds accepted before SIGKILL", len(got))
+
+	p2 := startProc(t, bin, dir)
+	c2 := client{t: t, base: "http://" + p2.addr}
+	for _, a := range got {
+		code, body := c2.do("GET", "/v1/reservations/"+a.reservation+"/refunds/"+a.refundNo, "", nil)
+		if code != 200 || body["amount"].(float64) != a.amount {
+			t.Fatalf("accepted refund %s lost after restart: %d %v", a.refundNo, code, body)
+		}
+		// A replay of the accepted request names the same refund.
+		code, body = c2.do("POST", "/v1/reservations/"+a.reservation+"/refunds", a.key, map[string]any{"user_id": "u", "amount": 3000})
+		if code != 200 || body["refund_no"] != a.refundNo {
+			t.Fatalf("replay of %s after restart: %d %v", a.key, code, body)
+		}
+	}
+	// Every refund is resolved by the journaled due times, with no new
+	// refund number, and money never exceeds what was paid.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := range reservations {
+		for {
+			code, body := c2.do("GET", fmt.Sprintf("/v1/reservations/res-%d?", i), "", nil)
+			if code != 200 {
+				t.Fatalf("get res-%d: %d %v", i, code, body)
+			}
+			refunded, inFlight := body["refunded"].(float64), body["in_flight"].(float64)
+			if refunded+inFlight > 10000 {
+				t.Fatalf("res-%d: refunded %v + in flight %v > paid", i, refunded, inFlight)
+			}
+			seen := map[string]bool{}
+			for _, r := range body["refunds"].([]any) {
+				no := r.(map[string]any)["refund_no"].(string)
+				if seen[no] {
+					t.Fatalf("res-%d: refund number %s twice", i, no)
+				}
+				seen[no] = true
+			}
+			if inFlight == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("res-%d still has %v in flight after restart; logs:\n%s", i, inFlight, p2.logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := p2.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.cmd.Wait(); err != nil {
+		t.Fatalf("graceful shutdown: %v\n%s", err, p2.logs)
+	}
+	db, err := journal.Open(filepath.Join(dir, "refundd.db"), &journal.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Verify(context.Background()); err != nil {
+		t.Fatalf("journal after crash and restart: %v", err)
+	}
+}
