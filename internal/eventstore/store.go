@@ -67,6 +67,10 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 			req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
 		case reservation.QueryStarted:
 			req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
+		case reservation.ProviderResult:
+			if !d.DueAt.IsZero() {
+				req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
+			}
 		}
 	}
 	_, err := s.db.Append(ctx, req)
