@@ -51,6 +51,9 @@ func Apply(s *State, e Event) {
 					r.SucceededAt = e.At
 				}
 			}
+			if !d.DueAt.IsZero() {
+				r.DueAt = d.DueAt
+			}
 			if d.To != Processing && d.To != Unknown {
 				r.DueAt = time.Time{}
 			}

@@ -203,10 +203,16 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		return nil, err
 	}
 	result := func(to RefundState) ProviderResult {
-		return ProviderResult{
+		pr := ProviderResult{
 			RefundNo: r.No, Source: c.Source, Attempt: c.Attempt, Outcome: o.Kind, Code: o.Code,
 			Message: o.Message, ProviderID: o.ProviderID, From: r.State, To: to, SuccessTime: o.SuccessTime,
 		}
+		// A refund waiting on the provider needs a due time, or no timer
+		// would ever check on it again (REJECTED has none).
+		if (to == Processing || to == Unknown) && r.DueAt.IsZero() {
+			pr.DueAt = env.Now.Add(env.Policy.recheckAfter())
+		}
+		return pr
 	}
 	target := o.Kind.target()
 

@@ -85,6 +85,9 @@ type ProviderResult struct {
 	From        RefundState `json:"from"`
 	To          RefundState `json:"to"`
 	SuccessTime time.Time   `json:"success_time,omitzero"`
+	// DueAt is set when the refund goes back to waiting on the provider
+	// without a due time (REJECTED -> PROCESSING): the next check on it.
+	DueAt time.Time `json:"due_at,omitzero"`
 }
 
 // Abandoned: an operator gave up on a rejected refund; it becomes FAILED and
