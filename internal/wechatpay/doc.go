@@ -1,0 +1,29 @@
+// Package wechatpay speaks the WeChat Pay wire protocol that refundd needs,
+// on the Go standard library only.
+//
+// It holds primitives, not a client: key parsing (keys.go), APIv3 request
+// signing (sign.go) and Authorization headers (authorization.go),
+// verification of WeChat Pay responses and notifications against public keys
+// and platform certificates (verify.go), AEAD_AES_256_GCM resource encryption (aead.go), APIv3 refund
+// notifications (notify_v3.go), and the legacy APIv2 XML refund notification
+// with its AES-256-ECB req_info (ecb.go, notify_v2.go). Each parser has a
+// builder next to it so a sandbox can produce the same bytes WeChat Pay
+// would.
+//
+// Rules the code keeps:
+//
+//   - Verify over the raw bytes received; never re-serialise before
+//     verifying. Verify the signature before decrypting anything.
+//   - Outside input never panics: nonce and key lengths are checked before
+//     crypto/cipher sees them, sizes are capped, fuzz targets cover every
+//     parser.
+//   - Errors wrap one sentinel from errors.go and never contain key
+//     material, plaintext or ciphertext.
+//   - Money is int64 fen.
+//   - Nothing here reads the clock directly except through Verifier.Now, and
+//     nothing does IO; callers own HTTP, retries and body size limits.
+//
+// Signature probes (Wechatpay-Signature starting "WECHATPAY/SIGNTEST/") are
+// rejected with ErrProbe, distinct from ErrBadSignature, so callers can count
+// them without alerting.
+package wechatpay
