@@ -29,6 +29,8 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Notify, if set, enables the WeChat Pay notification endpoints.
+	Notify *NotifyConfig
 }
 
 // Server routes HTTP requests to the engine.
@@ -37,6 +39,7 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	router *mux.Router
+	notify *notifier
 }
 
 // New builds the HTTP handler.
@@ -62,6 +65,14 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}", s.getRefund).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resubmit", s.resubmitRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
+	if opts.Notify != nil {
+		nc := *opts.Notify
+		if nc.Deadline <= 0 {
+			nc.Deadline = 4 * time.Second
+		}
+		s.notify = &notifier{cfg: nc, log: s.log, limiter: newLogLimiter(10 * time.Second), stats: &NotifyStats{}}
+		s.notify.routes(s)
+	}
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, &apiError{code: codeRouteNotFound, msg: "no such route"})
 	})
@@ -69,6 +80,15 @@ func New(engine Engine, opts Options) *Server {
 		s.writeError(w, req, &apiError{code: codeMethod, msg: "method not allowed"})
 	})
 	return s
+}
+
+// NotifyStats returns the notification counters, or nil when notifications
+// are not enabled.
+func (s *Server) NotifyStats() *NotifyStats {
+	if s.notify == nil {
+		return nil
+	}
+	return s.notify.stats
 }
 
 // Router exposes the router so other handlers (notifications) can be added

@@ -64,6 +64,15 @@ type FireTimer struct {
 	DueAt    time.Time
 }
 
+// CheckProvider asks the provider about a refund now: something (an
+// unsigned APIv2 notification, an operator) suggests its outcome changed.
+// The answer is applied like any other outcome; the hint itself changes
+// nothing.
+type CheckProvider struct {
+	RefundNo string
+}
+
+func (CheckProvider) command()   {}
 func (Register) command()        {}
 func (RequestRefund) command()   {}
 func (StartSubmission) command() {}

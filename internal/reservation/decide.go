@@ -31,6 +31,8 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 		data, err = decideOutcome(s, c, env)
 	case FireTimer:
 		data, err = decideTimer(s, c, env)
+	case CheckProvider:
+		data, err = decideCheck(s, c, env)
 	default:
 		return nil, invalid("command", "unknown command")
 	}
@@ -298,6 +300,20 @@ func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
 	n := r.Queries + 1
 	out = append(out, QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))})
 	return out, nil
+}
+
+func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	// Terminal refunds are settled, and a refund never submitted has
+	// nothing to ask about yet.
+	if r.State.Terminal() || r.Attempts == 0 {
+		return nil, nil
+	}
+	n := r.Queries + 1
+	return []EventData{QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))}}, nil
 }
 
 // NextDue returns the earliest due time among refunds, or the zero time.

@@ -1,0 +1,336 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"refundd/internal/quarantine"
+	"refundd/internal/reservation"
+	"refundd/internal/wechatpay"
+)
+
+// NotifyEngine is what the notification endpoints need from the engine.
+type NotifyEngine interface {
+	LookupRefund(ctx context.Context, refundNo string) (string, error)
+	Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
+	Get(ctx context.Context, id string) (*reservation.State, error)
+}
+
+// NotifyConfig enables the WeChat Pay notification endpoints.
+type NotifyConfig struct {
+	MchID    string              // notifications for another merchant are refused
+	Verifier *wechatpay.Verifier // required for v3
+	APIv3Key []byte              // required for v3
+	APIv2Key []byte              // optional: enables the v2 endpoint
+	Engine   NotifyEngine
+	// Quarantine keeps the raw bytes of notifications that were not
+	// applied; nil keeps nothing (tests only).
+	Quarantine *quarantine.Store
+	// Deadline bounds the work for one notification, inside WeChat's 5 s;
+	// zero means 4 s.
+	Deadline time.Duration
+}
+
+// notifyOutcome names what happened to one notification; it is counted
+// and logged under that name.
+type notifyOutcome string
+
+const (
+	nApplied   notifyOutcome = "applied"   // journaled a change (or a conflict for operators)
+	nDuplicate notifyOutcome = "duplicate" // nothing new: acknowledged
+	nHint      notifyOutcome = "hint"      // journaled a provider query (v2, or an unusable status)
+	nProbe     notifyOutcome = "probe"     // WeChat's signature probe: refused, not alerted on
+	nRejected  notifyOutcome = "rejected"  // failed verification or decryption, or malformed
+	nUnknown   notifyOutcome = "unknown_refund"
+	nMismatch  notifyOutcome = "mismatch"
+	nError     notifyOutcome = "error" // our side failed (journal); WeChat will retry
+)
+
+// NotifyStats counts notifications by outcome.
+type NotifyStats struct {
+	counts [8]atomic.Int64
+}
+
+var notifyOutcomes = [...]notifyOutcome{nApplied, nDuplicate, nHint, nProbe, nRejected, nUnknown, nMismatch, nError}
+
+func (s *NotifyStats) add(o notifyOutcome) {
+	for i, n := range notifyOutcomes {
+		if n == o {
+			s.counts[i].Add(1)
+		}
+	}
+}
+
+// Snapshot returns the counts by outcome name.
+func (s *NotifyStats) Snapshot() map[string]int64 {
+	m := make(map[string]int64, len(notifyOutcomes))
+	for i, n := range notifyOutcomes {
+		m[string(n)] = s.counts[i].Load()
+	}
+	return m
+}
+
+type notifier struct {
+	cfg     NotifyConfig
+	log     *slog.Logger
+	limiter *logLimiter
+	stats   *NotifyStats
+}
+
+// notifyFailure is a notification we do not accept: WeChat must retry.
+type notifyFailure struct {
+	outcome notifyOutcome
+	status  int
+	reason  string // short, safe to return to the sender
+	err     error  // for the log, never returned
+}
+
+func (n *notifier) routes(s *Server) {
+	s.router.HandleFunc("/v1/notify/wechatpay/refund", n.v3).Methods(http.MethodPost)
+	if len(n.cfg.APIv2Key) > 0 {
+		s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.v2).Methods(http.MethodPost)
+	}
+	s.router.HandleFunc("/v1/notify/stats", func(w http.ResponseWriter, _ *http.Request) {
+		out := map[string]any{"notifications": n.stats.Snapshot()}
+		if q := n.cfg.Quarantine; q != nil {
+			entries, bytes, dropped := q.Stats()
+			out["quarantine"] = map[string]int64{"entries": int64(entries), "bytes": bytes, "dropped": dropped}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}).Methods(http.MethodGet)
+	s.router.HandleFunc("/v1/notify/quarantine", func(w http.ResponseWriter, r *http.Request) {
+		if n.cfg.Quarantine == nil {
+			writeJSON(w, http.StatusOK, map[string]any{"entries": []any{}})
+			return
+		}
+		list, err := n.cfg.Quarantine.List(100)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"entries": list})
+	}).Methods(http.MethodGet)
+}
+
+func (n *notifier) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *notifyFailure) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wechatpay.MaxNotificationSize))
+	if err != nil {
+		return body, &notifyFailure{outcome: nRejected, status: http.StatusRequestEntityTooLarge, reason: "body too large or unreadable", err: err}
+	}
+	return body, nil
+}
+
+// v3 handles POST /v1/notify/wechatpay/refund: verify the signature,
+// decrypt, match against local records, journal through the actor, and only
+// then acknowledge.
+func (n *notifier) v3(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
+	defer cancel()
+	body, fail := n.readBody(w, r)
+	var outcome notifyOutcome
+	if fail == nil {
+		outcome, fail = n.handleV3(ctx, r.Header, body)
+	}
+	if fail != nil {
+		n.reject("v3", r, body, fail)
+		writeJSON(w, fail.status, map[string]string{"code": "FAIL", "message": fail.reason})
+		return
+	}
+	n.stats.add(outcome)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (notifyOutcome, *notifyFailure) {
+	_, res, err := wechatpay.ParseRefundNotification(n.cfg.Verifier, n.cfg.APIv3Key, wechatpay.HeadersFrom(h), body)
+	switch {
+	case errors.Is(err, wechatpay.ErrProbe):
+		return "", &notifyFailure{outcome: nProbe, status: http.StatusUnauthorized, reason: "signature probe", err: err}
+	case errors.Is(err, wechatpay.ErrMissingHeader), errors.Is(err, wechatpay.ErrBadSignature),
+		errors.Is(err, wechatpay.ErrUnknownSerial), errors.Is(err, wechatpay.ErrStaleTimestamp),
+		errors.Is(err, wechatpay.ErrCertificateExpired), errors.Is(err, wechatpay.ErrInvalidHeader),
+		errors.Is(err, wechatpay.ErrUnsupportedAlgorithm):
+		return "", &notifyFailure{outcome: nRejected, status: http.StatusUnauthorized, reason: "signature verification failed", err: err}
+	case err != nil:
+		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
+	}
+	if n.cfg.MchID != "" && res.MchID != n.cfg.MchID {
+		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mchid does not match",
+			err: fmt.Errorf("mchid %q", res.MchID)}
+	}
+	o, known := outcomeOfV3(res)
+	if !known {
+		// A verified notification with a status we cannot read: ask the
+		// provider instead of guessing.
+		return n.hint(ctx, res.OutRefundNo, res.OutTradeNo, res.Amount.Refund, res.Amount.Total)
+	}
+	id, fail := n.lookup(ctx, res.OutRefundNo)
+	if fail != nil {
+		return "", fail
+	}
+	_, events, err := n.cfg.Engine.Execute(ctx, id, "wechatpay:notification",
+		reservation.RecordOutcome{RefundNo: res.OutRefundNo, Source: reservation.SourceNotification, Outcome: o})
+	if fail := n.engineFailure(err); fail != nil {
+		return "", fail
+	}
+	if len(events) == 0 {
+		return nDuplicate, nil
+	}
+	return nApplied, nil
+}
+
+func outcomeOfV3(res wechatpay.RefundResource) (reservation.Outcome, bool) {
+	o := reservation.Outcome{ProviderID: res.RefundID, OutTradeNo: res.OutTradeNo,
+		RefundAmount: res.Amount.Refund, TotalAmount: res.Amount.Total}
+	switch res.RefundStatus {
+	case wechatpay.RefundSuccess:
+		o.Kind = reservation.OutcomeSucceeded
+		if t, err := time.Parse(time.RFC3339, res.SuccessTime); err == nil {
+			o.SuccessTime = t.UTC()
+		}
+	case wechatpay.RefundClosed:
+		o.Kind = reservation.OutcomeFailed
+	case wechatpay.RefundAbnormal:
+		o.Kind = reservation.OutcomeAbnormal
+	case wechatpay.RefundProcessing:
+		o.Kind = reservation.OutcomeProcessing
+	default:
+		return o, false
+	}
+	return o, true
+}
+
+// v2 handles the legacy XML notification. It carries no signature and its
+// AES-ECB payload is malleable, so it is only a hint: once it matches our
+// records, a provider query is journaled (and then acknowledged); the query's
+// answer is what gets applied.
+func (n *notifier) v2(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
+	defer cancel()
+	body, fail := n.readBody(w, r)
+	var outcome notifyOutcome
+	if fail == nil {
+		outcome, fail = n.handleV2(ctx, body)
+	}
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	if fail != nil {
+		n.reject("v2", r, body, fail)
+		w.WriteHeader(fail.status)
+		_, _ = w.Write(wechatpay.V2Ack(false, fail.reason))
+		return
+	}
+	n.stats.add(outcome)
+	_, _ = w.Write(wechatpay.V2Ack(true, "OK"))
+}
+
+func (n *notifier) handleV2(ctx context.Context, body []byte) (notifyOutcome, *notifyFailure) {
+	env, info, err := wechatpay.ParseRefundNotificationV2(n.cfg.APIv2Key, body)
+	if err != nil {
+		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
+	}
+	if n.cfg.MchID != "" && env.MchID != n.cfg.MchID {
+		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mch_id does not match",
+			err: fmt.Errorf("mch_id %q", env.MchID)}
+	}
+	return n.hint(ctx, info.OutRefundNo, info.OutTradeNo, info.RefundFee, info.TotalFee)
+}
+
+// hint checks a notification we will not apply directly against local
+// records, then journals a provider query for the refund.
+func (n *notifier) hint(ctx context.Context, no, outTradeNo string, refund, total int64) (notifyOutcome, *notifyFailure) {
+	id, fail := n.lookup(ctx, no)
+	if fail != nil {
+		return "", fail
+	}
+	st, err := n.cfg.Engine.Get(ctx, id)
+	if fail := n.engineFailure(err); fail != nil {
+		return "", fail
+	}
+	r := st.Refund(no)
+	if r == nil {
+		return "", &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: errors.New(no)}
+	}
+	if outTradeNo != st.OutTradeNo || refund != r.Amount || total != st.Amount {
+		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records",
+			err: fmt.Errorf("refund %s: out_trade_no %q refund %d total %d", no, outTradeNo, refund, total)}
+	}
+	_, events, err := n.cfg.Engine.Execute(ctx, id, "wechatpay:notification", reservation.CheckProvider{RefundNo: no})
+	if fail := n.engineFailure(err); fail != nil {
+		return "", fail
+	}
+	if len(events) == 0 {
+		return nDuplicate, nil
+	}
+	return nHint, nil
+}
+
+// lookup finds the reservation of a refund number. A verified notification
+// for a number we never journaled is refused so that WeChat keeps retrying
+// (for about a day): every number is journaled before it is submitted, so
+// this means our journal lacks a refund WeChat has (a restored backup, a
+// misrouted notify_url) and operators must see it while evidence still
+// arrives.
+func (n *notifier) lookup(ctx context.Context, no string) (string, *notifyFailure) {
+	if !reservation.ValidRefundNo(no) {
+		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "invalid out_refund_no", err: errors.New("invalid out_refund_no")}
+	}
+	id, err := n.cfg.Engine.LookupRefund(ctx, no)
+	if errors.Is(err, reservation.ErrNotFound) {
+		return "", &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: errors.New(no)}
+	}
+	if err != nil {
+		return "", &notifyFailure{outcome: nError, status: http.StatusInternalServerError, reason: "temporarily unavailable", err: err}
+	}
+	return id, nil
+}
+
+func (n *notifier) engineFailure(err error) *notifyFailure {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, reservation.ErrOutcomeMismatch):
+		return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records", err: err}
+	case errors.Is(err, reservation.ErrNotFound):
+		return &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: err}
+	}
+	return &notifyFailure{outcome: nError, status: http.StatusInternalServerError, reason: "temporarily unavailable", err: err}
+}
+
+// reject counts, keeps and logs (rate-limited) a notification we refused.
+// Probes are counted only.
+func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *notifyFailure) {
+	n.stats.add(f.outcome)
+	if f.outcome == nProbe {
+		n.log.Debug("wechatpay signature probe refused", "endpoint", endpoint)
+		return
+	}
+	if q := n.cfg.Quarantine; q != nil && f.outcome != nError {
+		headers := map[string]string{}
+		for _, k := range []string{wechatpay.HeaderTimestamp, wechatpay.HeaderNonce, wechatpay.HeaderSignature,
+			wechatpay.HeaderSerial, wechatpay.HeaderSignatureType, "Content-Type", "User-Agent"} {
+			if v := r.Header.Get(k); v != "" {
+				headers[k] = v
+			}
+		}
+		if err := q.Keep(quarantine.Entry{At: time.Now().UTC(), Endpoint: endpoint, Reason: string(f.outcome),
+			Detail: errString(f.err), Headers: headers, Body: body}); err != nil {
+			n.log.Error("could not keep a refused notification", "err", err)
+		}
+	}
+	if ok, held := n.limiter.allow(endpoint + "/" + string(f.outcome)); ok {
+		n.log.Error("wechatpay notification refused; WeChat will retry", "endpoint", endpoint,
+			"outcome", f.outcome, "reason", f.reason, "err", errString(f.err), "similar_suppressed", held)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

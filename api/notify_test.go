@@ -1,0 +1,297 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/api"
+	"refundd/internal/eventstore"
+	"refundd/internal/quarantine"
+	"refundd/internal/reservation"
+	"refundd/internal/simprovider"
+	"refundd/internal/wechatpay"
+	"refundd/journal/journaltest"
+)
+
+const ntMchID = "1900000001"
+
+// ntEnv is a refundd HTTP server with notifications enabled, a WeChat Pay
+// platform key to sign notifications with, and a provider whose clock the
+// test moves.
+type ntEnv struct {
+	t        *testing.T
+	srv      *httptest.Server
+	api      *api.Server
+	engine   *actors.Engine
+	q        *quarantine.Store
+	platform *rsa.PrivateKey
+	v3Key    []byte
+	v2Key    []byte
+	now      atomic.Int64
+}
+
+var ntKey *rsa.PrivateKey
+
+func ntPlatformKey(t *testing.T) *rsa.PrivateKey {
+	if ntKey == nil {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ntKey = k
+	}
+	return ntKey
+}
+
+func newNtEnv(t *testing.T) *ntEnv {
+	t.Helper()
+	e := &ntEnv{t: t, platform: ntPlatformKey(t), v3Key: []byte("0123456789abcdef0123456789abcdef"), v2Key: []byte("v2keyv2keyv2keyv2keyv2keyv2key12")}
+	e.now.Store(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, e.now.Load()).UTC() }
+	provider := simprovider.New(simprovider.Options{Delay: time.Hour, Now: clock})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Logger: log,
+		Policy: reservation.Policy{RefundNoPrefix: "N"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = engine.Close(context.Background()) })
+	e.engine = engine
+	v := &wechatpay.Verifier{}
+	if err := v.AddPublicKey("PUB_KEY_ID_TEST", &e.platform.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	if e.q, err = quarantine.Open(t.TempDir(), quarantine.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e.api = api.New(engine, api.Options{Logger: log, Notify: &api.NotifyConfig{
+		MchID: ntMchID, Verifier: v, APIv3Key: e.v3Key, APIv2Key: e.v2Key, Engine: engine, Quarantine: e.q,
+	}})
+	e.srv = httptest.NewServer(e.api)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// refund registers a reservation of 10000 fen and requests a refund of 4000
+// that stays PROCESSING (the provider's delay is an hour).
+func (e *ntEnv) refund(id string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.engine.Execute(ctx, id, "test", reservation.Register{ReservationID: id, UserID: "u",
+		OutTradeNo: "ORD-" + id, Amount: 10000, Currency: "CNY"}); err != nil {
+		e.t.Fatal(err)
+	}
+	amount := int64(4000)
+	st, _, err := e.engine.Execute(ctx, id, "test", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: &amount})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	no := st.RefundByKey("k").No
+	waitFor(e.t, "provider accepted", func() bool {
+		st, _ := e.engine.Get(ctx, id)
+		return st.Refund(no).ProviderID != ""
+	})
+	return no
+}
+
+func (e *ntEnv) state(id, no string) *reservation.Refund {
+	st, err := e.engine.Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st.Refund(no)
+}
+
+type ntNotice struct {
+	no, outTradeNo, status, mchID string
+	refund, total                 int64
+	probe, tamper, stale          bool
+}
+
+func (e *ntEnv) postV3(n ntNotice) (int, string) {
+	e.t.Helper()
+	if n.mchID == "" {
+		n.mchID = ntMchID
+	}
+	body, err := wechatpay.BuildRefundNotification(e.v3Key, wechatpay.Notification{ID: "EV-" + n.no, CreateTime: "2026-11-30T16:00:00+08:00"},
+		wechatpay.RefundResource{MchID: n.mchID, OutTradeNo: n.outTradeNo, OutRefundNo: n.no, RefundID: "simN" + n.no[1:],
+			RefundStatus: n.status, SuccessTime: "2026-11-30T16:00:00+08:00",
+			Amount: wechatpay.RefundAmount{Total: n.total, Refund: n.refund, PayerTotal: n.total, PayerRefund: n.refund}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ts := time.Now().Unix()
+	if n.stale {
+		ts -= 3600
+	}
+	h, err := wechatpay.SignHeaders(e.platform, "PUB_KEY_ID_TEST", ts, wechatpay.NewNonce(), body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if n.probe {
+		h.Signature = "WECHATPAY/SIGNTEST/" + h.Signature
+	}
+	if n.tamper {
+		body = bytes.Replace(body, []byte(`"id":"EV-`), []byte(`"id":"XX-`), 1)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/notify/wechatpay/refund", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	h.Set(req.Header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (e *ntEnv) counts() map[string]int64 { return e.api.NotifyStats().Snapshot() }
+
+func TestNotifyV3_AppliesOnceThenAcknowledgesDuplicates(t *testing.T) {
+	e := newNtEnv(t)
+	no := e.refund("r1")
+	n := ntNotice{no: no, outTradeNo: "ORD-r1", status: "SUCCESS", refund: 4000, total: 10000}
+	if code, body := e.postV3(n); code != http.StatusNoContent {
+		t.Fatalf("first notification: %d %s", code, body)
+	}
+	if r := e.state("r1", no); r.State != reservation.Succeeded {
+		t.Fatalf("state after notification: %s", r.State)
+	}
+	for range 3 { // WeChat re-sends until it sees our ack
+		if code, body := e.postV3(n); code != http.StatusNoContent {
+			t.Fatalf("duplicate: %d %s", code, body)
+		}
+	}
+	if c := e.counts(); c["applied"] != 1 || c["duplicate"] != 3 {
+		t.Fatalf("counts %v, want applied 1 duplicate 3", c)
+	}
+	if entries, _, _ := e.q.Stats(); entries != 0 {
+		t.Fatalf("accepted notifications were quarantined: %d", entries)
+	}
+}
+
+func TestNotifyV3_RefusedNotificationsAreKeptCountedAndRetried(t *testing.T) {
+	e := newNtEnv(t)
+	no := e.refund("r1")
+	good := ntNotice{no: no, outTradeNo: "ORD-r1", status: "SUCCESS", refund: 4000, total: 10000}
+	cases := []struct {
+		name    string
+		n       ntNotice
+		status  int
+		outcome string
+		kept    bool
+	}{
+		{"tampered body", func() ntNotice { x := good; x.tamper = true; return x }(), 401, "rejected", true},
+		{"stale timestamp", func() ntNotice { x := good; x.stale = true; return x }(), 401, "rejected", true},
+		{"signature probe", func() ntNotice { x := good; x.probe = true; return x }(), 401, "probe", false},
+		{"refund amount differs", func() ntNotice { x := good; x.refund = 4001; return x }(), 400, "mismatch", true},
+		{"order total differs", func() ntNotice { x := good; x.total = 20000; return x }(), 400, "mismatch", true},
+		{"other order", func() ntNotice { x := good; x.outTradeNo = "ORD-x"; return x }(), 400, "mismatch", true},
+		{"other merchant", func() ntNotice { x := good; x.mchID = "1900000002"; return x }(), 400, "mismatch", true},
+		{"unknown refund number", func() ntNotice { x := good; x.no = "N-r9-1"; return x }(), 404, "unknown_refund", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.counts()[tc.outcome]
+			keptBefore, _, _ := e.q.Stats()
+			code, body := e.postV3(tc.n)
+			if code != tc.status || !strings.Contains(body, `"code":"FAIL"`) {
+				t.Fatalf("answer %d %s, want %d with code FAIL", code, body, tc.status)
+			}
+			if got := e.counts()[tc.outcome]; got != before+1 {
+				t.Fatalf("%s count %d, want %d", tc.outcome, got, before+1)
+			}
+			kept, _, _ := e.q.Stats()
+			if (kept > keptBefore) != tc.kept {
+				t.Fatalf("quarantined %v, want %v", kept > keptBefore, tc.kept)
+			}
+			if r := e.state("r1", no); r.State != reservation.Processing {
+				t.Fatalf("a refused notification changed the refund to %s", r.State)
+			}
+		})
+	}
+}
+
+func TestNotifyV3_ContradictionOfTerminalStateIsAConflict(t *testing.T) {
+	e := newNtEnv(t)
+	no := e.refund("r1")
+	n := ntNotice{no: no, outTradeNo: "ORD-r1", status: "SUCCESS", refund: 4000, total: 10000}
+	if code, _ := e.postV3(n); code != http.StatusNoContent {
+		t.Fatal("success not applied")
+	}
+	n.status = "CLOSED"
+	if code, body := e.postV3(n); code != http.StatusNoContent {
+		t.Fatalf("conflict answer: %d %s", code, body)
+	}
+	r := e.state("r1", no)
+	if r.State != reservation.Succeeded || r.Conflicts != 1 {
+		t.Fatalf("state %s conflicts %d, want SUCCEEDED with 1 conflict", r.State, r.Conflicts)
+	}
+}
+
+func (e *ntEnv) postV2(no, outTradeNo, mchID string, refund, total int64) (int, string) {
+	e.t.Helper()
+	body, err := wechatpay.BuildRefundNotificationV2(e.v2Key,
+		wechatpay.V2Envelope{ReturnCode: "SUCCESS", AppID: "wx0", MchID: mchID, NonceStr: wechatpay.NewNonce()},
+		wechatpay.V2RefundInfo{OutRefundNo: no, OutTradeNo: outTradeNo, RefundID: "x", TotalFee: total, RefundFee: refund,
+			RefundStatus: "SUCCESS", SuccessTime: "2026-11-30 16:00:00"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.Post(e.srv.URL+"/v1/notify/wechatpay/v2/refund", "text/xml", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestNotifyV2_IsOnlyAHintConfirmedByQuery(t *testing.T) {
+	e := newNtEnv(t)
+	no := e.refund("r1")
+	code, body := e.postV2(no, "ORD-r1", ntMchID, 4000, 10000)
+	if code != 200 || !strings.Contains(body, "<return_code><![CDATA[SUCCESS]]></return_code>") {
+		t.Fatalf("v2 ack: %d %s", code, body)
+	}
+	// The provider still says PROCESSING: the hint alone changed nothing.
+	waitFor(t, "the hinted query", func() bool { return e.state("r1", no).Queries == 1 })
+	if r := e.state("r1", no); r.State != reservation.Processing {
+		t.Fatalf("a v2 hint was applied without confirmation: %s", r.State)
+	}
+	// Once the provider has really refunded, the next hint's query applies it.
+	e.now.Add(int64(2 * time.Hour))
+	if code, _ := e.postV2(no, "ORD-r1", ntMchID, 4000, 10000); code != 200 {
+		t.Fatal("second hint refused")
+	}
+	waitFor(t, "SUCCEEDED via query", func() bool { return e.state("r1", no).State == reservation.Succeeded })
+
+	// A v2 notification that disagrees with our records is refused.
+	if code, body := e.postV2(no, "ORD-r1", ntMchID, 9999, 10000); code == 200 || !strings.Contains(body, "FAIL") {
+		t.Fatalf("mismatched v2: %d %s", code, body)
+	}
+	if code, body := e.postV2(no, "ORD-r1", "1900000002", 4000, 10000); code == 200 || !strings.Contains(body, "FAIL") {
+		t.Fatalf("other merchant's v2: %d %s", code, body)
+	}
+	if code, body := e.postV2(no, "ORD-r1", ntMchID, 4000, 10000); code != 200 || !strings.Contains(body, "SUCCESS") {
+		t.Fatalf("hint for a settled refund must be acknowledged: %d %s", code, body)
+	}
+	resp, _ := http.Post(e.srv.URL+"/v1/notify/wechatpay/v2/refund", "text/xml", strings.NewReader("<xml><return_code>SUCCESS</return_code><req_info>!!!</req_info></xml>"))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == 200 || !strings.Contains(string(b), "FAIL") {
+		t.Fatalf("garbage v2: %d %s", resp.StatusCode, b)
+	}
+}
