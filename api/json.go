@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -14,8 +16,11 @@ const maxBody = 64 << 10
 // decodeStrict reads exactly one JSON object into v: unknown fields, wrong
 // types, trailing data and oversized bodies are errors naming the field.
 func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return badRequest("Content-Type", "must be application/json")
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		// Media types are case-insensitive; "application/jsonp" is not JSON.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return badRequest("Content-Type", "must be application/json")
+		}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
@@ -23,10 +28,23 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return jsonError(err) // oversized, even if only by trailing space
+		}
 		return badRequest("body", "unexpected data after the JSON object")
 	}
 	return nil
 }
+
+// isEmptyBody reports whether decodeStrict failed only because there was no
+// body at all.
+func isEmptyBody(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.field == "body" && ae.msg == msgNoObject
+}
+
+const msgNoObject = "a JSON object is required"
 
 func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
@@ -34,15 +52,27 @@ func jsonError(err error) error {
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &te):
-		return badRequest(te.Field, "must be a JSON "+jsonKind(te.Type.Kind().String()))
+		field := te.Field
+		if field == "" {
+			field = "body" // the body itself is not an object
+		}
+		return badRequest(field, "must be a JSON "+jsonKind(te.Type.Kind().String()))
 	case errors.As(err, &se):
 		return badRequest("body", "malformed JSON")
 	case errors.As(err, &mb):
 		return &apiError{code: codeTooLarge, field: "body", msg: "request body too large"}
 	case errors.Is(err, io.EOF):
-		return badRequest("body", "a JSON object is required")
+		return badRequest("body", msgNoObject)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
+		// encoding/json quotes the name with %q.
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if u, uerr := strconv.Unquote(name); uerr == nil {
+			name = u
+		}
+		if name == "" {
+			return badRequest("body", `unknown field ""`)
+		}
+		return badRequest(name, "unknown field")
 	}
 	return badRequest("body", "malformed JSON")
 }

@@ -137,11 +137,10 @@ func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
 	vars := mux.Vars(r)
 	var req operatorRequest
-	if r.ContentLength != 0 {
-		if err := decodeStrict(w, r, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	// The body is optional: an empty one (even chunked) means no reason.
+	if err := decodeStrict(w, r, &req); err != nil && !isEmptyBody(err) {
+		s.writeError(w, r, err)
+		return
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()

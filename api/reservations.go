@@ -12,13 +12,15 @@ import (
 // registerRequest is the body of POST /v1/reservations, sent by the trusted
 // booking/payment system.
 type registerRequest struct {
-	ID            string     `json:"id"`
-	UserID        string     `json:"user_id"`
-	OutTradeNo    string     `json:"out_trade_no"`
-	TransactionID string     `json:"transaction_id"`
-	Amount        *int64     `json:"amount"`
-	Currency      string     `json:"currency"`
-	PaidAt        *time.Time `json:"paid_at"`
+	ID            string `json:"id"`
+	UserID        string `json:"user_id"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	Amount        *int64 `json:"amount"`
+	Currency      string `json:"currency"`
+	// PaidAt is parsed by the handler, not the decoder, so that a malformed
+	// time is reported as the field "paid_at".
+	PaidAt *string `json:"paid_at"`
 }
 
 func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +42,14 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 		Amount: *req.Amount, Currency: req.Currency,
 	}
 	if req.PaidAt != nil {
-		cmd.PaidAt = req.PaidAt.UTC()
+		var paid time.Time
+		// UnmarshalText is the strict RFC 3339 parse JSON uses. An instant
+		// whose UTC year leaves 1..9999 cannot be journaled as JSON.
+		if err := paid.UnmarshalText([]byte(*req.PaidAt)); err != nil || paid.UTC().Year() < 1 || paid.UTC().Year() > 9999 {
+			s.writeError(w, r, badRequest("paid_at", "must be an RFC 3339 time such as 2026-11-30T08:00:00Z"))
+			return
+		}
+		cmd.PaidAt = paid.UTC()
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()

@@ -56,7 +56,9 @@ func New(engine Engine, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter()}
+	// SkipClean: a path like /v1/reservations/a/../b gets a JSON 404, not
+	// a redirect to another reservation.
+	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)

@@ -90,6 +90,9 @@ func validateRegister(c Register) error {
 		return invalid("amount", "must be an integer number of fen between 1 and 10^12")
 	case c.Currency != "CNY":
 		return invalid("currency", `must be "CNY"`)
+	case !c.PaidAt.IsZero() && (c.PaidAt.UTC().Year() < 1 || c.PaidAt.UTC().Year() > 9999):
+		// Outside these years the time cannot be journaled (RFC 3339).
+		return invalid("paid_at", "must be between years 1 and 9999")
 	}
 	return nil
 }
