@@ -1,0 +1,350 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// pending is one Append waiting for the committer. The committer writes
+// last and err, then closes done.
+type pending struct {
+	ctx  context.Context
+	req  AppendRequest
+	last uint64
+	err  error
+	done chan struct{}
+}
+
+// Append appends req.Events to req.Stream with Seq req.Expected+1,
+// req.Expected+2, ..., together with req.Claims and req.Dues, in one atomic
+// write. It returns the Seq of the last appended event only after the
+// commit holding it has been fsynced (unless Options.NoSync).
+//
+// Errors: *SequenceError (ErrSequenceMismatch) if req.Expected is not the
+// stream's head; *KeyTakenError (ErrKeyTaken) if another stream owns a
+// claimed key; ErrInvalid for a malformed request; ErrClosed after Close.
+// In all of these cases nothing of req was written. Any other error (a
+// failed commit or fsync) means the outcome is unknown to this process:
+// the caller should stop and reload the stream.
+//
+// ctx is honoured while waiting for room in the queue, and a request whose
+// ctx is done when the committer reaches it is dropped with ctx's error.
+// Once the committer has taken it into a transaction its fate no longer
+// depends on ctx: a cancel then may still commit, and Append waits for and
+// reports the real outcome rather than guessing.
+//
+// Append does not retain req or its slices after it returns.
+func (db *DB) Append(ctx context.Context, req AppendRequest) (uint64, error) {
+	if err := validate(&req); err != nil {
+		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, err)
+	}
+	p := &pending{ctx: ctx, req: req, done: make(chan struct{})}
+	if err := db.enqueue(ctx, p); err != nil {
+		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, err)
+	}
+	<-p.done
+	var se *SequenceError
+	var kt *KeyTakenError
+	switch {
+	case p.err == nil:
+		return p.last, nil
+	case errors.As(p.err, &se), errors.As(p.err, &kt):
+		return 0, p.err // already names the stream and says "journal:"
+	default:
+		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, p.err)
+	}
+}
+
+func (db *DB) enqueue(ctx context.Context, p *pending) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return ErrClosed
+	}
+	select {
+	case db.queue <- p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func checkStream(s string) error {
+	if len(s) == 0 || len(s) > maxStreamLen {
+		return fmt.Errorf("%w: stream name must be 1..%d bytes, got %d", ErrInvalid, maxStreamLen, len(s))
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: stream name %q contains NUL", ErrInvalid, s)
+	}
+	return nil
+}
+
+func checkClaim(c Claim) error {
+	if len(c.Namespace) == 0 || len(c.Namespace) > maxNamespaceLen || strings.IndexByte(c.Namespace, 0) >= 0 {
+		return fmt.Errorf("%w: claim namespace must be 1..%d bytes without NUL", ErrInvalid, maxNamespaceLen)
+	}
+	if len(c.Key) == 0 || len(c.Key) > maxKeyLen {
+		return fmt.Errorf("%w: claim key must be 1..%d bytes, got %d", ErrInvalid, maxKeyLen, len(c.Key))
+	}
+	return nil
+}
+
+// validate checks everything that does not depend on stored state, and
+// fills Due.Stream defaults (req is Append's own copy, but its Dues slice is
+// the caller's, so it is copied before being changed).
+func validate(req *AppendRequest) error {
+	if err := checkStream(req.Stream); err != nil {
+		return err
+	}
+	if len(req.Events) == 0 {
+		return fmt.Errorf("%w: no events", ErrInvalid)
+	}
+	if req.Expected+uint64(len(req.Events)) < req.Expected {
+		return fmt.Errorf("%w: sequence overflow", ErrInvalid)
+	}
+	for i, e := range req.Events {
+		if len(e.Type) == 0 || len(e.Type) > maxTypeLen {
+			return fmt.Errorf("%w: event %d: type must be 1..%d bytes, got %d", ErrInvalid, i, maxTypeLen, len(e.Type))
+		}
+		if e.Version == 0 {
+			return fmt.Errorf("%w: event %d (%s): version must be >= 1", ErrInvalid, i, e.Type)
+		}
+		if len(e.Data) > maxDataLen {
+			return fmt.Errorf("%w: event %d (%s): data is %d bytes, limit %d", ErrInvalid, i, e.Type, len(e.Data), maxDataLen)
+		}
+	}
+	for i, c := range req.Claims {
+		if err := checkClaim(c); err != nil {
+			return fmt.Errorf("claim %d: %w", i, err)
+		}
+	}
+	if len(req.Dues) > 0 {
+		req.Dues = append([]Due(nil), req.Dues...)
+	}
+	for i := range req.Dues {
+		d := &req.Dues[i]
+		if d.Stream == "" {
+			d.Stream = req.Stream
+		}
+		if err := checkStream(d.Stream); err != nil {
+			return fmt.Errorf("due %d: %w", i, err)
+		}
+		if len(d.Key) > maxKeyLen {
+			return fmt.Errorf("%w: due %d: key must be 0..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(d.Key))
+		}
+		if _, ok := dueNanos(d.At); !ok {
+			return fmt.Errorf("%w: due %d: time %s outside 1970..2262", ErrInvalid, i, d.At.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// commitLoop is the single committer. It exits when Close closes the queue
+// and everything queued before that has been committed.
+func (db *DB) commitLoop() {
+	defer close(db.committerDone)
+	batch := make([]*pending, 0, min(db.opts.MaxBatch, maxQueue))
+	for {
+		first, ok := <-db.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < db.opts.MaxBatch {
+			select {
+			case p, ok := <-db.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		db.commit(batch)
+		for i := range batch {
+			batch[i] = nil
+		}
+	}
+}
+
+// internalError marks a failure inside the transaction that is specific to
+// one request but was not caught by validation (a bbolt Put refusing).
+// bbolt has no savepoints, so the transaction is rolled back and retried
+// without that request.
+type internalError struct {
+	i   int
+	err error
+}
+
+func (e *internalError) Error() string { return e.err.Error() }
+
+// commit writes batch in as few bbolt transactions as possible (normally
+// one) and wakes every waiter.
+func (db *DB) commit(batch []*pending) {
+	defer func() {
+		if r := recover(); r != nil {
+			// bbolt rolls the transaction back on panic; fail the batch
+			// instead of leaving its waiters blocked forever.
+			err := fmt.Errorf("journal: internal error during commit: %v", r)
+			db.log.Error("journal commit panicked", "err", err, "batch", len(batch))
+			for _, p := range batch {
+				if !isDone(p) {
+					p.last, p.err = 0, err
+					close(p.done)
+				}
+			}
+		}
+	}()
+
+	live := make([]*pending, 0, len(batch))
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
+			close(p.done)
+			continue
+		}
+		live = append(live, p)
+	}
+	for len(live) > 0 {
+		if db.beforeCommit != nil {
+			db.beforeCommit(len(live))
+		}
+		err := db.bolt.Update(func(tx *bolt.Tx) error { return writeBatch(tx, live) })
+		db.commits.Add(1)
+		var ie *internalError
+		if errors.As(err, &ie) {
+			db.log.Error("journal append failed inside transaction; retrying batch without it",
+				"stream", live[ie.i].req.Stream, "err", ie.err)
+			p := live[ie.i]
+			p.last, p.err = 0, ie.err
+			close(p.done)
+			live = append(live[:ie.i], live[ie.i+1:]...)
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+				err = ErrClosed
+			}
+			err = fmt.Errorf("commit failed: %w", err)
+			db.log.Error("journal commit failed", "err", err, "batch", len(live))
+			for _, p := range live {
+				p.last, p.err = 0, err
+			}
+		}
+		break
+	}
+	for _, p := range live {
+		close(p.done)
+	}
+}
+
+func isDone(p *pending) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// writeBatch validates and writes each request in order, so a request sees
+// the heads and claims left by earlier requests of the same batch. It only
+// sets fields of live entries from scratch, so bbolt may run it again.
+func writeBatch(tx *bolt.Tx, live []*pending) error {
+	b := txBuckets(tx)
+	// The log only ever grows at its end: full pages waste nothing. The
+	// setting lasts for this transaction's bucket handle only.
+	b.log.FillPercent = 1.0
+	for i, p := range live {
+		p.last, p.err = 0, nil
+		last, verr, err := writeOne(b, &p.req)
+		if err != nil {
+			return &internalError{i: i, err: err}
+		}
+		p.last, p.err = last, verr
+	}
+	return nil
+}
+
+type buckets struct {
+	log, heads, streams, claims, due *bolt.Bucket
+}
+
+func txBuckets(tx *bolt.Tx) buckets {
+	return buckets{
+		log:     tx.Bucket(bucketLog),
+		heads:   tx.Bucket(bucketHeads),
+		streams: tx.Bucket(bucketStreams),
+		claims:  tx.Bucket(bucketClaims),
+		due:     tx.Bucket(bucketDue),
+	}
+}
+
+// writeOne validates req against the stored state and, if it passes, writes
+// it. verr is a validation failure (nothing written); err is an unexpected
+// failure after writing may have started (the transaction must be dropped).
+func writeOne(b buckets, req *AppendRequest) (last uint64, verr, err error) {
+	head, err := readHead(b.heads, req.Stream)
+	if err != nil {
+		return 0, nil, err
+	}
+	if head != req.Expected {
+		return 0, &SequenceError{Stream: req.Stream, Expected: req.Expected, Actual: head}, nil
+	}
+	claimKeys := make([][]byte, 0, len(req.Claims))
+	for _, c := range req.Claims {
+		k := claimKey(c.Namespace, c.Key)
+		if owner := b.claims.Get(k); owner != nil {
+			if string(owner) != req.Stream {
+				return 0, &KeyTakenError{Namespace: c.Namespace, Key: c.Key, Owner: string(owner)}, nil
+			}
+			continue // same-stream re-claim: nothing to write
+		}
+		claimKeys = append(claimKeys, k)
+	}
+
+	seq := head
+	for _, e := range req.Events {
+		g, err := b.log.NextSequence()
+		if err != nil {
+			return 0, nil, err
+		}
+		seq++
+		gk := be64(g)
+		if err := b.log.Put(gk, encodeRecord(g, req.Stream, seq, e)); err != nil {
+			return 0, nil, err
+		}
+		if err := b.streams.Put(streamKey(req.Stream, seq), gk); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := b.heads.Put([]byte(req.Stream), be64(seq)); err != nil {
+		return 0, nil, err
+	}
+	stream := []byte(req.Stream)
+	for _, k := range claimKeys {
+		// Put of an already written key (a claim repeated in one request)
+		// is harmless.
+		if err := b.claims.Put(k, stream); err != nil {
+			return 0, nil, err
+		}
+	}
+	for _, d := range req.Dues {
+		n, _ := dueNanos(d.At) // checked by validate
+		if err := b.due.Put(dueKey(n, d.Stream, d.Key), []byte{}); err != nil {
+			return 0, nil, err
+		}
+	}
+	return seq, nil, nil
+}

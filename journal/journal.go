@@ -1,0 +1,475 @@
+package journal
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Options configures Open. The zero value is the production setting.
+type Options struct {
+	// Timeout is how long Open waits for the file lock before failing with
+	// ErrLocked. Zero means 1s.
+	Timeout time.Duration
+	// NoSync skips fsync on commit, for benchmarks and tests only: a crash
+	// may lose or tear acknowledged appends. Zero (false) fsyncs every commit.
+	NoSync bool
+	// MaxBatch is the most appends committed in one transaction. Zero means
+	// 1024.
+	MaxBatch int
+	// Logger receives commit failures and lifecycle messages. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	if v.Timeout <= 0 {
+		v.Timeout = time.Second
+	}
+	if v.MaxBatch <= 0 {
+		v.MaxBatch = 1024
+	}
+	if v.Logger == nil {
+		v.Logger = slog.Default()
+	}
+	return v
+}
+
+// Event is one event to append. Data is opaque to the journal.
+type Event struct {
+	Type    string // 1..64 bytes, e.g. "refund.requested"
+	Version uint16 // schema version of Data, >= 1
+	Data    []byte // at most 16 MiB
+}
+
+// Record is a stored event.
+type Record struct {
+	Global  uint64 // global sequence, 1-based, gap-free
+	Stream  string
+	Seq     uint64 // per-stream sequence, 1-based, gap-free
+	Type    string
+	Version uint16
+	Data    []byte
+}
+
+// Claim is a unique key owned by the appending stream. Namespace is 1..64
+// bytes without NUL; Key is 1..1024 bytes.
+type Claim struct{ Namespace, Key string }
+
+// Due is a due-time index entry. At is kept with nanosecond precision and
+// returned in UTC; it must lie between 1970 and 2262. Stream follows the
+// stream name rules; Key is 0..1024 bytes. The entry is identified by all
+// three fields.
+type Due struct {
+	At     time.Time
+	Stream string
+	Key    string
+}
+
+// AppendRequest is one atomic append to one stream.
+type AppendRequest struct {
+	Stream   string  // 1..128 bytes, no NUL
+	Expected uint64  // Seq of the stream's last record; 0 = stream must be empty
+	Events   []Event // at least one; stored with Seq Expected+1, Expected+2, ...
+	Claims   []Claim // claimed atomically with the events; same-stream re-claim is a no-op
+	Dues     []Due   // put into the due index atomically with the events; empty Due.Stream means Stream
+}
+
+// DB is an open journal file. It is safe for concurrent use.
+type DB struct {
+	path string
+	opts Options
+	log  *slog.Logger
+	bolt *bolt.DB
+
+	// mu guards closed and sends on queue, so Close can close queue without
+	// racing a sender.
+	mu     sync.RWMutex
+	closed bool
+	queue  chan *pending
+
+	committerDone chan struct{}
+	commits       atomic.Uint64 // bbolt write transactions run by the committer, for tests
+
+	// beforeCommit, when set (by tests, before the first Append), is called
+	// by the committer with the batch size just before each transaction.
+	beforeCommit func(batch int)
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// Open opens the journal at path, creating the file (mode 0600) and its
+// parent directory (0700) if missing. It fails with ErrLocked if another
+// process holds the file for longer than opts.Timeout, and with
+// ErrFormatTooNew if the file was written by a newer format. opts may be
+// nil.
+func Open(path string, opts *Options) (*DB, error) {
+	o := opts.withDefaults()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: o.Timeout,
+		NoSync:  o.NoSync,
+		// Freelist settings stay at bbolt's defaults (array, synced):
+		// map/NoFreelistSync showed no difference beyond noise for this
+		// append-only workload (docs/BENCHMARKS.md, "Journal append"), and a
+		// synced freelist keeps reopening after a crash cheap.
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("journal: open %s: %w (still held after %s; is another refundd running on this file?): %w",
+			path, ErrLocked, o.Timeout, err)
+	}
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		return nil, fmt.Errorf("journal: open %s: %w: %w", path, ErrCorrupt, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	if err := initBuckets(bdb); err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	db := &DB{
+		path:          path,
+		opts:          o,
+		log:           o.Logger.With("journal", path),
+		bolt:          bdb,
+		queue:         make(chan *pending, min(o.MaxBatch, maxQueue)),
+		committerDone: make(chan struct{}),
+	}
+	go db.commitLoop()
+	db.log.Debug("journal opened", "max_batch", o.MaxBatch, "no_sync", o.NoSync)
+	return db, nil
+}
+
+// initBuckets checks the format version, then creates missing buckets. The
+// check runs in a read transaction first so a newer file is never written.
+func initBuckets(bdb *bolt.DB) error {
+	fresh := false
+	err := bdb.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			// A file with journal buckets but no meta was not made by us, or
+			// lost its meta: refuse rather than guess.
+			for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue} {
+				if tx.Bucket(name) != nil {
+					return fmt.Errorf("%w: bucket %q exists without a meta bucket", ErrCorrupt, name)
+				}
+			}
+			fresh = true
+			return nil
+		}
+		v := meta.Get(metaFormatKey)
+		if len(v) != 4 {
+			return fmt.Errorf("%w: meta format version is %d bytes, want 4", ErrCorrupt, len(v))
+		}
+		if f := binary.BigEndian.Uint32(v); f > formatVersion {
+			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, f, formatVersion)
+		} else if f == 0 {
+			return fmt.Errorf("%w: meta format version 0", ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return bdb.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if fresh {
+			v := make([]byte, 4)
+			binary.BigEndian.PutUint32(v, formatVersion)
+			if err := meta.Put(metaFormatKey, v); err != nil {
+				return err
+			}
+		}
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Path returns the file path given to Open.
+func (db *DB) Path() string { return db.path }
+
+// Close stops accepting appends (they fail with ErrClosed), waits for the
+// already queued ones to commit, and closes the file. It is safe to call
+// more than once; later calls return the first call's result.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.mu.Lock()
+		db.closed = true
+		close(db.queue)
+		db.mu.Unlock()
+		<-db.committerDone
+		if err := db.bolt.Close(); err != nil {
+			db.closeErr = fmt.Errorf("journal: close %s: %w", db.path, err)
+		}
+		db.log.Debug("journal closed")
+	})
+	return db.closeErr
+}
+
+// view runs fn in a read transaction, mapping bbolt's "not open" to
+// ErrClosed.
+func (db *DB) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := db.bolt.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Load returns the records of stream with Seq > afterSeq, in Seq order. An
+// unknown stream yields an empty slice. A record failing its checksum yields
+// ErrCorrupt.
+func (db *DB) Load(ctx context.Context, stream string, afterSeq uint64) ([]Record, error) {
+	if err := checkStream(stream); err != nil {
+		return nil, fmt.Errorf("journal: load: %w", err)
+	}
+	recs := []Record{}
+	if afterSeq == math.MaxUint64 {
+		return recs, nil
+	}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		logB := tx.Bucket(bucketLog)
+		prefix := streamPrefix(stream)
+		c := tx.Bucket(bucketStreams).Cursor()
+		want := afterSeq + 1
+		for k, v := c.Seek(streamKey(stream, want)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			if len(recs)%1024 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			// Streams have no NUL, so every key under prefix is this stream's.
+			if len(k) != len(prefix)+8 {
+				return fmt.Errorf("%w: stream %q: index key of %d bytes", ErrCorrupt, stream, len(k))
+			}
+			_, seq, _ := parseStreamKey(k)
+			if len(v) != 8 {
+				return fmt.Errorf("%w: stream %q seq %d: index value is %d bytes", ErrCorrupt, stream, seq, len(v))
+			}
+			if seq != want {
+				return fmt.Errorf("%w: stream %q: seq %d follows %d", ErrCorrupt, stream, seq, want-1)
+			}
+			g := binary.BigEndian.Uint64(v)
+			raw := logB.Get(v)
+			if raw == nil {
+				return fmt.Errorf("%w: stream %q seq %d points to missing global %d", ErrCorrupt, stream, seq, g)
+			}
+			r, err := decodeRecord(g, raw)
+			if err != nil {
+				return err
+			}
+			if r.Stream != stream || r.Seq != seq {
+				return fmt.Errorf("%w: stream %q seq %d points to global %d holding stream %q seq %d",
+					ErrCorrupt, stream, seq, g, r.Stream, r.Seq)
+			}
+			recs = append(recs, r)
+			want++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: load %q: %w", stream, err)
+	}
+	return recs, nil
+}
+
+func hasPrefix(b, prefix []byte) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == string(prefix)
+}
+
+// Head returns the Seq of the stream's last record, 0 for an unknown or
+// empty stream.
+func (db *DB) Head(ctx context.Context, stream string) (uint64, error) {
+	if err := checkStream(stream); err != nil {
+		return 0, fmt.Errorf("journal: head: %w", err)
+	}
+	var head uint64
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		head, err = readHead(tx.Bucket(bucketHeads), stream)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("journal: head %q: %w", stream, err)
+	}
+	return head, nil
+}
+
+func readHead(heads *bolt.Bucket, stream string) (uint64, error) {
+	v := heads.Get([]byte(stream))
+	switch len(v) {
+	case 0:
+		if v != nil {
+			return 0, fmt.Errorf("%w: head of stream %q is empty", ErrCorrupt, stream)
+		}
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	default:
+		return 0, fmt.Errorf("%w: head of stream %q is %d bytes", ErrCorrupt, stream, len(v))
+	}
+}
+
+// Lookup returns the stream that owns key in namespace, or ErrNotFound.
+func (db *DB) Lookup(ctx context.Context, namespace, key string) (string, error) {
+	if err := checkClaim(Claim{Namespace: namespace, Key: key}); err != nil {
+		return "", fmt.Errorf("journal: lookup: %w", err)
+	}
+	var owner string
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketClaims).Get(claimKey(namespace, key))
+		if v == nil {
+			return ErrNotFound
+		}
+		owner = string(v)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("journal: lookup %q/%q: %w", namespace, key, err)
+	}
+	return owner, nil
+}
+
+// Scan returns up to limit records with Global > afterGlobal, in global
+// order. limit <= 0 means no limit.
+func (db *DB) Scan(ctx context.Context, afterGlobal uint64, limit int) ([]Record, error) {
+	recs := []Record{}
+	if afterGlobal == math.MaxUint64 {
+		return recs, nil
+	}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLog).Cursor()
+		want := afterGlobal + 1
+		for k, v := c.Seek(be64(want)); k != nil && (limit <= 0 || len(recs) < limit); k, v = c.Next() {
+			if len(recs)%1024 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if len(k) != 8 {
+				return fmt.Errorf("%w: log key of %d bytes", ErrCorrupt, len(k))
+			}
+			g := binary.BigEndian.Uint64(k)
+			if g != want {
+				return fmt.Errorf("%w: global %d follows %d", ErrCorrupt, g, want-1)
+			}
+			r, err := decodeRecord(g, v)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, r)
+			want++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: scan after %d: %w", afterGlobal, err)
+	}
+	return recs, nil
+}
+
+// LastGlobal returns the Global of the last record, 0 if the journal is
+// empty.
+func (db *DB) LastGlobal(ctx context.Context) (uint64, error) {
+	var last uint64
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		last = tx.Bucket(bucketLog).Sequence()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("journal: last global: %w", err)
+	}
+	return last, nil
+}
+
+// DueBefore returns up to limit due entries with At <= t, oldest first
+// (ties ordered by stream, then key). limit <= 0 means no limit.
+func (db *DB) DueBefore(ctx context.Context, t time.Time, limit int) ([]Due, error) {
+	dues := []Due{}
+	if t.Before(time.Unix(0, 0)) {
+		return dues, nil
+	}
+	end, ok := dueNanos(t)
+	if !ok { // after 2262: everything is due
+		end = 1<<63 - 1
+	}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(dues) < limit); k, _ = c.Next() {
+			if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) > end {
+				break
+			}
+			d, ok := parseDueKey(k)
+			if !ok {
+				return fmt.Errorf("%w: malformed due key %x", ErrCorrupt, k)
+			}
+			dues = append(dues, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: due before %s: %w", t.UTC().Format(time.RFC3339Nano), err)
+	}
+	return dues, nil
+}
+
+// DeleteDue removes the given due entries in one fsynced transaction.
+// Removing an entry that does not exist is not an error.
+func (db *DB) DeleteDue(ctx context.Context, dues []Due) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	keys := make([][]byte, 0, len(dues))
+	for _, d := range dues {
+		if n, ok := dueNanos(d.At); ok { // an unrepresentable At was never stored
+			keys = append(keys, dueKey(n, d.Stream, d.Key))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDue)
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		err = ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("journal: delete due: %w", err)
+	}
+	return nil
+}
