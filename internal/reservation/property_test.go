@@ -1,0 +1,767 @@
+package reservation
+
+import (
+	"fmt"
+	"math/bits"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// The property test drives one reservation through random commands and
+// provider outcomes (duplicates, reorderings, stale timers, operator actions
+// and restarts from the journal) and compares it after every step with a
+// naive model written without looking at decide.go. rapid prints the seed
+// (-rapid.seed=N) and a minimal failing sequence when a property breaks.
+
+// model is what a careful clerk would believe about the reservation.
+type model struct {
+	registered bool
+	amount     int64
+	canceled   bool
+	refunds    []*modelRefund
+	byKey      map[string]int
+}
+
+type modelRefund struct {
+	no, key, fp string
+	amount      int64
+	state       RefundState
+	submitted   bool // first request bytes journaled
+	request     []byte
+	attempts    int
+	queries     int
+	providerID  string
+	stuck       bool
+	created     time.Time
+	due         time.Time
+}
+
+// succeeded is the money the model believes went back.
+func (m *model) succeeded() int64 {
+	var n int64
+	for _, r := range m.refunds {
+		if r.state == Succeeded {
+			n += r.amount
+		}
+	}
+	return n
+}
+
+// held is the money of every refund the model does not believe FAILED.
+func (m *model) held() int64 {
+	var n int64
+	for _, r := range m.refunds {
+		if r.state != Failed {
+			n += r.amount
+		}
+	}
+	return n
+}
+
+// modelOutcome is the outcome specification: the refund's next state and
+// what must be journaled ("" nothing, "result", "conflict" or "resend").
+func modelOutcome(st RefundState, kind OutcomeKind, src Source, submitted, newProviderID bool) (RefundState, string) {
+	if st == Succeeded || st == Failed {
+		contradicts := (kind == OutcomeSucceeded || kind == OutcomeFailed || kind == OutcomeAbnormal) && kind.target() != st
+		if contradicts {
+			return st, "conflict"
+		}
+		return st, "" // duplicate or stale
+	}
+	attempt := func() (RefundState, string) {
+		if src == SourceResponse {
+			return st, "result" // every answered submission is journaled
+		}
+		return st, ""
+	}
+	switch kind {
+	case OutcomeSucceeded:
+		return Succeeded, "result"
+	case OutcomeFailed:
+		return Failed, "result"
+	case OutcomeAbnormal:
+		if st == Abnormal {
+			return st, ""
+		}
+		return Abnormal, "result"
+	case OutcomeProcessing:
+		switch {
+		case st == Abnormal:
+			return st, ""
+		case st == Processing && newProviderID:
+			return st, "result"
+		case st == Processing:
+			return attempt()
+		}
+		return Processing, "result"
+	case OutcomeRejected:
+		if st == Processing || st == Unknown {
+			return Rejected, "result"
+		}
+		return attempt()
+	case OutcomeUnknown:
+		if st == Processing {
+			return Unknown, "result"
+		}
+		return attempt()
+	case OutcomeNotFound:
+		if src == SourceQuery && submitted && (st == Processing || st == Unknown) {
+			return Processing, "resend"
+		}
+		return st, ""
+	}
+	panic("modelOutcome: " + string(kind))
+}
+
+// sim runs one random scenario.
+type sim struct {
+	t       *rapid.T
+	policy  Policy
+	reg     Register
+	now     time.Time
+	s       *State  // live state; replaced by a replayed one on restart
+	journal []Event // every event as decided
+	stored  []Event // the same events after Encode and Decode
+	// Replays of journal and stored, kept up to date event by event.
+	replayed, decoded *State
+	m                 model
+	terminal          map[string]RefundState
+	dues              []time.Time // every due time ever seen, for stale timers
+	lastCmd           Command
+	lastBy            string
+	keys              int
+}
+
+func (h *sim) env(by string) Env { return Env{Now: h.now, By: by, Policy: h.policy} }
+
+func (h *sim) prefix() string {
+	if h.policy.RefundNoPrefix == "" {
+		return "R"
+	}
+	return h.policy.RefundNoPrefix
+}
+
+func (h *sim) maxRefunds() int {
+	if h.policy.MaxRefunds == 0 {
+		return 50
+	}
+	return h.policy.MaxRefunds
+}
+
+func (h *sim) recheck() time.Duration {
+	if h.policy.RecheckAfter == 0 {
+		return 30 * time.Second
+	}
+	return h.policy.RecheckAfter
+}
+
+func (h *sim) stuckAfter() time.Duration {
+	if h.policy.StuckAfter == 0 {
+		return 24 * time.Hour
+	}
+	return h.policy.StuckAfter
+}
+
+func (h *sim) backoff(n int) time.Duration {
+	b := h.policy.QueryBackoff
+	if b == nil {
+		b = []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
+	}
+	return b[min(n, len(b))-1]
+}
+
+func (h *sim) refund(no string) *modelRefund {
+	for _, r := range h.m.refunds {
+		if r.no == no {
+			return r
+		}
+	}
+	return nil
+}
+
+// expectation is the model's answer to a command: an error code, or the
+// event types and what to do to the model once they are journaled.
+type expectation struct {
+	code   Code
+	types  []string
+	commit func(events []Event)
+}
+
+func fail(c Code) expectation { return expectation{code: c} }
+
+func (h *sim) predict(cmd Command) expectation {
+	m := &h.m
+	switch c := cmd.(type) {
+	case Register:
+		if !m.registered {
+			return expectation{types: []string{TypeRegistered}, commit: func([]Event) {
+				m.registered, m.amount, h.reg = true, c.Amount, c
+			}}
+		}
+		if c.ReservationID == h.reg.ReservationID && c.Amount == h.reg.Amount && c.UserID == h.reg.UserID &&
+			c.OutTradeNo == h.reg.OutTradeNo && c.TransactionID == h.reg.TransactionID && c.PaidAt.Equal(h.reg.PaidAt) {
+			return expectation{}
+		}
+		return fail(CodeConflict)
+
+	case RequestRefund:
+		if c.Amount != nil && *c.Amount <= 0 {
+			return fail(CodeInvalid)
+		}
+		if !m.registered || c.UserID != h.reg.UserID {
+			return fail(CodeNotFound)
+		}
+		fp := Fingerprint(c)
+		if i, ok := m.byKey[c.IdempotencyKey]; ok {
+			if m.refunds[i].fp != fp {
+				return fail(CodeIdempotencyKeyReused)
+			}
+			return expectation{commit: func([]Event) {
+				if got := h.s.RefundByKey(c.IdempotencyKey); got == nil || got.No != m.refunds[i].no {
+					h.t.Fatalf("replayed key %s does not give refund %s", c.IdempotencyKey, m.refunds[i].no)
+				}
+			}}
+		}
+		if m.canceled {
+			return fail(CodeCanceled)
+		}
+		if len(m.refunds) >= h.maxRefunds() {
+			return fail(CodeRefundLimit)
+		}
+		left := m.amount - m.held()
+		amount := left
+		if c.Amount != nil {
+			amount = *c.Amount
+		}
+		if left <= 0 || amount > left {
+			return fail(CodeInsufficientRefundable)
+		}
+		return expectation{types: []string{TypeRefundRequested}, commit: func(events []Event) {
+			n := len(m.refunds) + 1
+			d := events[0].Data.(RefundRequested)
+			want := RefundRequested{RefundNo: RefundNo(h.prefix(), h.reg.ReservationID, n), Number: n,
+				IdempotencyKey: c.IdempotencyKey, Fingerprint: fp, Amount: amount, Reason: c.Reason}
+			if d != want {
+				h.t.Fatalf("RefundRequested = %+v, want %+v", d, want)
+			}
+			m.refunds = append(m.refunds, &modelRefund{no: d.RefundNo, key: c.IdempotencyKey, fp: fp,
+				amount: amount, state: Processing, created: h.now})
+			m.byKey[c.IdempotencyKey] = n - 1
+		}}
+
+	case StartSubmission:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case len(c.Request) == 0:
+			return fail(CodeInvalid)
+		case r.submitted:
+			return expectation{}
+		case r.state != Processing:
+			return fail(CodeInvalidState)
+		}
+		return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+			d := events[0].Data.(SubmissionStarted)
+			if d.Attempt != 1 || string(d.Request) != string(c.Request) {
+				h.t.Fatalf("first submission %+v", d)
+			}
+			r.submitted, r.request, r.attempts, r.due = true, c.Request, 1, h.now.Add(h.recheck())
+		}}
+
+	case Resubmit:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case !r.submitted || (r.state != Rejected && r.state != Unknown):
+			return fail(CodeInvalidState)
+		}
+		return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+			h.resent(r, events[0])
+		}}
+
+	case Abandon:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case strings.ContainsRune(c.Reason, '\n'):
+			return fail(CodeInvalid)
+		case r.state != Rejected:
+			return fail(CodeInvalidState)
+		}
+		return expectation{types: []string{TypeAbandoned}, commit: func([]Event) {
+			r.state, r.due = Failed, time.Time{}
+		}}
+
+	case RecordOutcome:
+		r := h.refund(c.RefundNo)
+		o := c.Outcome
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case !slices.Contains(allKinds, o.Kind):
+			return fail(CodeInvalid)
+		case o.OutTradeNo != "" && o.OutTradeNo != h.reg.OutTradeNo,
+			o.RefundAmount != 0 && o.RefundAmount != r.amount,
+			o.TotalAmount != 0 && o.TotalAmount != m.amount,
+			o.ProviderID != "" && r.providerID != "" && o.ProviderID != r.providerID:
+			return fail(CodeOutcomeMismatch)
+		}
+		to, what := modelOutcome(r.state, o.Kind, c.Source, r.submitted, o.ProviderID != "" && r.providerID == "")
+		switch what {
+		case "":
+			return expectation{}
+		case "conflict":
+			return expectation{types: []string{TypeConflict}, commit: func(events []Event) {
+				if d := events[0].Data.(Conflict); d.State != r.state || d.Outcome != o.Kind {
+					h.t.Fatalf("conflict %+v for a %s refund", d, r.state)
+				}
+			}}
+		case "resend":
+			return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+				h.resent(r, events[0])
+			}}
+		}
+		cancels := to == Succeeded && m.succeeded()+r.amount == m.amount
+		types := []string{TypeProviderResult}
+		if cancels {
+			types = append(types, TypeCanceled)
+		}
+		return expectation{types: types, commit: func(events []Event) {
+			d := events[0].Data.(ProviderResult)
+			if d.From != r.state || d.To != to || d.Outcome != o.Kind || d.Source != c.Source {
+				h.t.Fatalf("ProviderResult %+v, model expected %s -> %s", d, r.state, to)
+			}
+			if cancels && events[1].Data.(Canceled).Refunded != m.amount {
+				h.t.Fatalf("Canceled %+v, want %d", events[1].Data, m.amount)
+			}
+			r.state = to
+			if o.ProviderID != "" {
+				r.providerID = o.ProviderID
+			}
+			switch {
+			case to != Processing && to != Unknown:
+				r.due = time.Time{}
+			case r.due.IsZero():
+				r.due = h.now.Add(h.recheck()) // waiting on the provider again
+			}
+			m.canceled = m.canceled || cancels
+		}}
+
+	case CheckProvider:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case r.state.Terminal() || !r.submitted:
+			return expectation{} // settled, or nothing to ask about yet
+		}
+		return expectation{types: []string{TypeQueryStarted}, commit: func(events []Event) {
+			r.queries++
+			r.due = h.now.Add(h.backoff(r.queries))
+		}}
+
+	case FireTimer:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown):
+			return expectation{} // stale
+		}
+		var types []string
+		stuck := !r.stuck && h.now.Sub(r.created) >= h.stuckAfter()
+		if stuck {
+			types = append(types, TypeFlaggedStuck)
+		}
+		types = append(types, TypeQueryStarted)
+		return expectation{types: types, commit: func(events []Event) {
+			d := events[len(events)-1].Data.(QueryStarted)
+			r.queries++
+			r.due = h.now.Add(h.backoff(r.queries))
+			if d.Query != r.queries || !d.DueAt.Equal(r.due) {
+				h.t.Fatalf("QueryStarted %+v, want query %d due %v", d, r.queries, r.due)
+			}
+			r.stuck = r.stuck || stuck
+		}}
+	}
+	h.t.Fatalf("predict: unexpected command %T", cmd)
+	return expectation{}
+}
+
+// resent records a new submission attempt that reuses the first bytes.
+func (h *sim) resent(r *modelRefund, e Event) {
+	d := e.Data.(SubmissionStarted)
+	r.attempts++
+	r.state, r.due = Processing, h.now.Add(h.recheck())
+	if d.Attempt != r.attempts || len(d.Request) != 0 || !d.DueAt.Equal(r.due) {
+		h.t.Fatalf("resubmission %+v, want attempt %d without bytes", d, r.attempts)
+	}
+}
+
+// exec decides cmd on the live state, journals and applies the events, and
+// checks the outcome against the model.
+func (h *sim) exec(cmd Command, by string) {
+	t := h.t
+	want := h.predict(cmd)
+	env := h.env(by)
+	before := h.s.Clone()
+	events, err := Decide(h.s, cmd, env)
+	assertSameState(t, before, h.s) // Decide never mutates
+	if got := CodeOf(err); got != want.code || (err != nil && got == "") {
+		t.Fatalf("%T %+v: error %v (code %q), model wants code %q", cmd, cmd, err, got, want.code)
+	}
+	if err != nil && events != nil {
+		t.Fatalf("%T: events %v together with error %v", cmd, types(events), err)
+	}
+	if got := types(events); !slices.Equal(got, want.types) {
+		t.Fatalf("%T %+v: events %v, model wants %v", cmd, cmd, got, want.types)
+	}
+	for _, e := range events {
+		if !e.At.Equal(env.Now) || e.At.Location() != env.Now.Location() || e.By != env.By {
+			t.Fatalf("event %s At=%v By=%q, env %v %q", e.Data.EventType(), e.At, e.By, env.Now, env.By)
+		}
+		typ, ver, data, err := Encode(e)
+		if err != nil {
+			t.Fatalf("Encode: %v", err)
+		}
+		back, err := Decode(typ, ver, data)
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		if !reflect.DeepEqual(back, e) {
+			t.Fatalf("codec round trip changed the event:\n%#v\n%#v", e, back)
+		}
+		Apply(h.s, e)
+		Apply(h.replayed, e)
+		Apply(h.decoded, back)
+		h.journal = append(h.journal, e)
+		h.stored = append(h.stored, back)
+	}
+	if want.commit != nil {
+		want.commit(events)
+	}
+	h.lastCmd, h.lastBy = cmd, by
+}
+
+// restart rebuilds the state from the stored (encoded and decoded) journal
+// and continues from it, as an actor does after a crash or passivation.
+func (h *sim) restart() {
+	h.s = Replay(h.stored)
+}
+
+// check verifies every invariant after a step.
+func (h *sim) check() {
+	t, s, m := h.t, h.s, &h.m
+	if s.Version != uint64(len(h.journal)) {
+		t.Fatalf("Version %d after %d events", s.Version, len(h.journal))
+	}
+	// Replaying the journal, raw or through the codec, rebuilds the live state.
+	for name, r := range map[string]*State{"journal": h.replayed, "stored": h.decoded} {
+		if !reflect.DeepEqual(exported(r), exported(s)) {
+			t.Fatalf("replay of %s differs:\nlive   %s\nreplay %s", name, dump(s), dump(r))
+		}
+	}
+	if s.Registered() != m.registered {
+		t.Fatalf("registered %v, model %v", s.Registered(), m.registered)
+	}
+	if !m.registered {
+		return
+	}
+	// Money.
+	if s.Refunded()+s.InFlight() > s.Amount || s.Refundable() < 0 {
+		t.Fatalf("over-claimed: refunded %d + in-flight %d > paid %d", s.Refunded(), s.InFlight(), s.Amount)
+	}
+	if (s.Status == StatusCanceled) != (s.Refunded() == s.Amount) {
+		t.Fatalf("status %s with refunded %d of %d", s.Status, s.Refunded(), s.Amount)
+	}
+	if s.Refunded() != m.succeeded() || s.InFlight() != m.held()-m.succeeded() || s.Refundable() != m.amount-m.held() ||
+		m.canceled != (s.Status == StatusCanceled) || s.Amount != m.amount {
+		t.Fatalf("money: refunded %d in-flight %d refundable %d %s; model succeeded %d held %d canceled %v",
+			s.Refunded(), s.InFlight(), s.Refundable(), s.Status, m.succeeded(), m.held(), m.canceled)
+	}
+	// Refunds, numbers and keys.
+	if len(s.Refunds) != len(m.refunds) {
+		t.Fatalf("%d refunds, model %d", len(s.Refunds), len(m.refunds))
+	}
+	nos, keys := map[string]bool{}, map[string]bool{}
+	var next time.Time
+	for i, r := range s.Refunds {
+		mr := m.refunds[i]
+		if r.No != mr.no || r.Number != i+1 || nos[r.No] || !ValidRefundNo(r.No) {
+			t.Fatalf("refund %d number %q (number %d), model %q, seen %v", i, r.No, r.Number, mr.no, nos[r.No])
+		}
+		nos[r.No] = true
+		if p, id, n, ok := ParseRefundNo(r.No); !ok || p != h.prefix() || id != h.reg.ReservationID || n != i+1 {
+			t.Fatalf("ParseRefundNo(%q) = %q %q %d %v", r.No, p, id, n, ok)
+		}
+		if keys[r.IdempotencyKey] || s.RefundByKey(r.IdempotencyKey) != r || s.Refund(r.No) != r || m.byKey[r.IdempotencyKey] != i {
+			t.Fatalf("key %q does not map to exactly refund %s", r.IdempotencyKey, r.No)
+		}
+		keys[r.IdempotencyKey] = true
+		if r.State != mr.state || r.Amount != mr.amount || r.Attempts != mr.attempts || r.Queries != mr.queries ||
+			r.ProviderID != mr.providerID || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) ||
+			string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) {
+			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
+		}
+		if prev, ok := h.terminal[r.No]; ok && r.State != prev {
+			t.Fatalf("terminal refund %s moved %s -> %s", r.No, prev, r.State)
+		}
+		if r.State.Terminal() {
+			h.terminal[r.No] = r.State
+		}
+		// Liveness: whatever waits on the provider is checked on again.
+		if waiting := r.State == Processing || r.State == Unknown; waiting && r.Attempts > 0 && r.DueAt.IsZero() {
+			t.Fatalf("refund %s is %s with no due time: nothing will check on it", r.No, r.State)
+		}
+		if !r.DueAt.IsZero() && (next.IsZero() || r.DueAt.Before(next)) {
+			next = r.DueAt
+		}
+	}
+	if !s.NextDue().Equal(next) {
+		t.Fatalf("NextDue %v, want %v", s.NextDue(), next)
+	}
+}
+
+var (
+	propIDs  = []string{"r1", "resv-2025-000001", "a-" + strings.Repeat("Z9_-", 9) + "xy"}
+	propKeys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	reasons  = []string{"", "trip canceled", "重复预订"}
+)
+
+// uniform draws 0..n-1 with even odds. rapid's own integers and SampledFrom
+// favour the ends of a range, which would make the weights below guesses.
+// It still shrinks towards 0.
+func uniform(n int) *rapid.Generator[int] {
+	return rapid.Custom(func(t *rapid.T) int {
+		v := 0
+		for range bits.Len(uint(n-1)) + 3 { // spare bits keep the modulo bias small
+			v <<= 1
+			if rapid.Bool().Draw(t, "bit") {
+				v |= 1
+			}
+		}
+		return v % n
+	})
+}
+
+// oneOf draws one of items with even odds.
+func oneOf[V any](t *rapid.T, label string, items ...V) V {
+	return items[uniform(len(items)).Draw(t, label)]
+}
+
+// chance reports true with probability num/den.
+func chance(t *rapid.T, label string, num, den int) bool {
+	return uniform(den).Draw(t, label) < num
+}
+
+// weighted draws a name; each comes with its weight.
+func weighted(t *rapid.T, label string, choices ...any) string {
+	total := 0
+	for i := 1; i < len(choices); i += 2 {
+		total += choices[i].(int)
+	}
+	v := uniform(total).Draw(t, label)
+	for i := 0; i < len(choices); i += 2 {
+		if v -= choices[i+1].(int); v < 0 {
+			return choices[i].(string)
+		}
+	}
+	panic("weighted: unreachable")
+}
+
+// pickRefund returns the number of a known refund, mostly one that is not
+// settled yet, or now and then one that does not exist.
+func (h *sim) pickRefund(t *rapid.T) string {
+	n := len(h.m.refunds)
+	var open []string
+	for _, r := range h.m.refunds {
+		if !r.state.Terminal() {
+			open = append(open, r.no)
+		}
+	}
+	switch {
+	case n == 0 || chance(t, "unknownRefund", 1, 30):
+		return RefundNo(h.prefix(), h.reg.ReservationID, n+1+uniform(3).Draw(t, "beyond"))
+	case len(open) > 0 && chance(t, "open", 4, 5):
+		return open[uniform(len(open)).Draw(t, "which")]
+	}
+	return h.m.refunds[uniform(n).Draw(t, "which")].no
+}
+
+func (h *sim) step(t *rapid.T) {
+	action := weighted(t, "action",
+		"outcome", 32, "request", 16, "timer", 14, "advance", 8, "start", 3, "resubmit", 5,
+		"abandon", 5, "check", 3, "restart", 6, "duplicate", 8, "register", 3)
+	switch action {
+	case "register":
+		c := h.reg
+		if chance(t, "conflicting", 1, 2) {
+			c.Amount++
+		}
+		h.exec(c, "system:booking")
+
+	case "request":
+		c := RequestRefund{UserID: h.reg.UserID, Reason: oneOf(t, "reason", reasons...)}
+		if chance(t, "intruder", 1, 12) {
+			c.UserID = "intruder"
+		}
+		if chance(t, "freshKey", 1, 3) {
+			h.keys++
+			c.IdempotencyKey = fmt.Sprintf("fresh-%d", h.keys)
+		} else {
+			c.IdempotencyKey = oneOf(t, "key", propKeys...)
+		}
+		switch weighted(t, "amount", "all", 2, "share", 6, "small", 2, "any", 1, "invalid", 1) {
+		case "all": // omitted: everything still refundable
+		case "share":
+			c.Amount = ptr(max(1, h.reg.Amount/int64(2+uniform(9).Draw(t, "share"))))
+		case "small":
+			c.Amount = ptr(int64(1 + uniform(3).Draw(t, "small")))
+		case "any":
+			c.Amount = ptr(rapid.Int64Range(1, h.reg.Amount+1).Draw(t, "any"))
+		case "invalid":
+			c.Amount = ptr(int64(-uniform(2).Draw(t, "invalid")))
+		}
+		n := len(h.m.refunds)
+		h.exec(c, "user:"+c.UserID)
+		// The engine journals the first submission in the same append.
+		if len(h.m.refunds) > n && chance(t, "submitNow", 9, 10) {
+			no := h.m.refunds[n].no
+			h.exec(StartSubmission{RefundNo: no, Request: []byte(`{"out_refund_no":"` + no + `"}`)}, "engine")
+		}
+
+	case "start":
+		no := h.pickRefund(t)
+		body := []byte(oneOf(t, "body", "", `{"out_refund_no":"`+no+`"}`, "other bytes"))
+		h.exec(StartSubmission{RefundNo: no, Request: body}, "engine")
+
+	case "resubmit":
+		h.exec(Resubmit{RefundNo: h.pickRefund(t)}, "operator:alice")
+
+	case "check":
+		h.exec(CheckProvider{RefundNo: h.pickRefund(t)}, "wechatpay:notification")
+
+	case "abandon":
+		no := h.pickRefund(t)
+		h.exec(Abandon{RefundNo: no, Reason: oneOf(t, "abandonReason", "", "gave up", "gave up", "bad\nreason")}, "operator:alice")
+
+	case "outcome":
+		no := h.pickRefund(t)
+		var amount int64
+		if r := h.refund(no); r != nil {
+			amount = r.amount
+		}
+		o := Outcome{
+			Kind:       OutcomeKind(weighted(t, "kind", "PROCESSING", 3, "REJECTED", 2, "UNKNOWN", 2, "NOT_FOUND", 2, "ABNORMAL", 1, "SUCCEEDED", 1, "FAILED", 1)),
+			Code:       oneOf(t, "code", "", "NOT_ENOUGH", "SYSTEM_ERROR"),
+			ProviderID: oneOf(t, "providerID", "", "wx-"+no),
+		}
+		if chance(t, "reportsAmounts", 1, 2) {
+			o.OutTradeNo, o.RefundAmount, o.TotalAmount = h.reg.OutTradeNo, amount, h.reg.Amount
+		}
+		if chance(t, "successTimeKnown", 1, 2) {
+			o.SuccessTime = h.now.Add(-time.Second)
+		}
+		switch weighted(t, "mangle", "none", 40, "order", 1, "amount", 1, "total", 1, "providerID", 2, "kind", 1) {
+		case "order":
+			o.OutTradeNo = "OTHER-ORDER"
+		case "amount":
+			o.RefundAmount = amount + 1
+		case "total":
+			o.TotalAmount = h.reg.Amount - 1
+		case "providerID":
+			o.ProviderID = "wx-someone-else"
+		case "kind":
+			o.Kind = "BOGUS"
+		}
+		attempt := 0
+		src := oneOf(t, "source", allSources...)
+		if r := h.refund(no); r != nil && src == SourceResponse {
+			attempt = r.attempts
+		}
+		h.exec(RecordOutcome{RefundNo: no, Source: src, Attempt: attempt, Outcome: o}, "provider:wechatpay")
+
+	case "timer":
+		no := h.pickRefund(t)
+		var due time.Time
+		if r := h.refund(no); r != nil {
+			due = r.due
+		}
+		switch weighted(t, "timerKind", "due", 6, "old", 3, "off", 1) {
+		case "old": // a late timer, reordered after newer work
+			if len(h.dues) > 0 {
+				due = h.dues[uniform(len(h.dues)).Draw(t, "oldDue")]
+			}
+		case "off":
+			due = due.Add(time.Nanosecond)
+		}
+		if due.After(h.now) {
+			h.now = due // a timer fires when its time has come
+		}
+		h.exec(FireTimer{RefundNo: no, DueAt: due}, "engine")
+
+	case "advance":
+		h.now = h.now.Add(oneOf(t, "advance", time.Second, 30*time.Second, 5*time.Minute, time.Hour, 25*time.Hour))
+
+	case "restart":
+		h.restart()
+
+	case "duplicate":
+		if h.lastCmd != nil {
+			h.exec(h.lastCmd, h.lastBy)
+		}
+	}
+	for _, r := range h.s.Refunds {
+		if !r.DueAt.IsZero() && !slices.ContainsFunc(h.dues, r.DueAt.Equal) {
+			h.dues = append(h.dues, r.DueAt)
+		}
+	}
+}
+
+func TestDecide_Properties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		policy := Policy{
+			RefundNoPrefix: oneOf(t, "prefix", "", "T1", "ABCDEFGHIJKLMNOP"),
+			MaxRefunds:     oneOf(t, "maxRefunds", 0, 4, 8),
+			RecheckAfter:   oneOf(t, "recheckAfter", 0, 10*time.Second),
+			StuckAfter:     oneOf(t, "stuckAfter", 0, 90*time.Minute),
+			QueryBackoff:   oneOf(t, "backoff", nil, []time.Duration{time.Minute, 7 * time.Minute}),
+		}
+		if err := policy.Validate(); err != nil {
+			t.Fatalf("policy: %v", err)
+		}
+		paid := rapid.Int64Range(1000, 1_000_000).Draw(t, "paid")
+		if chance(t, "tinyPaid", 1, 8) {
+			paid = int64(1 + uniform(3).Draw(t, "tiny"))
+		}
+		h := &sim{
+			t: t, policy: policy, now: t0, s: &State{}, replayed: &State{}, decoded: &State{},
+			m:        model{byKey: map[string]int{}},
+			terminal: map[string]RefundState{},
+			reg: Register{
+				ReservationID: oneOf(t, "id", propIDs...),
+				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY", PaidAt: t0.Add(-time.Hour),
+				Amount: paid,
+			},
+		}
+		// A few steps before the reservation exists: everything is "not found".
+		for range uniform(3).Draw(t, "early") {
+			h.step(t)
+			h.check()
+		}
+		h.exec(h.reg, "system:booking")
+		h.check()
+		for range 40 + uniform(160).Draw(t, "steps") {
+			h.step(t)
+			h.check()
+		}
+	})
+}
