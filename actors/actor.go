@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"refundd/internal/crashpoint"
 	"refundd/internal/reservation"
 )
 
@@ -118,7 +120,7 @@ func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
 // execute is the one order every change follows: decide, append (durable),
 // apply, reply, then side effects.
 func (a *reservationActor) execute(ctx actor.Context, m *envelope, c cmdMsg) {
-	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: c.by, Policy: a.e.cfg.Policy}
+	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: c.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
 	events, err := a.decide(c.cmd, env)
 	if err != nil {
 		m.reply <- reply{state: a.snapshot(), err: err}
@@ -203,10 +205,12 @@ func (a *reservationActor) sideEffects(events []reservation.Event) {
 				continue
 			}
 			no, body, attempt := r.No, r.Request, d.Attempt
+			crashpoint.Hit(crashpoint.AfterSubmitJournaled)
 			a.e.goWork(func(base context.Context) {
 				cctx, cancel := context.WithTimeout(base, a.e.cfg.ProviderTimeout)
 				o := a.e.cfg.Provider.Submit(cctx, no, body, attempt)
 				cancel()
+				crashpoint.Hit(crashpoint.AfterProviderAnswered)
 				a.e.report(a.id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: attempt, Outcome: o})
 			})
 		case reservation.QueryStarted:

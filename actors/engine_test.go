@@ -38,9 +38,10 @@ type harness struct {
 }
 
 type harnessOpts struct {
-	sim   simprovider.Options
-	idle  time.Duration
-	store func(actors.Store) actors.Store
+	sim    simprovider.Options
+	idle   time.Duration
+	store  func(actors.Store) actors.Store
+	policy *reservation.Policy
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -54,14 +55,17 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		o.sim.Now = h.clock.Now
 	}
 	h.provider = simprovider.New(o.sim)
-	h.start(o.idle)
+	policy := reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}
+	if o.policy != nil {
+		policy = *o.policy
+	}
+	h.start(o.idle, policy)
 	return h
 }
 
-func (h *harness) start(idle time.Duration) {
+func (h *harness) start(idle time.Duration, policy reservation.Policy) {
 	e, err := actors.New(actors.Config{
-		Store: h.store, Provider: h.provider, Now: h.clock.Now, IdleTimeout: idle,
-		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
+		Store: h.store, Provider: h.provider, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -238,40 +242,63 @@ func TestEngine_NoMessageLostAcrossPassivation(t *testing.T) {
 	}
 }
 
-func TestEngine_LostResponseResolvedByQueryNotNewRefund(t *testing.T) {
+func TestEngine_LostResponsesRetriedThenResolvedByQuery(t *testing.T) {
 	var lost atomic.Bool
 	lost.Store(true)
-	h := newHarness(t, harnessOpts{sim: simprovider.Options{
-		Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
+	h := newHarness(t, harnessOpts{
+		policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 3, RetryBackoff: time.Second},
+		sim: simprovider.Options{Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
 			if op == "submit" && lost.Load() {
 				// The provider refunds, but the answer never arrives.
 				return simprovider.Injected{Apply: true, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
 			}
 			return simprovider.Injected{}, false
-		},
-	}})
+		}},
+	})
 	h.register("r1", 10000)
 	st, _, err := h.refund("r1", "k1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	no := st.RefundByKey("k1").No
-	waitFor(t, "UNKNOWN", func() bool { return h.refundState("r1", no) == reservation.Unknown })
+	attempts := func() int {
+		st, _ := h.engine.Get(context.Background(), "r1")
+		return st.Refund(no).Attempts
+	}
+	// Each unknown answer schedules a retry of the same submission; the
+	// scheduler (driven by hand here) sends it when due.
+	for want := 2; want <= 3; want++ {
+		waitFor(t, "a retry to be scheduled", func() bool {
+			st, _ := h.engine.Get(context.Background(), "r1")
+			r := st.Refund(no)
+			return r.Retry && r.Attempts == want-1
+		})
+		h.clock.Advance(2 * time.Second << (want - 2))
+		if _, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, fmt.Sprintf("attempt %d", want), func() bool { return attempts() == want })
+	}
+	waitFor(t, "UNKNOWN after the last attempt", func() bool { return h.refundState("r1", no) == reservation.Unknown })
 	lost.Store(false)
 	h.clock.Advance(2 * time.Minute)
 	if n, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil || n == 0 {
 		t.Fatalf("FireDue = %d, %v", n, err)
 	}
 	waitFor(t, "SUCCEEDED via query", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
-	if n := h.provider.Submissions(); n != 1 {
-		t.Fatalf("provider saw %d submissions, want 1 (a query, not a new refund, resolves UNKNOWN)", n)
+	st, _ = h.engine.Get(context.Background(), "r1")
+	if len(st.Refunds) != 1 || st.Refund(no).Attempts != 3 {
+		t.Fatalf("refunds %d attempts %d, want 1 refund after 3 attempts", len(st.Refunds), st.Refund(no).Attempts)
+	}
+	if got := h.provider.Refunded("ORD-r1"); got != 10000 {
+		t.Fatalf("provider refunded %d for the order, want 10000 exactly once", got)
 	}
 }
 
 func TestEngine_SubmissionThatNeverArrivedIsResubmittedWithSameNumber(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
-	h := newHarness(t, harnessOpts{sim: simprovider.Options{
+	h := newHarness(t, harnessOpts{policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 1}, sim: simprovider.Options{
 		Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
 			if op == "submit" && drop.Load() {
 				return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "CONN_RESET"}}, true

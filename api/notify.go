@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"refundd/internal/crashpoint"
 	"refundd/internal/quarantine"
 	"refundd/internal/reservation"
 	"refundd/internal/wechatpay"
@@ -143,6 +144,7 @@ func (n *notifier) v3(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.stats.add(outcome)
+	crashpoint.Hit(crashpoint.AfterNotificationJournaled)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -225,6 +227,7 @@ func (n *notifier) v2(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.stats.add(outcome)
+	crashpoint.Hit(crashpoint.AfterNotificationJournaled)
 	_, _ = w.Write(wechatpay.V2Ack(true, "OK"))
 }
 

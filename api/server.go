@@ -31,6 +31,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, enables the WeChat Pay notification endpoints.
 	Notify *NotifyConfig
+	// Events, if set, enables the event feed and webhook routes (events.go).
+	Events *EventsConfig
 }
 
 // Server routes HTTP requests to the engine.
@@ -75,6 +77,7 @@ func New(engine Engine, opts Options) *Server {
 		s.notify = &notifier{cfg: nc, log: s.log, limiter: newLogLimiter(10 * time.Second), stats: &NotifyStats{}}
 		s.notify.routes(s)
 	}
+	s.eventRoutes()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, &apiError{code: codeRouteNotFound, msg: "no such route"})
 	})

@@ -30,11 +30,14 @@ func Apply(s *State, e Event) {
 			if len(d.Request) > 0 {
 				r.Request = d.Request
 			}
-			r.State, r.DueAt, r.UpdatedAt = Processing, d.DueAt, e.At
+			if d.Attempt == 1 {
+				r.SubmittedAt = e.At
+			}
+			r.State, r.DueAt, r.UpdatedAt, r.Retry = Processing, d.DueAt, e.At, false
 		}
 	case QueryStarted:
 		if r := s.Refund(d.RefundNo); r != nil {
-			r.Queries, r.DueAt, r.UpdatedAt = d.Query, d.DueAt, e.At
+			r.Queries, r.DueAt, r.UpdatedAt, r.Retry = d.Query, d.DueAt, e.At, false
 		}
 	case ProviderResult:
 		if r := s.Refund(d.RefundNo); r != nil {
@@ -52,16 +55,25 @@ func Apply(s *State, e Event) {
 				}
 			}
 			if !d.DueAt.IsZero() {
-				r.DueAt = d.DueAt
+				r.DueAt, r.Retry = d.DueAt, d.Retry
 			}
-			if d.To != Processing && d.To != Unknown {
-				r.DueAt = time.Time{}
+			if d.To.Terminal() || d.To == Rejected {
+				r.DueAt, r.Retry = time.Time{}, false
 			}
 		}
 	case Abandoned:
 		if r := s.Refund(d.RefundNo); r != nil {
 			r.State, r.UpdatedAt, r.Code, r.Message = Failed, e.At, "ABANDONED", d.Reason
 			r.DueAt = time.Time{}
+		}
+	case SubmissionScheduled:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.Request, r.DueAt, r.Retry, r.UpdatedAt = d.Request, d.DueAt, true, e.At
+		}
+	case Resolved:
+		if r := s.Refund(d.RefundNo); r != nil {
+			r.State, r.UpdatedAt, r.Code, r.Message = Succeeded, e.At, "RESOLVED_BY_OPERATOR", d.Reason
+			r.SucceededAt, r.DueAt, r.Retry = e.At, time.Time{}, false
 		}
 	case Conflict:
 		if r := s.Refund(d.RefundNo); r != nil {

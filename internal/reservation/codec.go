@@ -68,6 +68,10 @@ func Decode(typ string, version uint16, data []byte) (Event, error) {
 		d, err = decodeAs[Conflict](env.Data)
 	case TypeFlaggedStuck:
 		d, err = decodeAs[FlaggedStuck](env.Data)
+	case TypeSubmissionWaits:
+		d, err = decodeAs[SubmissionScheduled](env.Data)
+	case TypeResolved:
+		d, err = decodeAs[Resolved](env.Data)
 	default:
 		return Event{}, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
 	}

@@ -10,7 +10,7 @@ import (
 
 // allTypes lists every event type this build writes.
 var allTypes = []string{TypeRegistered, TypeCanceled, TypeRefundRequested, TypeSubmissionStarted, TypeQueryStarted,
-	TypeProviderResult, TypeAbandoned, TypeConflict, TypeFlaggedStuck}
+	TypeProviderResult, TypeAbandoned, TypeConflict, TypeFlaggedStuck, TypeSubmissionWaits, TypeResolved}
 
 // sampleEvents holds every event type, once with every field set and once
 // with only what is required.
@@ -36,6 +36,11 @@ func sampleEvents() map[string]Event {
 			From: Unknown, To: Succeeded, SuccessTime: at.Add(-time.Minute), DueAt: due}},
 		"result minimal": {At: at, By: "provider:wechatpay", Data: ProviderResult{RefundNo: "R-resv-1-1",
 			Source: SourceResponse, Outcome: OutcomeUnknown, From: Processing, To: Unknown}},
+		"result retry": {At: at, By: "provider:wechatpay", Data: ProviderResult{RefundNo: "R-resv-1-1", Source: SourceResponse,
+			Attempt: 4, Outcome: OutcomeUnknown, Code: "SYSTEM_ERROR", From: Processing, To: Processing, DueAt: due, Retry: true}},
+		"scheduled": {At: at, By: "engine", Data: SubmissionScheduled{RefundNo: "R-resv-1-2",
+			Request: []byte("{\"out_refund_no\":\"R-resv-1-2\"}\x00\xff"), DueAt: due.Add(59*time.Second + 999999999)}},
+		"resolved":          {At: at, By: "operator:alice", Data: Resolved{RefundNo: "R-resv-1-1", Reason: "退款已线下完成 \"ticket\" #42"}},
 		"abandoned full":    {At: at, By: "operator:alice", Data: Abandoned{RefundNo: "R-resv-1-1", Reason: "gave up"}},
 		"abandoned minimal": {At: at, By: "operator:alice", Data: Abandoned{RefundNo: "R-resv-1-1"}},
 		"conflict full": {At: at, By: "provider:wechatpay", Data: Conflict{RefundNo: "R-resv-1-1", State: Failed,
@@ -137,6 +142,15 @@ func TestDecode_Golden(t *testing.T) {
 			Conflict{RefundNo: "R-resv-1-1", State: Failed, Source: SourceQuery, Outcome: OutcomeSucceeded}},
 		{TypeFlaggedStuck, `{"at":"2025-03-01T10:00:00Z","by":"system","data":{"refund_no":"R-resv-1-1"}}`,
 			FlaggedStuck{RefundNo: "R-resv-1-1"}},
+		{TypeProviderResult,
+			`{"at":"2025-03-01T10:00:00Z","by":"system","data":{"refund_no":"R-resv-1-1","source":"response","attempt":2,"outcome":"UNKNOWN","code":"SYSTEM_ERROR","from":"PROCESSING","to":"PROCESSING","due_at":"2025-03-01T10:00:01.5Z","retry":true}}`,
+			ProviderResult{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 2, Outcome: OutcomeUnknown, Code: "SYSTEM_ERROR",
+				From: Processing, To: Processing, DueAt: at.Add(1500 * time.Millisecond), Retry: true}},
+		{TypeSubmissionWaits,
+			`{"at":"2025-03-01T10:00:00Z","by":"system","data":{"refund_no":"R-resv-1-2","request":"eyJhIjoxfQ==","due_at":"2025-03-01T10:00:50Z"}}`,
+			SubmissionScheduled{RefundNo: "R-resv-1-2", Request: []byte(`{"a":1}`), DueAt: at.Add(50 * time.Second)}},
+		{TypeResolved, `{"at":"2025-03-01T10:00:00Z","by":"system","data":{"refund_no":"R-resv-1-1","reason":"settled at WeChat"}}`,
+			Resolved{RefundNo: "R-resv-1-1", Reason: "settled at WeChat"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.typ, func(t *testing.T) {
@@ -232,7 +246,7 @@ func TestEventType_Names(t *testing.T) {
 	data := map[EventData]string{
 		Registered{}: TypeRegistered, Canceled{}: TypeCanceled, RefundRequested{}: TypeRefundRequested,
 		QueryStarted{}: TypeQueryStarted, Abandoned{}: TypeAbandoned, Conflict{}: TypeConflict,
-		FlaggedStuck{}: TypeFlaggedStuck, ProviderResult{}: TypeProviderResult,
+		FlaggedStuck{}: TypeFlaggedStuck, ProviderResult{}: TypeProviderResult, Resolved{}: TypeResolved,
 	}
 	for d, want := range data {
 		if d.EventType() != want {
@@ -241,6 +255,24 @@ func TestEventType_Names(t *testing.T) {
 	}
 	if (SubmissionStarted{}).EventType() != TypeSubmissionStarted {
 		t.Error("SubmissionStarted has the wrong type")
+	}
+	if (SubmissionScheduled{}).EventType() != TypeSubmissionWaits {
+		t.Error("SubmissionScheduled has the wrong type")
+	}
+	// The names are stored in journals: they never change.
+	stored := map[string]string{
+		TypeRegistered: "reservation.registered", TypeCanceled: "reservation.canceled", TypeRefundRequested: "refund.requested",
+		TypeSubmissionStarted: "refund.submission_started", TypeQueryStarted: "refund.query_started",
+		TypeProviderResult: "refund.provider_result", TypeAbandoned: "refund.abandoned", TypeConflict: "refund.conflict",
+		TypeFlaggedStuck: "refund.flagged_stuck", TypeSubmissionWaits: "refund.submission_scheduled", TypeResolved: "refund.resolved",
+	}
+	if len(stored) != len(allTypes) {
+		t.Fatalf("%d stored names for %d types", len(stored), len(allTypes))
+	}
+	for typ, want := range stored {
+		if typ != want {
+			t.Errorf("event type %q, stored journals say %q", typ, want)
+		}
 	}
 }
 
@@ -287,4 +319,69 @@ func TestReplay_ThroughCodec(t *testing.T) {
 	// The replayed state keeps deciding like the live one.
 	mustNoop(t, replayed, RequestRefund{UserID: testUser, IdempotencyKey: "k1", Amount: ptr(3000), Reason: "partial"}, testEnv(t0, "u"))
 	mustFail(t, replayed, RequestRefund{UserID: testUser, IdempotencyKey: "k3"}, testEnv(t0, "u"), ErrCanceled)
+}
+
+// TestReplay_ThroughCodecRetriesAndSpacing replays a journal with every
+// event the retry, spacing and resolve rules write, through the codec, and
+// gets the same state, which then decides like the live one.
+func TestReplay_ThroughCodecRetriesAndSpacing(t *testing.T) {
+	s := &State{}
+	var journal []Event
+	policy := Policy{RefundSpacing: time.Minute, MaxAttempts: 2}
+	at := func(d time.Duration, by string) Env {
+		return Env{Now: t0.Add(d), By: by, Policy: policy, Jitter: 0.37}
+	}
+	step := func(cmd Command, env Env) {
+		t.Helper()
+		journal = append(journal, run(t, s, cmd, env)...)
+	}
+	step(validRegister(), at(0, "system:booking"))
+	step(RequestRefund{UserID: testUser, IdempotencyKey: "k1", Amount: ptr(3000)}, at(0, "user:u-42"))
+	step(StartSubmission{RefundNo: "R-resv-1-1", Request: []byte(`{"a":1}`)}, at(0, "user:u-42"))
+	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 1, Outcome: Outcome{Kind: OutcomeUnknown, Code: "SYSTEM_ERROR"}}, at(time.Second, "provider:wechatpay"))
+	retry := s.Refund("R-resv-1-1").DueAt
+	step(FireTimer{RefundNo: "R-resv-1-1", DueAt: retry}, Env{Now: retry, By: "engine", Policy: policy})
+	step(RequestRefund{UserID: testUser, IdempotencyKey: "k2", Amount: ptr(7000)}, at(10*time.Second, "user:u-42"))
+	step(StartSubmission{RefundNo: "R-resv-1-2", Request: []byte(`{"a":2}`)}, at(10*time.Second, "user:u-42"))
+	waiting := *s.Refund("R-resv-1-2")
+	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 2, Outcome: Outcome{Kind: OutcomeUnknown}}, at(20*time.Second, "provider:wechatpay"))
+	step(FireTimer{RefundNo: "R-resv-1-2", DueAt: waiting.DueAt}, Env{Now: waiting.DueAt, By: "engine", Policy: policy})
+	step(RecordOutcome{RefundNo: "R-resv-1-2", Source: SourceNotification, Outcome: Outcome{Kind: OutcomeAbnormal, ProviderID: "503"}}, at(2*time.Minute, "provider:wechatpay"))
+	abnormal := s.Refund("R-resv-1-2").DueAt
+	step(FireTimer{RefundNo: "R-resv-1-2", DueAt: abnormal}, Env{Now: abnormal, By: "engine", Policy: policy})
+	step(Resolve{RefundNo: "R-resv-1-2", Reason: "settled at WeChat"}, at(time.Hour, "operator:alice"))
+	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceQuery, Outcome: Outcome{Kind: OutcomeSucceeded}}, at(2*time.Hour, "provider:wechatpay"))
+
+	seen := map[string]bool{}
+	var stored []Event
+	for _, e := range journal {
+		typ, ver, data, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode(typ, ver, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, e) {
+			t.Fatalf("round trip:\n got %#v\nwant %#v", back, e)
+		}
+		seen[typ] = true
+		stored = append(stored, back)
+	}
+	for _, typ := range []string{TypeSubmissionWaits, TypeResolved, TypeProviderResult, TypeQueryStarted, TypeCanceled} {
+		if !seen[typ] {
+			t.Fatalf("the journal has no %s event", typ)
+		}
+	}
+	replayed := Replay(stored)
+	assertSameState(t, s, replayed)
+	r1, r2 := replayed.Refund("R-resv-1-1"), replayed.Refund("R-resv-1-2")
+	if r1.State != Succeeded || r1.Attempts != 2 || !r1.SubmittedAt.Equal(t0) || string(r1.Request) != `{"a":1}` ||
+		r2.State != Succeeded || r2.Code != "RESOLVED_BY_OPERATOR" || r2.Attempts != 1 || !r2.SubmittedAt.Equal(t0.Add(time.Minute)) ||
+		string(r2.Request) != `{"a":2}` || replayed.Status != StatusCanceled || replayed.Version != uint64(len(journal)) {
+		t.Fatalf("replayed state %s", dump(replayed))
+	}
+	mustFail(t, replayed, RequestRefund{UserID: testUser, IdempotencyKey: "k3"}, at(3*time.Hour, "u"), ErrCanceled)
+	mustNoop(t, replayed, RequestRefund{UserID: testUser, IdempotencyKey: "k2", Amount: ptr(7000)}, at(3*time.Hour, "u"))
 }

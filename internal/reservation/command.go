@@ -64,6 +64,13 @@ type FireTimer struct {
 	DueAt    time.Time
 }
 
+// Resolve settles an ABNORMAL refund that an operator resolved outside
+// refundd; it then counts as SUCCEEDED. A reason is required.
+type Resolve struct {
+	RefundNo string
+	Reason   string
+}
+
 // CheckProvider asks the provider about a refund now: something (an
 // unsigned APIv2 notification, an operator) suggests its outcome changed.
 // The answer is applied like any other outcome; the hint itself changes
@@ -73,6 +80,7 @@ type CheckProvider struct {
 }
 
 func (CheckProvider) command()   {}
+func (Resolve) command()         {}
 func (Register) command()        {}
 func (RequestRefund) command()   {}
 func (StartSubmission) command() {}

@@ -20,7 +20,7 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 	case Register:
 		data, err = decideRegister(s, c)
 	case RequestRefund:
-		data, err = decideRequestRefund(s, c, env.Policy)
+		data, err = decideRequestRefund(s, c, env)
 	case StartSubmission:
 		data, err = decideStartSubmission(s, c, env)
 	case Resubmit:
@@ -33,6 +33,8 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 		data, err = decideTimer(s, c, env)
 	case CheckProvider:
 		data, err = decideCheck(s, c, env)
+	case Resolve:
+		data, err = decideResolve(s, c)
 	default:
 		return nil, invalid("command", "unknown command")
 	}
@@ -76,7 +78,8 @@ func Fingerprint(c RequestRefund) string {
 	return hex.EncodeToString(h[:])
 }
 
-func decideRequestRefund(s *State, c RequestRefund, p Policy) ([]EventData, error) {
+func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error) {
+	p := env.Policy
 	if err := validateRequestRefund(c); err != nil {
 		return nil, err
 	}
@@ -92,6 +95,9 @@ func decideRequestRefund(s *State, c RequestRefund, p Policy) ([]EventData, erro
 	}
 	if s.Status == StatusCanceled {
 		return nil, ErrCanceled
+	}
+	if !s.PaidAt.IsZero() && env.Now.After(s.PaidAt.Add(p.refundWindow())) {
+		return nil, ErrRefundWindowClosed
 	}
 	if len(s.Refunds) >= p.maxRefunds() {
 		return nil, ErrRefundLimit
@@ -138,12 +144,25 @@ func decideStartSubmission(s *State, c StartSubmission, env Env) ([]EventData, e
 		// Already submitted once: its bytes are fixed forever.
 		return nil, nil
 	}
-	if r.State != Processing {
+	if r.State != Processing || len(r.Request) > 0 {
 		return nil, ErrInvalidState
+	}
+	if wait := spacingWait(s, env); wait > 0 {
+		return []EventData{SubmissionScheduled{RefundNo: r.No, Request: c.Request, DueAt: env.Now.Add(wait)}}, nil
 	}
 	return []EventData{SubmissionStarted{
 		RefundNo: r.No, Attempt: 1, Request: c.Request, DueAt: env.Now.Add(env.Policy.recheckAfter()),
 	}}, nil
+}
+
+// spacingWait is how long a new refund's first submission must still wait
+// so that two refunds of the order reach WeChat Pay RefundSpacing apart.
+func spacingWait(s *State, env Env) time.Duration {
+	last := s.lastSubmittedAt()
+	if env.Policy.RefundSpacing <= 0 || last.IsZero() {
+		return 0
+	}
+	return last.Add(env.Policy.RefundSpacing).Sub(env.Now)
 }
 
 func decideResubmit(s *State, c Resubmit, env Env) ([]EventData, error) {
@@ -211,8 +230,13 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		}
 		// A refund waiting on the provider needs a due time, or no timer
 		// would ever check on it again (REJECTED has none).
-		if (to == Processing || to == Unknown) && r.DueAt.IsZero() {
+		switch {
+		case (to == Processing || to == Unknown) && r.DueAt.IsZero():
 			pr.DueAt = env.Now.Add(env.Policy.recheckAfter())
+		case to == Abnormal && r.State != Abnormal:
+			// Reconciliation keeps asking about an ABNORMAL refund: an
+			// operator may settle it at WeChat.
+			pr.DueAt = env.Now.Add(env.Policy.queryBackoff(r.Queries + 1))
 		}
 		return pr
 	}
@@ -257,6 +281,12 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		switch {
 		case r.State == Abnormal:
 			return nil, nil // abnormal is later news than processing
+		case r.Retry && r.Attempts > 0:
+			// The provider has the refund after all: stop resubmitting and
+			// wait for its outcome (queried if it does not come).
+			pr := result(Processing)
+			pr.DueAt = env.Now.Add(env.Policy.recheckAfter())
+			return []EventData{pr}, nil
 		case r.State != Processing || (o.ProviderID != "" && r.ProviderID == ""):
 			return []EventData{result(Processing)}, nil
 		}
@@ -267,14 +297,24 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		}
 		return noChange()
 	case OutcomeUnknown:
-		if r.State == Processing {
-			return []EventData{result(Unknown)}, nil
+		// Only a submission's own answer can leave it unknown; a query
+		// that failed says nothing (the next query is already due), and an
+		// answer to an older attempt is stale.
+		if c.Source != SourceResponse || r.State != Processing || c.Attempt != r.Attempts {
+			return noChange()
 		}
-		return noChange()
+		if r.Attempts < env.Policy.maxAttempts() {
+			pr := result(Processing)
+			pr.Retry, pr.DueAt = true, env.Now.Add(env.Policy.retryDelay(r.Attempts, env.Jitter))
+			return []EventData{pr}, nil
+		}
+		return []EventData{result(Unknown)}, nil
 	case OutcomeNotFound:
 		// The provider never received the submission: send the same bytes
-		// again under the same number. Only a query can say this.
-		if c.Source == SourceQuery && (r.State == Processing || r.State == Unknown) && len(r.Request) > 0 {
+		// again under the same number. Only a query can say this, and only
+		// of a refund that was submitted: one held back by spacing has its
+		// bytes journaled but waits for its timer.
+		if c.Source == SourceQuery && (r.State == Processing || r.State == Unknown) && r.Attempts > 0 && len(r.Request) > 0 {
 			return []EventData{resubmission(r, env)}, nil
 		}
 		return nil, nil
@@ -290,8 +330,21 @@ func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
 	if r.DueAt.IsZero() || !r.DueAt.Equal(c.DueAt) {
 		return nil, nil // stale timer
 	}
-	if r.State != Processing && r.State != Unknown {
+	if r.State != Processing && r.State != Unknown && r.State != Abnormal {
 		return nil, nil
+	}
+	if r.Retry && r.State == Processing {
+		if len(r.Request) == 0 {
+			return nil, nil
+		}
+		if r.Attempts == 0 { // a first submission held back by spacing
+			if wait := spacingWait(s, env); wait > 0 {
+				return []EventData{SubmissionScheduled{RefundNo: r.No, Request: r.Request, DueAt: env.Now.Add(wait)}}, nil
+			}
+			return []EventData{SubmissionStarted{RefundNo: r.No, Attempt: 1, Request: r.Request,
+				DueAt: env.Now.Add(env.Policy.recheckAfter())}}, nil
+		}
+		return []EventData{resubmission(r, env)}, nil
 	}
 	var out []EventData
 	if !r.Stuck && env.Now.Sub(r.CreatedAt) >= env.Policy.stuckAfter() {
@@ -314,6 +367,24 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	}
 	n := r.Queries + 1
 	return []EventData{QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))}}, nil
+}
+
+func decideResolve(s *State, c Resolve) ([]EventData, error) {
+	r, err := refundOf(s, c.RefundNo)
+	if err != nil {
+		return nil, err
+	}
+	if !validText(c.Reason, MaxReasonBytes) {
+		return nil, invalid("reason", "is required: 1..80 bytes of printable UTF-8")
+	}
+	if r.State != Abnormal {
+		return nil, ErrInvalidState
+	}
+	out := []EventData{Resolved{RefundNo: r.No, Reason: c.Reason}}
+	if refunded := s.Refunded() + r.Amount; refunded >= s.Amount {
+		out = append(out, Canceled{Refunded: refunded})
+	}
+	return out, nil
 }
 
 // NextDue returns the earliest due time among refunds, or the zero time.

@@ -167,7 +167,7 @@ func refundIn(t testing.TB, st RefundState) (*State, string) {
 	switch st {
 	case Processing:
 	case Unknown:
-		drive(OutcomeUnknown, SourceResponse)
+		exhaustRetries(t, s, no, providerEnv)
 	case Rejected:
 		drive(OutcomeRejected, SourceResponse)
 	case Abnormal:
@@ -192,6 +192,34 @@ func refundIn(t testing.TB, st RefundState) (*State, string) {
 	return s, no
 }
 
+// exhaustRetries answers every submission of refund no with an unknown
+// outcome and fires each retry timer when it is due, as the engine does,
+// until the policy's attempts are used up and the refund is UNKNOWN. It
+// returns the time of the last answer.
+func exhaustRetries(t testing.TB, s *State, no string, env Env) time.Time {
+	t.Helper()
+	now := env.Now
+	for range 100 {
+		r := s.Refund(no)
+		answer := RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: r.Attempts, Outcome: Outcome{Kind: OutcomeUnknown, Code: "C_UNKNOWN"}}
+		ev := run(t, s, answer, Env{Now: now, By: "provider:wechatpay", Policy: env.Policy, Jitter: env.Jitter})
+		assertTypes(t, ev, TypeProviderResult)
+		if r = s.Refund(no); r.State == Unknown {
+			if r.Attempts != env.Policy.maxAttempts() || r.Retry {
+				t.Fatalf("UNKNOWN after %d attempts (retry %v), policy allows %d", r.Attempts, r.Retry, env.Policy.maxAttempts())
+			}
+			return now
+		}
+		if r.State != Processing || !r.Retry {
+			t.Fatalf("unknown answer to attempt %d left %+v, want a retry", r.Attempts, *r)
+		}
+		now = r.DueAt
+		assertTypes(t, run(t, s, FireTimer{RefundNo: no, DueAt: r.DueAt}, Env{Now: now, By: "engine", Policy: env.Policy}), TypeSubmissionStarted)
+	}
+	t.Fatalf("refund %s never became UNKNOWN", no)
+	return now
+}
+
 func TestDecide_UnknownCommand(t *testing.T) {
 	s := registered(t)
 	err := mustFail(t, s, nil, testEnv(t0, "x"), ErrInvalid)
@@ -202,30 +230,51 @@ func TestDecide_UnknownCommand(t *testing.T) {
 }
 
 func TestDecide_DoesNotMutateState(t *testing.T) {
-	s, no := refundIn(t, Unknown)
-	before := s.Clone()
-	env := testEnv(t0.Add(48*time.Hour), "someone")
-	cmds := []Command{
-		validRegister(),
-		RequestRefund{UserID: testUser, IdempotencyKey: "key-2", Amount: ptr(100)},
-		RequestRefund{UserID: testUser, IdempotencyKey: "key-1", Amount: ptr(4000)},
-		StartSubmission{RefundNo: no, Request: []byte("other")},
-		Resubmit{RefundNo: no},
-		Abandon{RefundNo: no},
-		FireTimer{RefundNo: no, DueAt: s.Refund(no).DueAt},
-		CheckProvider{RefundNo: no},
-		outcome(no, SourceQuery, OutcomeSucceeded),
-		outcome(no, SourceQuery, OutcomeNotFound),
-		outcome(no, SourceResponse, OutcomeRejected),
+	setups := map[string]func(t *testing.T) (*State, string){
+		"UNKNOWN":  func(t *testing.T) (*State, string) { return refundIn(t, Unknown) },
+		"ABNORMAL": func(t *testing.T) (*State, string) { return refundIn(t, Abnormal) },
+		"retry pending": func(t *testing.T) (*State, string) {
+			s, no := refundIn(t, Processing)
+			run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: 1, Outcome: Outcome{Kind: OutcomeUnknown}}, providerEnv)
+			return s, no
+		},
+		"spacing deferred": func(t *testing.T) (*State, string) {
+			s, no, _ := deferredRefund(t)
+			return s, no
+		},
 	}
-	for _, cmd := range cmds {
-		if _, err := Decide(s, cmd, env); err != nil && CodeOf(err) == "" {
-			t.Fatalf("Decide(%T): non-domain error %v", cmd, err)
-		}
-		assertSameState(t, before, s)
-		if !reflect.DeepEqual(before.byNo, s.byNo) || !reflect.DeepEqual(before.byKey, s.byKey) {
-			t.Fatalf("Decide(%T) changed the indexes", cmd)
-		}
+	for name, setup := range setups {
+		t.Run(name, func(t *testing.T) {
+			s, no := setup(t)
+			before := s.Clone()
+			env := Env{Now: t0.Add(48 * time.Hour), By: "someone", Policy: Policy{RefundSpacing: time.Hour, RefundWindow: time.Hour}, Jitter: 0.5}
+			cmds := []Command{
+				validRegister(),
+				RequestRefund{UserID: testUser, IdempotencyKey: "key-9", Amount: ptr(100)},
+				RequestRefund{UserID: testUser, IdempotencyKey: "key-1", Amount: ptr(4000)},
+				StartSubmission{RefundNo: no, Request: []byte("other")},
+				Resubmit{RefundNo: no},
+				Abandon{RefundNo: no},
+				FireTimer{RefundNo: no, DueAt: s.Refund(no).DueAt},
+				CheckProvider{RefundNo: no},
+				outcome(no, SourceQuery, OutcomeSucceeded),
+				outcome(no, SourceQuery, OutcomeNotFound),
+				outcome(no, SourceResponse, OutcomeRejected),
+				RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: s.Refund(no).Attempts, Outcome: Outcome{Kind: OutcomeUnknown}},
+				outcome(no, SourceNotification, OutcomeAbnormal),
+				Resolve{RefundNo: no, Reason: "settled"},
+				Resolve{RefundNo: no},
+			}
+			for _, cmd := range cmds {
+				if _, err := Decide(s, cmd, env); err != nil && CodeOf(err) == "" {
+					t.Fatalf("Decide(%T): non-domain error %v", cmd, err)
+				}
+				assertSameState(t, before, s)
+				if !reflect.DeepEqual(before.byNo, s.byNo) || !reflect.DeepEqual(before.byKey, s.byKey) {
+					t.Fatalf("Decide(%T) changed the indexes", cmd)
+				}
+			}
+		})
 	}
 }
 
@@ -776,7 +825,8 @@ func TestStartSubmission_First(t *testing.T) {
 				t.Fatalf("event %+v, want %+v", ev[0].Data, want)
 			}
 			r := s.Refund(no)
-			if r.Attempts != 1 || string(r.Request) != string(body) || !r.DueAt.Equal(wantDue) || r.State != Processing {
+			if r.Attempts != 1 || string(r.Request) != string(body) || !r.DueAt.Equal(wantDue) || r.State != Processing ||
+				r.Retry || !r.SubmittedAt.Equal(env.Now) {
 				t.Fatalf("refund %+v", *r)
 			}
 			if !s.NextDue().Equal(wantDue) {
@@ -820,6 +870,16 @@ func TestStartSubmission_Refused(t *testing.T) {
 	t.Run("unregistered", func(t *testing.T) {
 		mustFail(t, &State{}, StartSubmission{RefundNo: "R-resv-1-1", Request: []byte("x")}, testEnv(t0, "engine"), ErrNotFound)
 	})
+	t.Run("deferred by spacing: its bytes are journaled already", func(t *testing.T) {
+		s, no, env := deferredRefund(t)
+		body := append([]byte(nil), s.Refund(no).Request...)
+		for _, other := range [][]byte{body, []byte("other bytes")} {
+			mustFail(t, s, StartSubmission{RefundNo: no, Request: other}, env, ErrInvalidState)
+		}
+		if string(s.Refund(no).Request) != string(body) {
+			t.Fatalf("request bytes changed to %q", s.Refund(no).Request)
+		}
+	})
 	t.Run("resolved before the first submission", func(t *testing.T) {
 		s := registered(t)
 		no := run(t, s, RequestRefund{UserID: testUser, IdempotencyKey: "k"}, testEnv(t0, "u"))[0].Data.(RefundRequested).RefundNo
@@ -837,6 +897,7 @@ const (
 	ruleAttempt                     // a response is journaled as an attempt with From == To; others ignored
 	ruleConflict                    // Conflict event, state unchanged
 	ruleResend                      // from a query: SubmissionStarted with Attempt+1; others ignored
+	ruleRetry                       // a response to the latest attempt: PROCESSING again, resubmitted at a due time; others ignored
 )
 
 // outcomeTable is the specification of provider outcomes. Rows are the
@@ -844,7 +905,7 @@ const (
 // ruleMove goes to the state named in moveTo.
 var outcomeTable = map[RefundState]map[OutcomeKind]outcomeRule{
 	Processing: {OutcomeSucceeded: ruleMove, OutcomeFailed: ruleMove, OutcomeAbnormal: ruleMove, OutcomeProcessing: ruleAttempt,
-		OutcomeRejected: ruleMove, OutcomeUnknown: ruleMove, OutcomeNotFound: ruleResend},
+		OutcomeRejected: ruleMove, OutcomeUnknown: ruleRetry, OutcomeNotFound: ruleResend},
 	Unknown: {OutcomeSucceeded: ruleMove, OutcomeFailed: ruleMove, OutcomeAbnormal: ruleMove, OutcomeProcessing: ruleMove,
 		OutcomeRejected: ruleMove, OutcomeUnknown: ruleAttempt, OutcomeNotFound: ruleResend},
 	Rejected: {OutcomeSucceeded: ruleMove, OutcomeFailed: ruleMove, OutcomeAbnormal: ruleMove, OutcomeProcessing: ruleMove,
@@ -889,7 +950,7 @@ func TestRecordOutcome_Transitions(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Decide: %v", err)
 					}
-					if rule == ruleAttempt && src != SourceResponse || rule == ruleResend && src != SourceQuery {
+					if (rule == ruleAttempt || rule == ruleRetry) && src != SourceResponse || rule == ruleResend && src != SourceQuery {
 						rule = ruleIgnore
 					}
 					switch rule {
@@ -905,9 +966,25 @@ func TestRecordOutcome_Transitions(t *testing.T) {
 						assertTypes(t, events, TypeProviderResult)
 						want := ProviderResult{RefundNo: no, Source: src, Attempt: r0.Attempts, Outcome: kind,
 							Code: cmd.Outcome.Code, Message: cmd.Outcome.Message, From: row, To: to, SuccessTime: success}
-						if (to == Processing || to == Unknown) && r0.DueAt.IsZero() {
+						switch {
+						case (to == Processing || to == Unknown) && r0.DueAt.IsZero():
 							want.DueAt = env.Now.Add(30 * time.Second) // waiting again: check on it
+						case to == Abnormal && row != Abnormal:
+							if r0.Queries != 0 {
+								t.Fatalf("fixture made %d queries", r0.Queries)
+							}
+							want.DueAt = env.Now.Add(time.Minute) // reconciled: the first query of the default schedule
 						}
+						if got := events[0].Data.(ProviderResult); !reflect.DeepEqual(got, want) {
+							t.Fatalf("event %+v\nwant  %+v", got, want)
+						}
+					case ruleRetry:
+						assertTypes(t, events, TypeProviderResult)
+						// Attempt 1 answered unknown: the default first wait is
+						// 1s with equal jitter, so 500ms at jitter 0.
+						want := ProviderResult{RefundNo: no, Source: src, Attempt: r0.Attempts, Outcome: kind, Code: cmd.Outcome.Code,
+							Message: cmd.Outcome.Message, From: Processing, To: Processing, SuccessTime: success,
+							DueAt: env.Now.Add(500 * time.Millisecond), Retry: true}
 						if got := events[0].Data.(ProviderResult); !reflect.DeepEqual(got, want) {
 							t.Fatalf("event %+v\nwant  %+v", got, want)
 						}
@@ -938,12 +1015,17 @@ func TestRecordOutcome_Transitions(t *testing.T) {
 						if r.State == Succeeded && !r.SucceededAt.Equal(success) {
 							t.Fatalf("SucceededAt = %v, want %v", r.SucceededAt, success)
 						}
-						if keepsDue := r.State == Processing || r.State == Unknown; keepsDue != !r.DueAt.IsZero() {
-							t.Fatalf("%s refund has DueAt %v", r.State, r.DueAt)
+						if keepsDue := r.State == Processing || r.State == Unknown || r.State == Abnormal; keepsDue != !r.DueAt.IsZero() || r.Retry {
+							t.Fatalf("%s refund has DueAt %v (retry %v)", r.State, r.DueAt, r.Retry)
 						}
 					case ruleAttempt:
-						if r.State != row || r.Code != cmd.Outcome.Code {
+						if r.State != row || r.Code != cmd.Outcome.Code || r.Retry != r0.Retry {
 							t.Fatalf("refund after attempt record: %+v", *r)
+						}
+					case ruleRetry:
+						if r.State != Processing || !r.Retry || !r.DueAt.Equal(env.Now.Add(500*time.Millisecond)) || r.Attempts != r0.Attempts ||
+							r.Code != cmd.Outcome.Code || !s.NextDue().Equal(r.DueAt) {
+							t.Fatalf("refund after an unknown answer: %+v", *r)
 						}
 					case ruleConflict:
 						if r.State != row || r.Conflicts != r0.Conflicts+1 || r.Code != r0.Code {
@@ -1017,11 +1099,14 @@ func TestRecordOutcome_SuccessCancels(t *testing.T) {
 			no := newRefund(t, s, "k1", nil)
 			switch st {
 			case Unknown:
-				run(t, s, outcome(no, SourceResponse, OutcomeUnknown), providerEnv)
+				exhaustRetries(t, s, no, providerEnv)
 			case Rejected:
 				run(t, s, outcome(no, SourceResponse, OutcomeRejected), providerEnv)
 			case Abnormal:
 				run(t, s, outcome(no, SourceNotification, OutcomeAbnormal), providerEnv)
+			}
+			if got := s.Refund(no).State; got != st {
+				t.Fatalf("refund is %s, want %s", got, st)
 			}
 			assertTypes(t, run(t, s, outcome(no, SourceNotification, OutcomeSucceeded), providerEnv), TypeProviderResult, TypeCanceled)
 		}
@@ -1040,9 +1125,9 @@ func TestRecordOutcome_ProviderID(t *testing.T) {
 	// Again: nothing new.
 	mustNoop(t, s, withID, providerEnv)
 	// An outcome without an id keeps the one known.
-	run(t, s, outcome(no, SourceQuery, OutcomeUnknown), providerEnv)
-	if s.Refund(no).ProviderID != "50300001" {
-		t.Fatal("provider id lost")
+	run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: 1, Outcome: Outcome{Kind: OutcomeUnknown}}, providerEnv)
+	if r := s.Refund(no); r.ProviderID != "50300001" || !r.Retry {
+		t.Fatalf("refund %+v: provider id lost or no retry", *r)
 	}
 }
 
@@ -1097,8 +1182,9 @@ func TestRecordOutcome_NotFoundResends(t *testing.T) {
 		t.Run(string(from), func(t *testing.T) {
 			s, no := refundIn(t, from)
 			body := append([]byte(nil), s.Refund(no).Request...)
+			first := s.Refund(no).Attempts
 			env := Env{Now: t0.Add(time.Hour), By: "provider:wechatpay", Policy: Policy{RecheckAfter: time.Minute}}
-			for attempt := 2; attempt <= 4; attempt++ {
+			for attempt := first + 1; attempt <= first+3; attempt++ {
 				ev := run(t, s, outcome(no, SourceQuery, OutcomeNotFound), env)
 				assertTypes(t, ev, TypeSubmissionStarted)
 				d := ev[0].Data.(SubmissionStarted)
@@ -1116,6 +1202,15 @@ func TestRecordOutcome_NotFoundResends(t *testing.T) {
 		s := registered(t)
 		no := run(t, s, RequestRefund{UserID: testUser, IdempotencyKey: "k"}, testEnv(t0, "u"))[0].Data.(RefundRequested).RefundNo
 		mustNoop(t, s, outcome(no, SourceQuery, OutcomeNotFound), providerEnv)
+	})
+	// A refund held back by spacing has its bytes journaled but was never
+	// sent: "not found" is simply true, and sending it now would break the
+	// spacing. Its timer submits it.
+	t.Run("deferred by spacing", func(t *testing.T) {
+		s, no, env := deferredRefund(t)
+		before := s.Clone()
+		mustNoop(t, s, outcome(no, SourceQuery, OutcomeNotFound), env)
+		assertSameState(t, before, s)
 	})
 }
 
@@ -1138,10 +1233,20 @@ func TestRecordOutcome_RejectedThenProcessingIsChecked(t *testing.T) {
 			mustFail(t, s, Resubmit{RefundNo: no}, env, ErrInvalidState)
 			mustFail(t, s, Abandon{RefundNo: no}, env, ErrInvalidState)
 			assertTypes(t, run(t, s, FireTimer{RefundNo: no, DueAt: r.DueAt}, testEnv(r.DueAt, "engine")), TypeQueryStarted)
-			// A due time already set is kept: PROCESSING -> UNKNOWN does not move it.
+			// A due time already set is kept by answers that do not retry: a
+			// stale unknown answer (attempt 0 was never made) is only
+			// recorded, and with no attempts left PROCESSING -> UNKNOWN
+			// leaves the next check where it is.
 			due := s.Refund(no).DueAt
 			ev = run(t, s, outcome(no, SourceResponse, OutcomeUnknown), env)
-			if d := ev[0].Data.(ProviderResult); !d.DueAt.IsZero() || !s.Refund(no).DueAt.Equal(due) {
+			if d := ev[0].Data.(ProviderResult); d.From != Processing || d.To != Processing || d.Retry || !d.DueAt.IsZero() ||
+				!s.Refund(no).DueAt.Equal(due) || s.Refund(no).Retry {
+				t.Fatalf("event %+v moved the due time %v -> %v", d, due, s.Refund(no).DueAt)
+			}
+			last := env
+			last.Policy.MaxAttempts = 1
+			ev = run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: 1, Outcome: Outcome{Kind: OutcomeUnknown}}, last)
+			if d := ev[0].Data.(ProviderResult); d.To != Unknown || d.Retry || !d.DueAt.IsZero() || !s.Refund(no).DueAt.Equal(due) {
 				t.Fatalf("event %+v moved the due time %v -> %v", d, due, s.Refund(no).DueAt)
 			}
 		})
@@ -1170,13 +1275,16 @@ func TestResubmit_States(t *testing.T) {
 				return
 			}
 			body := append([]byte(nil), s.Refund(no).Request...)
+			r0 := *s.Refund(no)
+			wantAttempts := map[RefundState]int{Rejected: 2, Unknown: 6}[from] // UNKNOWN after the default 5 attempts
 			ev := run(t, s, Resubmit{RefundNo: no}, env)
-			want := SubmissionStarted{RefundNo: no, Attempt: 2, DueAt: env.Now.Add(30 * time.Second)}
+			want := SubmissionStarted{RefundNo: no, Attempt: wantAttempts, DueAt: env.Now.Add(30 * time.Second)}
 			if assertTypes(t, ev, TypeSubmissionStarted); !reflect.DeepEqual(ev[0].Data, want) {
 				t.Fatalf("event %+v, want %+v", ev[0].Data, want)
 			}
 			r := s.Refund(no)
-			if r.State != Processing || r.No != no || r.Attempts != 2 || string(r.Request) != string(body) || !r.DueAt.Equal(want.DueAt) {
+			if r.State != Processing || r.No != no || r.Attempts != wantAttempts || string(r.Request) != string(body) || !r.DueAt.Equal(want.DueAt) ||
+				r.Retry || !r.SubmittedAt.Equal(r0.SubmittedAt) {
 				t.Fatalf("refund %+v", *r)
 			}
 			if s.InFlight() != 4000 {
@@ -1257,10 +1365,11 @@ func TestFireTimer_AfterResolution(t *testing.T) {
 	if s, no := refundIn(t, Processing); !s.Refund(no).DueAt.Equal(due) {
 		t.Fatalf("submitted refund due at %v, want %v", s.Refund(no).DueAt, due)
 	}
-	for _, to := range []RefundState{Rejected, Abnormal, Succeeded, Failed, failedAbandoned} {
+	// ABNORMAL is not here: it stays reconciled (TestFireTimer_AbnormalReconciled).
+	for _, to := range []RefundState{Rejected, Succeeded, Failed, failedAbandoned} {
 		t.Run(string(to), func(t *testing.T) {
 			s, no := refundIn(t, to)
-			if !s.Refund(no).DueAt.IsZero() || !s.NextDue().IsZero() {
+			if !s.Refund(no).DueAt.IsZero() || !s.NextDue().IsZero() || s.Refund(no).Retry {
 				t.Fatalf("%s refund still has a due time %v", to, s.Refund(no).DueAt)
 			}
 			mustNoop(t, s, FireTimer{RefundNo: no, DueAt: due}, testEnv(due, "engine"))
@@ -1278,7 +1387,7 @@ func TestFireTimer_Queries(t *testing.T) {
 		{"custom backoff", []time.Duration{time.Second, 2 * time.Second}, []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}},
 	}
 	for _, tc := range cases {
-		for _, from := range []RefundState{Processing, Unknown} {
+		for _, from := range []RefundState{Processing, Unknown, Abnormal} {
 			t.Run(tc.name+"/"+string(from), func(t *testing.T) {
 				s, no := refundIn(t, from)
 				now := s.Refund(no).DueAt
@@ -1289,7 +1398,7 @@ func TestFireTimer_Queries(t *testing.T) {
 					if assertTypes(t, ev, TypeQueryStarted); ev[0].Data != want {
 						t.Fatalf("query %d: event %+v, want %+v", i+1, ev[0].Data, want)
 					}
-					if r := s.Refund(no); r.Queries != i+1 || !r.DueAt.Equal(want.DueAt) || r.State != from {
+					if r := s.Refund(no); r.Queries != i+1 || !r.DueAt.Equal(want.DueAt) || r.State != from || r.Retry {
 						t.Fatalf("refund %+v", *r)
 					}
 					now = want.DueAt
@@ -1323,7 +1432,7 @@ func TestFireTimer_Stuck(t *testing.T) {
 			}
 			// Exactly once.
 			assertTypes(t, fire(created.Add(2*limit)), TypeQueryStarted)
-			run(t, s, outcome(no, SourceQuery, OutcomeUnknown), providerEnv)
+			mustNoop(t, s, outcome(no, SourceQuery, OutcomeUnknown), providerEnv) // a failed query says nothing
 			assertTypes(t, fire(created.Add(3*limit)), TypeQueryStarted)
 		})
 	}
@@ -1368,8 +1477,11 @@ func TestCheckProvider_States(t *testing.T) {
 		s, no := refundIn(t, Abnormal)
 		ev := run(t, s, CheckProvider{RefundNo: no}, testEnv(t0.Add(time.Hour), "op"))
 		due := ev[0].Data.(QueryStarted).DueAt
-		// The timer of a check on a refund that is not waiting does nothing.
-		mustNoop(t, s, FireTimer{RefundNo: no, DueAt: due}, testEnv(due, "engine"))
+		// The check's timer keeps reconciling the ABNORMAL refund.
+		ev = run(t, s, FireTimer{RefundNo: no, DueAt: due}, testEnv(due, "engine"))
+		if assertTypes(t, ev, TypeQueryStarted); ev[0].Data.(QueryStarted).Query != 2 {
+			t.Fatalf("event %+v, want query 2", ev[0].Data)
+		}
 		assertTypes(t, run(t, s, outcome(no, SourceQuery, OutcomeSucceeded), providerEnv), TypeProviderResult)
 		if r := s.Refund(no); r.State != Succeeded || !r.DueAt.IsZero() {
 			t.Fatalf("refund %+v", *r)
@@ -1537,6 +1649,17 @@ func TestPolicy_Validate(t *testing.T) {
 		{"backoff", Policy{QueryBackoff: []time.Duration{time.Second, time.Minute}}, ""},
 		{"backoff zero", Policy{QueryBackoff: []time.Duration{time.Second, 0}}, "query_backoff"},
 		{"backoff negative", Policy{QueryBackoff: []time.Duration{-time.Second}}, "query_backoff"},
+		{"retry settings", Policy{MaxAttempts: 1, RetryBackoff: time.Millisecond, RetryBackoffMax: time.Hour}, ""},
+		{"spacing and window", Policy{RefundSpacing: time.Minute, RefundWindow: 24 * time.Hour}, ""},
+		{"backoff above its cap", Policy{RetryBackoff: time.Hour, RetryBackoffMax: time.Second}, ""}, // the cap wins
+		{"recheck negative", Policy{RecheckAfter: -time.Nanosecond}, "policy"},
+		{"stuck negative", Policy{StuckAfter: -time.Hour}, "policy"},
+		{"retry backoff negative", Policy{RetryBackoff: -time.Second}, "policy"},
+		{"retry backoff max negative", Policy{RetryBackoffMax: -time.Second}, "policy"},
+		{"spacing negative", Policy{RefundSpacing: -time.Minute}, "policy"},
+		{"window negative", Policy{RefundWindow: -time.Nanosecond}, "policy"},
+		{"max attempts negative", Policy{MaxAttempts: -1}, "policy"},
+		{"max refunds negative", Policy{MaxRefunds: -1}, "policy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1550,6 +1673,9 @@ func TestPolicy_Validate(t *testing.T) {
 			var de *Error
 			if !errors.Is(err, ErrInvalid) || !errors.As(err, &de) || de.Field != tc.field {
 				t.Fatalf("Validate() = %v, want invalid %s", err, tc.field)
+			}
+			if !strings.HasPrefix(err.Error(), "reservation: "+tc.field+": ") {
+				t.Fatalf("message %q does not name the field", err)
 			}
 		})
 	}
@@ -1565,11 +1691,19 @@ func TestPolicy_Defaults(t *testing.T) {
 			t.Errorf("queryBackoff(%d) = %v, want %v", n, got, want)
 		}
 	}
+	if p.maxAttempts() != 5 || p.refundWindow() != 365*24*time.Hour || p.RefundSpacing != 0 {
+		t.Fatalf("defaults: max attempts %d, window %v, spacing %v", p.maxAttempts(), p.refundWindow(), p.RefundSpacing)
+	}
+	// Negative values (refused by Validate) fall back to the defaults too.
+	n := Policy{MaxAttempts: -1, RefundWindow: -time.Hour, RetryBackoff: -time.Second, RetryBackoffMax: -time.Second}
+	if n.maxAttempts() != 5 || n.refundWindow() != 365*24*time.Hour || n.retryDelay(1, 0) != 500*time.Millisecond || n.retryDelay(9, 0) != 30*time.Second {
+		t.Fatalf("negative settings: %d %v %v %v", n.maxAttempts(), n.refundWindow(), n.retryDelay(1, 0), n.retryDelay(9, 0))
+	}
 }
 
 func TestCodeOf_Errors(t *testing.T) {
 	sentinels := []*Error{ErrInvalid, ErrNotFound, ErrConflict, ErrOutTradeNoTaken, ErrIdempotencyKeyReused,
-		ErrInsufficientRefundable, ErrCanceled, ErrRefundLimit, ErrInvalidState, ErrOutcomeMismatch}
+		ErrInsufficientRefundable, ErrCanceled, ErrRefundLimit, ErrInvalidState, ErrOutcomeMismatch, ErrRefundWindowClosed}
 	seen := map[Code]bool{}
 	for _, e := range sentinels {
 		if seen[e.Code] {

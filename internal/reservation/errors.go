@@ -20,6 +20,7 @@ const (
 	CodeRefundLimit            Code = "refund_limit_reached"
 	CodeInvalidState           Code = "invalid_state"
 	CodeOutcomeMismatch        Code = "outcome_mismatch"
+	CodeRefundWindowClosed     Code = "refund_window_closed"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -72,6 +73,9 @@ var (
 	// ErrInvalidState is returned when an operator action does not fit the
 	// refund's current state.
 	ErrInvalidState = &Error{Code: CodeInvalidState, Message: "refund is not in a state that allows this"}
+	// ErrRefundWindowClosed is returned when a refund is requested more than
+	// the policy's window (a year) after payment.
+	ErrRefundWindowClosed = &Error{Code: CodeRefundWindowClosed, Message: "the payment is too old to refund"}
 	// ErrOutcomeMismatch is returned when a provider outcome disagrees with
 	// local records (order, refund amount, order total). It is not applied.
 	ErrOutcomeMismatch = &Error{Code: CodeOutcomeMismatch, Message: "provider outcome does not match local records"}

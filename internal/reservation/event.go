@@ -25,6 +25,8 @@ const (
 	TypeAbandoned         = "refund.abandoned"
 	TypeConflict          = "refund.conflict"
 	TypeFlaggedStuck      = "refund.flagged_stuck"
+	TypeSubmissionWaits   = "refund.submission_scheduled"
+	TypeResolved          = "refund.resolved"
 )
 
 // Registered: the booking/payment system registered the paid reservation.
@@ -86,8 +88,28 @@ type ProviderResult struct {
 	To          RefundState `json:"to"`
 	SuccessTime time.Time   `json:"success_time,omitzero"`
 	// DueAt is set when the refund goes back to waiting on the provider
-	// without a due time (REJECTED -> PROCESSING): the next check on it.
+	// without a due time (REJECTED -> PROCESSING): the next check on it;
+	// with Retry, when to submit the same bytes again.
 	DueAt time.Time `json:"due_at,omitzero"`
+	// Retry says the answer was unknown and the submission is to be repeated
+	// at DueAt (bounded by the policy's MaxAttempts).
+	Retry bool `json:"retry,omitempty"`
+}
+
+// SubmissionScheduled: a new refund's first submission waits until DueAt,
+// because another refund of the same order was submitted too recently
+// (WeChat Pay's spacing rule). The exact request bytes are journaled now.
+type SubmissionScheduled struct {
+	RefundNo string    `json:"refund_no"`
+	Request  []byte    `json:"request"`
+	DueAt    time.Time `json:"due_at"`
+}
+
+// Resolved: an operator settled an ABNORMAL refund outside refundd (for
+// example by WeChat's abnormal-refund process); it counts as SUCCEEDED.
+type Resolved struct {
+	RefundNo string `json:"refund_no"`
+	Reason   string `json:"reason"`
 }
 
 // Abandoned: an operator gave up on a rejected refund; it becomes FAILED and
@@ -114,12 +136,14 @@ type FlaggedStuck struct {
 }
 
 // EventType implementations.
-func (Registered) EventType() string        { return TypeRegistered }
-func (Canceled) EventType() string          { return TypeCanceled }
-func (RefundRequested) EventType() string   { return TypeRefundRequested }
-func (SubmissionStarted) EventType() string { return TypeSubmissionStarted }
-func (QueryStarted) EventType() string      { return TypeQueryStarted }
-func (ProviderResult) EventType() string    { return TypeProviderResult }
-func (Abandoned) EventType() string         { return TypeAbandoned }
-func (Conflict) EventType() string          { return TypeConflict }
-func (FlaggedStuck) EventType() string      { return TypeFlaggedStuck }
+func (Registered) EventType() string          { return TypeRegistered }
+func (Canceled) EventType() string            { return TypeCanceled }
+func (RefundRequested) EventType() string     { return TypeRefundRequested }
+func (SubmissionStarted) EventType() string   { return TypeSubmissionStarted }
+func (QueryStarted) EventType() string        { return TypeQueryStarted }
+func (ProviderResult) EventType() string      { return TypeProviderResult }
+func (Abandoned) EventType() string           { return TypeAbandoned }
+func (Conflict) EventType() string            { return TypeConflict }
+func (FlaggedStuck) EventType() string        { return TypeFlaggedStuck }
+func (SubmissionScheduled) EventType() string { return TypeSubmissionWaits }
+func (Resolved) EventType() string            { return TypeResolved }

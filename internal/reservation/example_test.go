@@ -86,3 +86,104 @@ func Example() {
 	//   reservation.canceled
 	// CANCELED refunded 10000 in flight 0 refundable 0
 }
+
+// WeChat Pay does not answer a refund: the same request (same number, same
+// bytes) is sent again with growing waits, then the refund is UNKNOWN and
+// the reconciler queries it. A second refund of the order waits for WeChat
+// Pay's spacing, goes ABNORMAL, and an operator resolves it. The engine
+// fires each due time with FireTimer.
+func Example_retriesAndSpacing() {
+	s := &reservation.State{}
+	start := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	now := start
+	// Jitter 0 (the Env default) gives the shortest waits: 0.5s, 1s, ...
+	policy := reservation.Policy{RefundNoPrefix: "DEMO", MaxAttempts: 3, RefundSpacing: time.Minute}
+	do := func(by string, cmd reservation.Command) []reservation.Event {
+		events, err := reservation.Decide(s, cmd, reservation.Env{Now: now, By: by, Policy: policy})
+		if err != nil {
+			fmt.Println("error:", err)
+			return nil
+		}
+		for _, e := range events {
+			reservation.Apply(s, e)
+			at := "+" + now.Sub(start).String()
+			switch d := e.Data.(type) {
+			case reservation.SubmissionStarted:
+				fmt.Println(" ", at, e.Data.EventType(), d.RefundNo, "attempt", d.Attempt)
+			case reservation.SubmissionScheduled:
+				fmt.Println(" ", at, e.Data.EventType(), d.RefundNo, "until +"+d.DueAt.Sub(start).String())
+			case reservation.ProviderResult:
+				fmt.Println(" ", at, e.Data.EventType(), d.RefundNo, d.From, "->", d.To, "retry:", d.Retry)
+			default:
+				fmt.Println(" ", at, e.Data.EventType())
+			}
+		}
+		return events
+	}
+	fire := func(no string) {
+		now = s.Refund(no).DueAt
+		do("engine", reservation.FireTimer{RefundNo: no, DueAt: now})
+	}
+	unknown := func(no string) {
+		do("provider:wechatpay", reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse,
+			Attempt: s.Refund(no).Attempts, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "SYSTEM_ERROR"}})
+	}
+
+	do("system:booking", reservation.Register{ReservationID: "resv-1", UserID: "u-42", OutTradeNo: "OT20250301001",
+		Amount: 10000, Currency: "CNY", PaidAt: start.Add(-time.Hour)})
+	amount := int64(3000)
+	first := do("user:u-42", reservation.RequestRefund{UserID: "u-42", IdempotencyKey: "key-1", Amount: &amount})[0].Data.(reservation.RefundRequested).RefundNo
+	do("engine", reservation.StartSubmission{RefundNo: first, Request: []byte(`{"out_refund_no":"DEMO-resv-1-1"}`)})
+	fmt.Println("no answer, three times:")
+	unknown(first)
+	fire(first)
+	unknown(first)
+	fire(first)
+	unknown(first)
+
+	fmt.Println("the rest, 20s later:")
+	now = start.Add(20 * time.Second)
+	rest := do("user:u-42", reservation.RequestRefund{UserID: "u-42", IdempotencyKey: "key-2"})[0].Data.(reservation.RefundRequested).RefundNo
+	do("engine", reservation.StartSubmission{RefundNo: rest, Request: []byte(`{"out_refund_no":"DEMO-resv-1-2"}`)})
+	fire(first) // the reconciler's first query
+	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: first, Source: reservation.SourceQuery,
+		Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded}})
+	fire(rest)
+
+	fmt.Println("the bank account is closed:")
+	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: rest, Source: reservation.SourceNotification,
+		Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal}})
+	fire(rest) // ABNORMAL is still queried
+	now = now.Add(time.Hour)
+	do("operator:alice", reservation.Resolve{RefundNo: rest, Reason: "paid by bank transfer"})
+
+	for _, r := range s.Refunds {
+		fmt.Println(r.No, r.State, r.Code, "attempts", r.Attempts, "first sent +"+r.SubmittedAt.Sub(start).String())
+	}
+	fmt.Println(s.Status, "refunded", s.Refunded())
+
+	// Output:
+	//   +0s reservation.registered
+	//   +0s refund.requested
+	//   +0s refund.submission_started DEMO-resv-1-1 attempt 1
+	// no answer, three times:
+	//   +0s refund.provider_result DEMO-resv-1-1 PROCESSING -> PROCESSING retry: true
+	//   +500ms refund.submission_started DEMO-resv-1-1 attempt 2
+	//   +500ms refund.provider_result DEMO-resv-1-1 PROCESSING -> PROCESSING retry: true
+	//   +1.5s refund.submission_started DEMO-resv-1-1 attempt 3
+	//   +1.5s refund.provider_result DEMO-resv-1-1 PROCESSING -> UNKNOWN retry: false
+	// the rest, 20s later:
+	//   +20s refund.requested
+	//   +20s refund.submission_scheduled DEMO-resv-1-2 until +1m0s
+	//   +31.5s refund.query_started
+	//   +31.5s refund.provider_result DEMO-resv-1-1 UNKNOWN -> SUCCEEDED retry: false
+	//   +1m0s refund.submission_started DEMO-resv-1-2 attempt 1
+	// the bank account is closed:
+	//   +1m0s refund.provider_result DEMO-resv-1-2 PROCESSING -> ABNORMAL retry: false
+	//   +2m0s refund.query_started
+	//   +1h2m0s refund.resolved
+	//   +1h2m0s reservation.canceled
+	// DEMO-resv-1-1 SUCCEEDED  attempts 3 first sent +0s
+	// DEMO-resv-1-2 SUCCEEDED RESOLVED_BY_OPERATOR attempts 1 first sent +1m0s
+	// CANCELED refunded 10000
+}

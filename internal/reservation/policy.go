@@ -8,6 +8,9 @@ type Env struct {
 	Now    time.Time
 	By     string
 	Policy Policy
+	// Jitter in [0, 1) spreads retry times; the adapter draws it at random
+	// and the decided due time is journaled, so replay stays exact.
+	Jitter float64
 }
 
 // Policy holds the deployment's settings that shape decisions.
@@ -28,6 +31,20 @@ type Policy struct {
 	// StuckAfter flags a refund unresolved this long after it was requested;
 	// zero means 24h.
 	StuckAfter time.Duration
+	// MaxAttempts bounds the submissions of one refund whose answers were
+	// unknown before it is left to reconciliation as UNKNOWN; zero means 5.
+	MaxAttempts int
+	// RetryBackoff is the wait before the second attempt, doubling for each
+	// later one up to RetryBackoffMax, with jitter; zero means 1s and 1m.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// RefundSpacing keeps first submissions of two refunds of one order at
+	// least this far apart (WeChat Pay's rule for partial refunds). Zero
+	// means no spacing; refundd's default configuration sets 60s.
+	RefundSpacing time.Duration
+	// RefundWindow refuses refunds this long after payment (when the paid
+	// time is known); zero means 365 days.
+	RefundWindow time.Duration
 }
 
 // DefaultRefundNoPrefix is used when Policy.RefundNoPrefix is empty.
@@ -54,6 +71,44 @@ func (p Policy) recheckAfter() time.Duration {
 		return 30 * time.Second
 	}
 	return p.RecheckAfter
+}
+
+func (p Policy) maxAttempts() int {
+	if p.MaxAttempts <= 0 {
+		return 5
+	}
+	return p.MaxAttempts
+}
+
+func (p Policy) refundWindow() time.Duration {
+	if p.RefundWindow <= 0 {
+		return 365 * 24 * time.Hour
+	}
+	return p.RefundWindow
+}
+
+// retryDelay is the wait after attempt n (1-based) got an unknown answer:
+// exponential, capped, with "equal jitter" (half fixed, half random) so
+// retries of many refunds do not arrive together.
+func (p Policy) retryDelay(n int, jitter float64) time.Duration {
+	base, max := p.RetryBackoff, p.RetryBackoffMax
+	if base <= 0 {
+		base = time.Second
+	}
+	if max <= 0 {
+		max = time.Minute
+	}
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	if !(jitter >= 0 && jitter < 1) { // also catches NaN
+		jitter = 0
+	}
+	return d/2 + time.Duration(float64(d/2)*jitter)
 }
 
 func (p Policy) stuckAfter() time.Duration {
@@ -85,6 +140,12 @@ func (p Policy) Validate() error {
 	}
 	if p.maxRefunds() > maxRefundNumber {
 		return invalid("max_refunds", "must be at most 99")
+	}
+	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 {
+		return invalid("policy", "durations must not be negative")
+	}
+	if p.MaxAttempts < 0 || p.MaxRefunds < 0 {
+		return invalid("policy", "counts must not be negative")
 	}
 	for _, d := range p.QueryBackoff {
 		if d <= 0 {

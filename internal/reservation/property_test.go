@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"reflect"
 	"slices"
@@ -31,14 +32,16 @@ type modelRefund struct {
 	no, key, fp string
 	amount      int64
 	state       RefundState
-	submitted   bool // first request bytes journaled
-	request     []byte
-	attempts    int
+	request     []byte // the provider bytes, once journaled (maybe before the first submission)
+	attempts    int    // submissions started; 0 = never sent
 	queries     int
 	providerID  string
 	stuck       bool
 	created     time.Time
 	due         time.Time
+	retry       bool      // the due time sends a submission rather than a query
+	submittedAt time.Time // first submission
+	resolved    bool      // settled by an operator
 }
 
 // succeeded is the money the model believes went back.
@@ -64,8 +67,10 @@ func (m *model) held() int64 {
 }
 
 // modelOutcome is the outcome specification: the refund's next state and
-// what must be journaled ("" nothing, "result", "conflict" or "resend").
-func modelOutcome(st RefundState, kind OutcomeKind, src Source, submitted, newProviderID bool) (RefundState, string) {
+// what must be journaled ("" nothing, "result", "retry", "stopretry",
+// "conflict" or "resend"). latest says a response answers the refund's latest attempt.
+func (h *sim) modelOutcome(r *modelRefund, kind OutcomeKind, src Source, latest, newProviderID bool) (RefundState, string) {
+	st := r.state
 	if st == Succeeded || st == Failed {
 		contradicts := (kind == OutcomeSucceeded || kind == OutcomeFailed || kind == OutcomeAbnormal) && kind.target() != st
 		if contradicts {
@@ -93,6 +98,8 @@ func modelOutcome(st RefundState, kind OutcomeKind, src Source, submitted, newPr
 		switch {
 		case st == Abnormal:
 			return st, ""
+		case r.retry && r.attempts > 0:
+			return Processing, "stopretry" // the provider has it: wait, do not resend
 		case st == Processing && newProviderID:
 			return st, "result"
 		case st == Processing:
@@ -105,12 +112,18 @@ func modelOutcome(st RefundState, kind OutcomeKind, src Source, submitted, newPr
 		}
 		return attempt()
 	case OutcomeUnknown:
-		if st == Processing {
-			return Unknown, "result"
+		// Only the answer to the latest submission of a refund waiting on
+		// it is news: retried while attempts are left, then UNKNOWN.
+		if src != SourceResponse || st != Processing || !latest {
+			return attempt()
 		}
-		return attempt()
+		if r.attempts < h.maxAttempts() {
+			return Processing, "retry"
+		}
+		return Unknown, "result"
 	case OutcomeNotFound:
-		if src == SourceQuery && submitted && (st == Processing || st == Unknown) {
+		// Never sent (maybe waiting for spacing): "not found" is no news.
+		if src == SourceQuery && r.attempts > 0 && (st == Processing || st == Unknown) {
 			return Processing, "resend"
 		}
 		return st, ""
@@ -124,6 +137,7 @@ type sim struct {
 	policy  Policy
 	reg     Register
 	now     time.Time
+	jitter  float64 // Env.Jitter of the next command
 	s       *State  // live state; replaced by a replayed one on restart
 	journal []Event // every event as decided
 	stored  []Event // the same events after Encode and Decode
@@ -131,13 +145,14 @@ type sim struct {
 	replayed, decoded *State
 	m                 model
 	terminal          map[string]RefundState
-	dues              []time.Time // every due time ever seen, for stale timers
+	bodies            map[string]string // the first bytes journaled for each refund
+	dues              []time.Time       // every due time ever seen, for stale timers
 	lastCmd           Command
 	lastBy            string
 	keys              int
 }
 
-func (h *sim) env(by string) Env { return Env{Now: h.now, By: by, Policy: h.policy} }
+func (h *sim) env(by string) Env { return Env{Now: h.now, By: by, Policy: h.policy, Jitter: h.jitter} }
 
 func (h *sim) prefix() string {
 	if h.policy.RefundNoPrefix == "" {
@@ -173,6 +188,55 @@ func (h *sim) backoff(n int) time.Duration {
 		b = []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
 	}
 	return b[min(n, len(b))-1]
+}
+
+func (h *sim) maxAttempts() int {
+	if h.policy.MaxAttempts == 0 {
+		return 5
+	}
+	return h.policy.MaxAttempts
+}
+
+func (h *sim) window() time.Duration {
+	if h.policy.RefundWindow == 0 {
+		return 365 * 24 * time.Hour
+	}
+	return h.policy.RefundWindow
+}
+
+// retryDelay: a step of RetryBackoff (1s) doubling per attempt up to
+// RetryBackoffMax (1m); half of it fixed, half scaled by the jitter.
+func (h *sim) retryDelay(attempt int) time.Duration {
+	step, ceiling := h.policy.RetryBackoff, h.policy.RetryBackoffMax
+	if step == 0 {
+		step = time.Second
+	}
+	if ceiling == 0 {
+		ceiling = time.Minute
+	}
+	for range attempt - 1 {
+		step = min(2*step, ceiling)
+	}
+	step = min(step, ceiling)
+	j := h.jitter
+	if math.IsNaN(j) || j < 0 || j >= 1 {
+		j = 0
+	}
+	return step/2 + time.Duration(float64(step/2)*j)
+}
+
+// spacingWait is how long a first submission made now must still wait.
+func (h *sim) spacingWait() time.Duration {
+	var last time.Time
+	for _, r := range h.m.refunds {
+		if r.submittedAt.After(last) {
+			last = r.submittedAt
+		}
+	}
+	if h.policy.RefundSpacing == 0 || last.IsZero() || !h.now.Before(last.Add(h.policy.RefundSpacing)) {
+		return 0
+	}
+	return last.Add(h.policy.RefundSpacing).Sub(h.now)
 }
 
 func (h *sim) refund(no string) *modelRefund {
@@ -230,6 +294,9 @@ func (h *sim) predict(cmd Command) expectation {
 		if m.canceled {
 			return fail(CodeCanceled)
 		}
+		if !h.reg.PaidAt.IsZero() && h.now.Sub(h.reg.PaidAt) > h.window() {
+			return fail(CodeRefundWindowClosed)
+		}
 		if len(m.refunds) >= h.maxRefunds() {
 			return fail(CodeRefundLimit)
 		}
@@ -261,17 +328,18 @@ func (h *sim) predict(cmd Command) expectation {
 			return fail(CodeNotFound)
 		case len(c.Request) == 0:
 			return fail(CodeInvalid)
-		case r.submitted:
-			return expectation{}
-		case r.state != Processing:
-			return fail(CodeInvalidState)
+		case r.attempts > 0:
+			return expectation{} // sent already: its bytes are fixed
+		case r.state != Processing || r.request != nil:
+			return fail(CodeInvalidState) // settled, or waiting with its bytes journaled
+		}
+		if wait := h.spacingWait(); wait > 0 {
+			return expectation{types: []string{TypeSubmissionWaits}, commit: func(events []Event) {
+				h.deferred(r, c.Request, wait, events[0])
+			}}
 		}
 		return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
-			d := events[0].Data.(SubmissionStarted)
-			if d.Attempt != 1 || string(d.Request) != string(c.Request) {
-				h.t.Fatalf("first submission %+v", d)
-			}
-			r.submitted, r.request, r.attempts, r.due = true, c.Request, 1, h.now.Add(h.recheck())
+			h.firstSubmission(r, c.Request, events[0])
 		}}
 
 	case Resubmit:
@@ -279,7 +347,7 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
-		case !r.submitted || (r.state != Rejected && r.state != Unknown):
+		case r.request == nil || (r.state != Rejected && r.state != Unknown):
 			return fail(CodeInvalidState)
 		}
 		return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
@@ -300,6 +368,29 @@ func (h *sim) predict(cmd Command) expectation {
 			r.state, r.due = Failed, time.Time{}
 		}}
 
+	case Resolve:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case c.Reason == "" || strings.ContainsRune(c.Reason, '\n'):
+			return fail(CodeInvalid)
+		case r.state != Abnormal:
+			return fail(CodeInvalidState)
+		}
+		cancels := m.succeeded()+r.amount == m.amount
+		types := []string{TypeResolved}
+		if cancels {
+			types = append(types, TypeCanceled)
+		}
+		return expectation{types: types, commit: func(events []Event) {
+			if d := events[0].Data.(Resolved); d != (Resolved{RefundNo: r.no, Reason: c.Reason}) {
+				h.t.Fatalf("Resolved %+v", d)
+			}
+			r.state, r.due, r.retry, r.resolved = Succeeded, time.Time{}, false, true
+			m.canceled = m.canceled || cancels
+		}}
+
 	case RecordOutcome:
 		r := h.refund(c.RefundNo)
 		o := c.Outcome
@@ -314,7 +405,7 @@ func (h *sim) predict(cmd Command) expectation {
 			o.ProviderID != "" && r.providerID != "" && o.ProviderID != r.providerID:
 			return fail(CodeOutcomeMismatch)
 		}
-		to, what := modelOutcome(r.state, o.Kind, c.Source, r.submitted, o.ProviderID != "" && r.providerID == "")
+		to, what := h.modelOutcome(r, o.Kind, c.Source, c.Attempt == r.attempts, o.ProviderID != "" && r.providerID == "")
 		switch what {
 		case "":
 			return expectation{}
@@ -329,6 +420,18 @@ func (h *sim) predict(cmd Command) expectation {
 				h.resent(r, events[0])
 			}}
 		}
+		// The next due time the result carries, if any.
+		var due time.Time
+		switch {
+		case what == "retry":
+			due = h.now.Add(h.retryDelay(r.attempts))
+		case what == "stopretry":
+			due = h.now.Add(h.recheck())
+		case to == Abnormal && r.state != Abnormal:
+			due = h.now.Add(h.backoff(r.queries + 1)) // reconciled like a waiting refund
+		case (to == Processing || to == Unknown) && r.due.IsZero():
+			due = h.now.Add(h.recheck()) // waiting on the provider again
+		}
 		cancels := to == Succeeded && m.succeeded()+r.amount == m.amount
 		types := []string{TypeProviderResult}
 		if cancels {
@@ -336,8 +439,9 @@ func (h *sim) predict(cmd Command) expectation {
 		}
 		return expectation{types: types, commit: func(events []Event) {
 			d := events[0].Data.(ProviderResult)
-			if d.From != r.state || d.To != to || d.Outcome != o.Kind || d.Source != c.Source {
-				h.t.Fatalf("ProviderResult %+v, model expected %s -> %s", d, r.state, to)
+			if d.From != r.state || d.To != to || d.Outcome != o.Kind || d.Source != c.Source || d.Attempt != c.Attempt ||
+				!d.DueAt.Equal(due) || d.Retry != (what == "retry") {
+				h.t.Fatalf("ProviderResult %+v, model expected %s -> %s due %v (%s)", d, r.state, to, due, what)
 			}
 			if cancels && events[1].Data.(Canceled).Refunded != m.amount {
 				h.t.Fatalf("Canceled %+v, want %d", events[1].Data, m.amount)
@@ -347,10 +451,10 @@ func (h *sim) predict(cmd Command) expectation {
 				r.providerID = o.ProviderID
 			}
 			switch {
-			case to != Processing && to != Unknown:
-				r.due = time.Time{}
-			case r.due.IsZero():
-				r.due = h.now.Add(h.recheck()) // waiting on the provider again
+			case to.Terminal() || to == Rejected:
+				r.due, r.retry = time.Time{}, false
+			case !due.IsZero():
+				r.due, r.retry = due, what == "retry"
 			}
 			m.canceled = m.canceled || cancels
 		}}
@@ -360,12 +464,12 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
-		case r.state.Terminal() || !r.submitted:
+		case r.state.Terminal() || r.attempts == 0:
 			return expectation{} // settled, or nothing to ask about yet
 		}
 		return expectation{types: []string{TypeQueryStarted}, commit: func(events []Event) {
 			r.queries++
-			r.due = h.now.Add(h.backoff(r.queries))
+			r.due, r.retry = h.now.Add(h.backoff(r.queries)), false
 		}}
 
 	case FireTimer:
@@ -373,8 +477,24 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
-		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown):
+		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown && r.state != Abnormal):
 			return expectation{} // stale
+		case r.retry && r.state == Processing:
+			switch wait := h.spacingWait(); {
+			case r.request == nil:
+				return expectation{} // nothing journaled to send
+			case r.attempts > 0:
+				return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+					h.resent(r, events[0])
+				}}
+			case wait > 0:
+				return expectation{types: []string{TypeSubmissionWaits}, commit: func(events []Event) {
+					h.deferred(r, r.request, wait, events[0])
+				}}
+			}
+			return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+				h.firstSubmission(r, r.request, events[0])
+			}}
 		}
 		var types []string
 		stuck := !r.stuck && h.now.Sub(r.created) >= h.stuckAfter()
@@ -385,7 +505,7 @@ func (h *sim) predict(cmd Command) expectation {
 		return expectation{types: types, commit: func(events []Event) {
 			d := events[len(events)-1].Data.(QueryStarted)
 			r.queries++
-			r.due = h.now.Add(h.backoff(r.queries))
+			r.due, r.retry = h.now.Add(h.backoff(r.queries)), false
 			if d.Query != r.queries || !d.DueAt.Equal(r.due) {
 				h.t.Fatalf("QueryStarted %+v, want query %d due %v", d, r.queries, r.due)
 			}
@@ -396,11 +516,39 @@ func (h *sim) predict(cmd Command) expectation {
 	return expectation{}
 }
 
+// deferred records a first submission held back by spacing.
+func (h *sim) deferred(r *modelRefund, request []byte, wait time.Duration, e Event) {
+	d := e.Data.(SubmissionScheduled)
+	if d.RefundNo != r.no || string(d.Request) != string(request) || !d.DueAt.Equal(h.now.Add(wait)) {
+		h.t.Fatalf("SubmissionScheduled %+v, want %q due in %v", d, request, wait)
+	}
+	r.request, r.due, r.retry = request, h.now.Add(wait), true
+}
+
+// firstSubmission records attempt 1, which must respect the spacing.
+func (h *sim) firstSubmission(r *modelRefund, request []byte, e Event) {
+	d := e.Data.(SubmissionStarted)
+	if d.Attempt != 1 || string(d.Request) != string(request) || !d.DueAt.Equal(h.now.Add(h.recheck())) {
+		h.t.Fatalf("first submission %+v, want %q", d, request)
+	}
+	if sp := h.policy.RefundSpacing; sp > 0 {
+		for _, o := range h.m.refunds {
+			if !o.submittedAt.IsZero() && h.now.Sub(o.submittedAt) < sp {
+				h.t.Fatalf("%s sent at %v, %v after %s", r.no, h.now, h.now.Sub(o.submittedAt), o.no)
+			}
+		}
+	}
+	r.request, r.attempts, r.due, r.retry, r.submittedAt = request, 1, h.now.Add(h.recheck()), false, h.now
+}
+
 // resent records a new submission attempt that reuses the first bytes.
 func (h *sim) resent(r *modelRefund, e Event) {
 	d := e.Data.(SubmissionStarted)
 	r.attempts++
-	r.state, r.due = Processing, h.now.Add(h.recheck())
+	r.state, r.due, r.retry = Processing, h.now.Add(h.recheck()), false
+	if r.attempts == 1 {
+		r.submittedAt = h.now // an operator's resubmission of a refund never sent
+	}
 	if d.Attempt != r.attempts || len(d.Request) != 0 || !d.DueAt.Equal(r.due) {
 		h.t.Fatalf("resubmission %+v, want attempt %d without bytes", d, r.attempts)
 	}
@@ -507,8 +655,9 @@ func (h *sim) check() {
 		}
 		keys[r.IdempotencyKey] = true
 		if r.State != mr.state || r.Amount != mr.amount || r.Attempts != mr.attempts || r.Queries != mr.queries ||
-			r.ProviderID != mr.providerID || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) ||
-			string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) {
+			r.ProviderID != mr.providerID || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
+			!r.SubmittedAt.Equal(mr.submittedAt) || string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) ||
+			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") {
 			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
 		}
 		if prev, ok := h.terminal[r.No]; ok && r.State != prev {
@@ -517,9 +666,20 @@ func (h *sim) check() {
 		if r.State.Terminal() {
 			h.terminal[r.No] = r.State
 		}
-		// Liveness: whatever waits on the provider is checked on again.
-		if waiting := r.State == Processing || r.State == Unknown; waiting && r.Attempts > 0 && r.DueAt.IsZero() {
-			t.Fatalf("refund %s is %s with no due time: nothing will check on it", r.No, r.State)
+		// One number, one body: the bytes never change once journaled.
+		if first, ok := h.bodies[r.No]; ok && first != string(r.Request) {
+			t.Fatalf("refund %s body changed %q -> %q", r.No, first, r.Request)
+		} else if len(r.Request) > 0 {
+			h.bodies[r.No] = string(r.Request)
+		}
+		// Liveness: whatever waits on the provider, or on its turn to be
+		// sent, is looked at again.
+		waiting := r.State == Processing || r.State == Unknown || r.State == Abnormal
+		if waiting && (r.Attempts > 0 || len(r.Request) > 0 || r.State == Abnormal) && r.DueAt.IsZero() {
+			t.Fatalf("refund %s is %s with no due time: nothing will look at it again", r.No, r.State)
+		}
+		if r.Retry && (r.DueAt.IsZero() || r.State.Terminal() || r.State == Rejected) {
+			t.Fatalf("refund %s is %s with a retry due %v", r.No, r.State, r.DueAt)
 		}
 		if !r.DueAt.IsZero() && (next.IsZero() || r.DueAt.Before(next)) {
 			next = r.DueAt
@@ -527,6 +687,37 @@ func (h *sim) check() {
 	}
 	if !s.NextDue().Equal(next) {
 		t.Fatalf("NextDue %v, want %v", s.NextDue(), next)
+	}
+}
+
+// drain lets the engine run with a provider that answers every submission
+// "unknown": each pending retry and deferred submission is fired when due.
+// It must end within a bounded number of rounds, every automatic retry
+// used up, with no refund resubmitting forever.
+func (h *sim) drain() {
+	for round := 0; ; round++ {
+		var pending []*modelRefund
+		for _, r := range h.m.refunds {
+			if r.retry && r.request != nil {
+				pending = append(pending, r)
+			}
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if round > len(h.m.refunds)+h.maxAttempts()+1 {
+			h.t.Fatalf("still %d refunds to send after %d rounds", len(pending), round)
+		}
+		for _, r := range pending {
+			if r.due.After(h.now) {
+				h.now = r.due
+			}
+			h.exec(FireTimer{RefundNo: r.no, DueAt: r.due}, "engine")
+			if r.state == Processing && r.attempts > 0 && !r.retry {
+				h.exec(RecordOutcome{RefundNo: r.no, Source: SourceResponse, Attempt: r.attempts, Outcome: Outcome{Kind: OutcomeUnknown}}, "provider:wechatpay")
+			}
+			h.check()
+		}
 	}
 }
 
@@ -597,9 +788,12 @@ func (h *sim) pickRefund(t *rapid.T) string {
 }
 
 func (h *sim) step(t *rapid.T) {
+	// The adapter draws the jitter in [0, 1); now and then it is out of
+	// range, which must count as 0.
+	h.jitter = oneOf(t, "jitter", 0, 0.5, 0.999, 0.25, 1, math.NaN())
 	action := weighted(t, "action",
-		"outcome", 32, "request", 16, "timer", 14, "advance", 8, "start", 3, "resubmit", 5,
-		"abandon", 5, "check", 3, "restart", 6, "duplicate", 8, "register", 3)
+		"outcome", 32, "request", 16, "timer", 16, "advance", 8, "start", 3, "resubmit", 5,
+		"abandon", 4, "resolve", 4, "check", 3, "restart", 6, "duplicate", 8, "register", 3)
 	switch action {
 	case "register":
 		c := h.reg
@@ -653,6 +847,10 @@ func (h *sim) step(t *rapid.T) {
 		no := h.pickRefund(t)
 		h.exec(Abandon{RefundNo: no, Reason: oneOf(t, "abandonReason", "", "gave up", "gave up", "bad\nreason")}, "operator:alice")
 
+	case "resolve":
+		no := h.pickRefund(t)
+		h.exec(Resolve{RefundNo: no, Reason: oneOf(t, "resolveReason", "", "settled at WeChat", "settled at WeChat", "bad\nreason")}, "operator:alice")
+
 	case "outcome":
 		no := h.pickRefund(t)
 		var amount int64
@@ -660,7 +858,7 @@ func (h *sim) step(t *rapid.T) {
 			amount = r.amount
 		}
 		o := Outcome{
-			Kind:       OutcomeKind(weighted(t, "kind", "PROCESSING", 3, "REJECTED", 2, "UNKNOWN", 2, "NOT_FOUND", 2, "ABNORMAL", 1, "SUCCEEDED", 1, "FAILED", 1)),
+			Kind:       OutcomeKind(weighted(t, "kind", "PROCESSING", 3, "REJECTED", 2, "UNKNOWN", 4, "NOT_FOUND", 2, "ABNORMAL", 2, "SUCCEEDED", 1, "FAILED", 1)),
 			Code:       oneOf(t, "code", "", "NOT_ENOUGH", "SYSTEM_ERROR"),
 			ProviderID: oneOf(t, "providerID", "", "wx-"+no),
 		}
@@ -685,7 +883,15 @@ func (h *sim) step(t *rapid.T) {
 		attempt := 0
 		src := oneOf(t, "source", allSources...)
 		if r := h.refund(no); r != nil && src == SourceResponse {
-			attempt = r.attempts
+			// Mostly the latest attempt's answer; sometimes a late one.
+			switch weighted(t, "attempt", "latest", 8, "older", 1, "newer", 1) {
+			case "latest":
+				attempt = r.attempts
+			case "older":
+				attempt = max(0, r.attempts-1)
+			case "newer":
+				attempt = r.attempts + 1
+			}
 		}
 		h.exec(RecordOutcome{RefundNo: no, Source: src, Attempt: attempt, Outcome: o}, "provider:wechatpay")
 
@@ -734,6 +940,12 @@ func TestDecide_Properties(t *testing.T) {
 			RecheckAfter:   oneOf(t, "recheckAfter", 0, 10*time.Second),
 			StuckAfter:     oneOf(t, "stuckAfter", 0, 90*time.Minute),
 			QueryBackoff:   oneOf(t, "backoff", nil, []time.Duration{time.Minute, 7 * time.Minute}),
+			MaxAttempts:    oneOf(t, "maxAttempts", 0, 1, 3),
+			RetryBackoff:   oneOf(t, "retryBackoff", 0, 2*time.Second),
+			// 0 means 1m, above either base.
+			RetryBackoffMax: oneOf(t, "retryBackoffMax", 0, 5*time.Second),
+			RefundSpacing:   oneOf(t, "spacing", 0, time.Minute),
+			RefundWindow:    oneOf(t, "window", 0, 6*time.Hour),
 		}
 		if err := policy.Validate(); err != nil {
 			t.Fatalf("policy: %v", err)
@@ -748,9 +960,12 @@ func TestDecide_Properties(t *testing.T) {
 			terminal: map[string]RefundState{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
-				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY", PaidAt: t0.Add(-time.Hour),
+				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY",
+				// Unknown, recent, or close to the default year's end.
+				PaidAt: oneOf(t, "paidAt", t0.Add(-time.Hour), time.Time{}, t0.Add(-365*24*time.Hour+12*time.Hour)),
 				Amount: paid,
 			},
+			bodies: map[string]string{},
 		}
 		// A few steps before the reservation exists: everything is "not found".
 		for range uniform(3).Draw(t, "early") {
@@ -763,5 +978,6 @@ func TestDecide_Properties(t *testing.T) {
 			h.step(t)
 			h.check()
 		}
+		h.drain()
 	})
 }

@@ -57,6 +57,8 @@ type Refund struct {
 	Attempts       int    // submissions started
 	Queries        int    // provider queries started
 	DueAt          time.Time
+	Retry          bool      // the due time resubmits (or first submits) rather than queries
+	SubmittedAt    time.Time // first submission to the provider
 	Stuck          bool
 	Conflicts      int
 	RequestedBy    string
@@ -128,6 +130,18 @@ func (s *State) InFlight() int64 {
 
 // Refundable is what a new refund may still claim.
 func (s *State) Refundable() int64 { return s.Amount - s.Refunded() - s.InFlight() }
+
+// lastSubmittedAt is when the most recent first submission of any refund
+// of this reservation (one order) was made.
+func (s *State) lastSubmittedAt() time.Time {
+	var t time.Time
+	for _, r := range s.Refunds {
+		if r.SubmittedAt.After(t) {
+			t = r.SubmittedAt
+		}
+	}
+	return t
+}
 
 // Clone returns a deep copy, so a caller can apply events tentatively.
 func (s *State) Clone() *State {

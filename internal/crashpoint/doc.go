@@ -1,0 +1,22 @@
+// Package crashpoint lets crash tests kill refundd at a chosen line.
+//
+// Hit(name) does nothing in a normal build. Built with the crashpoints tag,
+// it kills the process with SIGKILL when REFUNDD_CRASH_AT names the point,
+// so tests can prove that a crash between two steps loses nothing:
+//
+//	go build -tags crashpoints -o refundd ./cmd/refundd
+//	REFUNDD_CRASH_AT=after-submit-journaled ./refundd ...
+package crashpoint
+
+// The crash points in refundd.
+const (
+	// AfterSubmitJournaled: a refund request (and its submission) is
+	// journaled, the provider has not been called.
+	AfterSubmitJournaled = "after-submit-journaled"
+	// AfterProviderAnswered: the provider answered a submission, the answer
+	// is not journaled yet.
+	AfterProviderAnswered = "after-provider-answered"
+	// AfterNotificationJournaled: a notification's outcome is journaled,
+	// WeChat has not been acknowledged.
+	AfterNotificationJournaled = "after-notification-journaled"
+)
