@@ -31,6 +31,7 @@ var statusOf = map[string]int{
 	string(reservation.CodeRefundLimit):            http.StatusConflict,
 	string(reservation.CodeInvalidState):           http.StatusConflict,
 	string(reservation.CodeOutcomeMismatch):        http.StatusConflict,
+	string(reservation.CodeRefundWindowClosed):     http.StatusConflict,
 	codeUnavailable:                                http.StatusServiceUnavailable,
 	codeTimeout:                                    http.StatusGatewayTimeout,
 	codeInternal:                                   http.StatusInternalServerError,

@@ -134,6 +134,19 @@ func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// reconcileRefund asks the provider about a refund now (journaled, then
+// queried); the answer is applied like any other.
+func (s *Server) reconcileRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, _ string) reservation.Command { return reservation.CheckProvider{RefundNo: no} })
+}
+
+// resolveRefund settles an ABNORMAL refund that was resolved outside refundd.
+func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, reason string) reservation.Command {
+		return reservation.Resolve{RefundNo: no, Reason: reason}
+	})
+}
+
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
 	vars := mux.Vars(r)
 	var req operatorRequest

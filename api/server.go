@@ -69,6 +69,8 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}", s.getRefund).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resubmit", s.resubmitRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reconcile", s.reconcileRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resolve", s.resolveRefund).Methods(http.MethodPost)
 	if opts.Notify != nil {
 		nc := *opts.Notify
 		if nc.Deadline <= 0 {
