@@ -63,14 +63,9 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
 		case reservation.RefundRequested:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
-		case reservation.SubmissionStarted:
-			req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
-		case reservation.QueryStarted:
-			req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
-		case reservation.ProviderResult:
-			if !d.DueAt.IsZero() {
-				req.Dues = append(req.Dues, journal.Due{At: d.DueAt, Stream: id, Key: d.RefundNo})
-			}
+		}
+		if no, at, ok := reservation.DueOf(e.Data); ok {
+			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})
 		}
 	}
 	_, err := s.db.Append(ctx, req)

@@ -587,7 +587,21 @@ func (h *sim) exec(cmd Command, by string) {
 		if !reflect.DeepEqual(back, e) {
 			t.Fatalf("codec round trip changed the event:\n%#v\n%#v", e, back)
 		}
+		dues := map[string]time.Time{}
+		for _, r := range h.s.Refunds {
+			dues[r.No] = r.DueAt
+		}
 		Apply(h.s, e)
+		// Every due time Apply sets must be visible to the adapters that
+		// index due times, through DueOf.
+		for _, r := range h.s.Refunds {
+			if !r.DueAt.IsZero() && !r.DueAt.Equal(dues[r.No]) {
+				no, at, ok := DueOf(e.Data)
+				if !ok || no != r.No || !at.Equal(r.DueAt) {
+					t.Fatalf("%s set refund %s due %v but DueOf says %q %v %v", e.Data.EventType(), r.No, r.DueAt, no, at, ok)
+				}
+			}
+		}
 		Apply(h.replayed, e)
 		Apply(h.decoded, back)
 		h.journal = append(h.journal, e)

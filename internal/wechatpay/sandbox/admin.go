@@ -24,7 +24,8 @@ import (
 //	DELETE /sandbox/faults                 -> 204, removes all
 //	GET    /sandbox/refunds/{out_refund_no} -> {"refund":RefundRecord,"deliveries":[Delivery...]}
 //
-// Errors are {"code":"...","message":"..."} with 400, 404, 405 or 409.
+// Errors are {"code":"...","message":"..."} with 400, 404, 405 or 409, or
+// 500 when a new order cannot be saved to Config.StateFile.
 
 // faultJSON is Fault on the wire, with a readable delay.
 type faultJSON struct {
@@ -103,6 +104,9 @@ func (s *Server) adminCreateOrder(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrOrderConflict):
 		adminError(w, http.StatusConflict, "ORDER_CONFLICT", err.Error())
+		return
+	case errors.Is(err, ErrStateFile):
+		adminError(w, http.StatusInternalServerError, "SYSTEM_ERROR", err.Error())
 		return
 	case err != nil:
 		adminError(w, http.StatusBadRequest, "PARAM_ERROR", err.Error())

@@ -67,6 +67,11 @@ func (s *Server) handleTradeBill(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, queryError("bill_date", "仅支持下载三个月内的账单"), sigOK)
 		return
 	}
+	if err := s.syncAll(); err != nil { // the bill shows nothing a restart could forget
+		s.log.Error("save state before serving a bill", "err", err)
+		s.writeError(w, errSystem(), sigOK)
+		return
+	}
 	raw, n := s.refundBill(date)
 	if n == 0 {
 		s.writeError(w, newError(http.StatusBadRequest, "NO_STATEMENT_EXIST", "请求的账单文件不存在"), sigOK)

@@ -75,6 +75,21 @@ type Config struct {
 	// DisableAdmin turns off the unauthenticated /sandbox/ routes. Zero
 	// means they are served.
 	DisableAdmin bool
+
+	// StateFile keeps the books (orders, accepted refunds, submitted body
+	// hashes, the id sequence) in this file, so a restarted sandbox still
+	// knows every refund it accepted. New loads it (a missing file means
+	// empty books) and every change that matters for money is written to
+	// it, atomically, before the call that caused it is answered. Its
+	// directory must exist. One Server at a time per file. Empty means the
+	// books live in memory only.
+	StateFile string
+	// MinRefundSpacing refuses a new refund (a new out_refund_no) on an
+	// order whose previous refund was accepted less than this long ago,
+	// with 403 FREQUENCY_LIMITED, as WeChat Pay requires one minute between
+	// refunds of one order. It is measured on Now and not scaled by
+	// TimeFactor. Zero means the rule is not enforced.
+	MinRefundSpacing time.Duration
 }
 
 // notifyTimeout is how long WeChat Pay waits for a notification answer.
@@ -117,6 +132,9 @@ func (c *Config) validate() error {
 	if c.MaxSkew < 0 {
 		bad = append(bad, "MaxSkew is negative")
 	}
+	if c.MinRefundSpacing < 0 {
+		bad = append(bad, "MinRefundSpacing is negative")
+	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
@@ -133,7 +151,9 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: notifyTimeout}
+		// Its own transport, so Close can drop its idle connections without
+		// touching http.DefaultTransport.
+		c.HTTPClient = &http.Client{Timeout: notifyTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if c.AppID == "" {
 		sum := sha256.Sum256([]byte(c.MchID))

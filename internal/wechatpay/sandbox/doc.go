@@ -12,6 +12,8 @@
 //     METHOD\nURL\ntimestamp\nnonce\nbody\n, timestamp skew) and every
 //     response, errors included, is signed with the platform key and
 //     Wechatpay-Serial = Config.PublicKeyID.
+//   - POST /v3/refund/domestic/refunds/{refund_id}/apply-abnormal-refund,
+//     signed the same way, to resolve an ABNORMAL refund (see below).
 //   - GET /v3/bill/tradebill?bill_date=YYYY-MM-DD&bill_type=REFUND[&tar_type=GZIP]
 //     and the download URL it returns (GET /v3/billdownload/file?token=...):
 //     the daily refund bill in WeChat Pay's CSV layout. The download request
@@ -45,17 +47,66 @@
 //     which real merchants must survive too.
 //   - A refund that ends CLOSED releases its amount; PROCESSING, SUCCESS and
 //     ABNORMAL hold it. Refunded(out_trade_no) never exceeds the order total.
-//     ABNORMAL stays ABNORMAL (apply-abnormal-refund is not served).
+//   - With Config.MinRefundSpacing, a new out_refund_no on an order whose
+//     previous refund was accepted less than that long ago is 403
+//     FREQUENCY_LIMITED (WeChat Pay: refunds of one order must be one
+//     minute apart, PROTOCOL.md §1.6; its code and status for this case are
+//     undocumented). It is checked after the business rules, so a request
+//     that is wrong anyway gets its own error; resubmissions of an accepted
+//     number are never refused by it.
 //   - The refund bill of a date lists the refunds created that day (Beijing
 //     time) that are not CLOSED, with their status at download time. Today's
 //     bill is served at once (the real one appears the next morning).
 //
+// # apply-abnormal-refund
+//
+// An ABNORMAL refund stays ABNORMAL until the merchant calls
+// apply-abnormal-refund with its refund_id and a body {"out_refund_no",
+// "type"} where type is USER_BANK_CARD (then bank_type, and bank_account
+// and real_name encrypted with RSA-OAEP SHA-1 for the WeChat Pay public
+// key named by the Wechatpay-Serial header, are required) or
+// MERCHANT_BANK_CARD, the two values of WeChat Pay's merchant
+// documentation; other fields are ignored. The answer is 200 with the
+// refund object, status PROCESSING, channel OTHER_BANKCARD; the refund
+// reaches SUCCESS ProcessingDelay*TimeFactor later and is notified. An
+// unknown refund_id is 404 RESOURCE_NOT_EXISTS; a refund that is not
+// ABNORMAL (including one already being resolved, so a retry after a lost
+// answer) or an out_refund_no that is not this refund's is 400
+// INVALID_REQUEST, and the merchant learns the state by querying; a bad
+// body is 400 PARAM_ERROR. WeChat Pay documents none of these codes for
+// this call.
+//
+// # Durable books
+//
+// With Config.StateFile the sandbox, like WeChat Pay, never forgets a
+// refund it accepted, even when the process running it is killed: orders,
+// accepted refunds (amounts, status and final outcome, refund_id,
+// timestamps, notify_url, body hash), the body hashes submitted per
+// refund number and the id sequence are saved (temporary file, fsync,
+// rename, directory fsync) after every order created, refund accepted,
+// new body submitted and status changed, before the call that caused it is
+// answered and before any notification of the new status is sent. Queries
+// and bills also wait until what they show is saved. New loads the file and
+// resumes: a refund still PROCESSING reaches its outcome ProcessingDelay
+// after it started processing, measured on Config.Now (at once if that has
+// passed), and is notified; a final refund whose notification was not yet
+// acknowledged is notified again from the first attempt of the schedule,
+// with a new notification id (duplicates are possible, as with WeChat
+// Pay). Faults, delivery logs and bill download links are not kept; the
+// submission count of RefundRecord is saved with the next change, so it may
+// miss identical resubmissions just before a kill. One Server at a time
+// may use a file. Close saves a last time and detaches the file: from a
+// later call that would change the books on, calls are answered 500
+// SYSTEM_ERROR, so nothing is answered that the next sandbox on the file
+// would not know.
+//
 // # Faults
 //
 // SetFault (or POST /sandbox/faults) injects faults per out_trade_no or
-// out_refund_no, optionally only on create or on query calls, for a limited
-// number of calls: slow responses, bare 500s, SYSTEM_ERROR,
-// FREQUENCY_LIMITED, a refund applied but its response lost, bad or probe
+// out_refund_no, optionally only on create, query or apply-abnormal-refund
+// calls (Fault.Op), for a limited number of calls: slow responses, bare
+// 500s, SYSTEM_ERROR, FREQUENCY_LIMITED, 202 Accepted, a call applied but
+// its response lost (500 or a dropped connection), bad or probe
 // (WECHATPAY/SIGNTEST/) response signatures, CLOSED or ABNORMAL outcomes,
 // and notifications that are duplicated, late (after a query already showed
 // the outcome), dropped, or first sent with a probe or bad signature.

@@ -16,6 +16,12 @@ var (
 	// already registered with another total or transaction id.
 	ErrOrderConflict = errors.New("sandbox: order exists with different values")
 
+	// ErrStateFile is returned by New when Config.StateFile cannot be read,
+	// does not parse, holds inconsistent books or another merchant's, or
+	// cannot be written; and by CreateOrder when the new order cannot be
+	// saved.
+	ErrStateFile = errors.New("sandbox: state file")
+
 	// ErrKeyFiles is returned by LoadKeys when a key directory is incomplete
 	// or holds a file that does not parse.
 	ErrKeyFiles = errors.New("sandbox: bad key files")

@@ -8,8 +8,8 @@ import (
 // FaultKind names an injected fault.
 type FaultKind string
 
-// Faults on API calls (create and query). At most one applies per call: the
-// first matching one set.
+// Faults on API calls (create, query and apply-abnormal-refund). At most one
+// applies per call: the first matching one set.
 const (
 	// FaultDelay waits Fault.Delay, then handles the call normally. A
 	// client whose timeout is shorter sees a timeout while a create is
@@ -24,7 +24,12 @@ const (
 	// FaultFrequencyLimited answers 429 {"code":"FREQUENCY_LIMITED"};
 	// nothing is applied.
 	FaultFrequencyLimited FaultKind = "frequency_limited"
-	// FaultResponseLost handles the call (a create is applied), then
+	// FaultAccepted answers 202 with an empty signed body: "accepted, not
+	// yet processed, repeat with the original parameters". Nothing is
+	// applied.
+	FaultAccepted FaultKind = "accepted_202"
+	// FaultResponseLost handles the call (a create or an
+	// apply-abnormal-refund is applied), then
 	// answers 500 SYSTEM_ERROR when Fault.Delay is zero, or holds the
 	// connection for Fault.Delay and drops it without a response.
 	FaultResponseLost FaultKind = "response_lost"
@@ -68,20 +73,23 @@ const (
 
 // Operations an API fault can be limited to (Fault.Op).
 const (
-	OpCreate = "create"
-	OpQuery  = "query"
+	OpCreate         = "create"
+	OpQuery          = "query"
+	OpAbnormalRefund = "abnormal_refund" // POST .../{refund_id}/apply-abnormal-refund
 )
 
 // Fault describes an injected fault. OutTradeNo and OutRefundNo select the
 // calls it applies to: a call matches when every non-empty one equals the
 // call's (so both empty matches everything). A create matches by the
-// request's order; a query by the refund's order, once known.
+// request's order; a query or an apply-abnormal-refund by the refund's
+// order, once known.
 type Fault struct {
 	Kind        FaultKind `json:"kind"`
 	OutTradeNo  string    `json:"out_trade_no,omitempty"`
 	OutRefundNo string    `json:"out_refund_no,omitempty"`
-	// Op limits an API fault to OpCreate or OpQuery calls; empty means
-	// both. Ignored by outcome and notification faults.
+	// Op limits an API fault to OpCreate, OpQuery or OpAbnormalRefund
+	// calls; empty means all of them. Ignored by outcome and notification
+	// faults.
 	Op string `json:"op,omitempty"`
 	// Count is how many calls (API faults) or refunds (outcome and
 	// notification faults) the fault applies to before it is used up.
@@ -109,7 +117,7 @@ const (
 
 func (k FaultKind) stage() (stage, bool) {
 	switch k {
-	case FaultDelay, FaultHTTP500, FaultSystemError, FaultFrequencyLimited, FaultResponseLost, FaultBadSignature, FaultProbeSignature:
+	case FaultDelay, FaultHTTP500, FaultSystemError, FaultFrequencyLimited, FaultAccepted, FaultResponseLost, FaultBadSignature, FaultProbeSignature:
 		return stageAPI, true
 	case FaultOutcome:
 		return stageOutcome, true
@@ -123,8 +131,8 @@ func (f Fault) validate() error {
 	if _, ok := f.Kind.stage(); !ok {
 		return fmt.Errorf("%w: unknown fault kind %q", ErrInvalidArgument, f.Kind)
 	}
-	if f.Op != "" && f.Op != OpCreate && f.Op != OpQuery {
-		return fmt.Errorf("%w: fault op %q, want %q, %q or empty", ErrInvalidArgument, f.Op, OpCreate, OpQuery)
+	if f.Op != "" && f.Op != OpCreate && f.Op != OpQuery && f.Op != OpAbnormalRefund {
+		return fmt.Errorf("%w: fault op %q, want %q, %q, %q or empty", ErrInvalidArgument, f.Op, OpCreate, OpQuery, OpAbnormalRefund)
 	}
 	if f.Count < 0 || f.Repeat < 0 || f.Delay < 0 {
 		return fmt.Errorf("%w: fault count, repeat and delay must not be negative", ErrInvalidArgument)

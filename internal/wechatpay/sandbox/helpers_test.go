@@ -146,7 +146,9 @@ func (m *merchant) send(method, target string, body []byte, o reqOpts) (response
 		req.Header.Set("Authorization", auth)
 	}
 	for k, v := range o.header {
-		if v == "" {
+		if v == "" && k == "User-Agent" {
+			req.Header.Set(k, "") // an explicit empty value stops Go's default one
+		} else if v == "" {
 			req.Header.Del(k)
 		} else {
 			req.Header.Set(k, v)

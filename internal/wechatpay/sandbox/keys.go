@@ -272,6 +272,9 @@ func LoadKeys(dir string) (Keys, error) {
 	return k, nil
 }
 
+// writeFileAtomic replaces path with data: a temporary file in the same
+// directory, fsynced, renamed over path, then the directory fsynced, so a
+// crash leaves either the old or the new file, never a torn one.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -294,6 +297,15 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if werr != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("sandbox: write %s: %w", path, werr)
+	}
+	// The rename is durable only once the directory is.
+	d, err := os.Open(filepath.Dir(path))
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox: write %s: sync directory: %w", path, err)
 	}
 	return nil
 }

@@ -67,6 +67,18 @@ type notifyJob struct {
 	first   sigMode // signature of the first attempt (v3)
 }
 
+// originals counts the original copies among jobs: the notifications a
+// refund waits on (injected duplicates are extra).
+func originals(jobs []notifyJob) int {
+	n := 0
+	for _, j := range jobs {
+		if j.copy == 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // notificationsLocked builds the notifications of a refund that has just
 // reached its final state, applying notification faults. s.mu must be held.
 func (s *Server) notificationsLocked(r *refund) []notifyJob {
@@ -123,7 +135,7 @@ func (s *Server) v3JobLocked(r *refund) (notifyJob, bool) {
 	res := wechatpay.RefundResource{
 		MchID: s.cfg.MchID, TransactionID: r.order.transactionID, OutTradeNo: r.order.outTradeNo,
 		RefundID: r.refundID, OutRefundNo: r.outRefundNo, RefundStatus: r.status,
-		UserReceivedAccount: "支付用户零钱",
+		UserReceivedAccount: r.receivedAccount,
 		Amount:              wechatpay.RefundAmount{Total: r.order.total, Refund: r.amount, PayerTotal: r.order.total, PayerRefund: r.amount},
 	}
 	if r.status == wechatpay.RefundSuccess {
@@ -160,7 +172,7 @@ func (s *Server) v2JobLocked(r *refund) (notifyJob, bool) {
 	info := wechatpay.V2RefundInfo{
 		TransactionID: r.order.transactionID, OutTradeNo: r.order.outTradeNo, RefundID: r.refundID, OutRefundNo: r.outRefundNo,
 		TotalFee: r.order.total, SettlementTotalFee: r.order.total, RefundFee: r.amount, SettlementRefundFee: r.amount,
-		RefundStatus: v2Status(r.status), RefundRecvAccount: "支付用户零钱", RefundAccount: account, RefundRequestSource: "API",
+		RefundStatus: v2Status(r.status), RefundRecvAccount: r.receivedAccount, RefundAccount: account, RefundRequestSource: "API",
 	}
 	if r.status == wechatpay.RefundSuccess {
 		info.SuccessTime = r.succeededAt.In(beijing).Format(time.DateTime)
@@ -195,6 +207,14 @@ func (s *Server) deliver(j notifyJob) {
 		d.Last = d.Acked || attempt > len(schedule)
 		s.mu.Lock()
 		s.deliveries[j.no] = append(s.deliveries[j.no], d)
+		if r := s.refunds[j.no]; d.Last && j.copy == 0 && r != nil && r.pendingNotify > 0 {
+			r.pendingNotify--
+			if r.pendingNotify == 0 {
+				// Saved with the next change or at Close: until then a
+				// restart notifies once more, which WeChat Pay may do too.
+				s.markLocked()
+			}
+		}
 		s.mu.Unlock()
 		s.log.Debug("notification attempt", "channel", j.channel, "out_refund_no", j.no, "copy", j.copy,
 			"attempt", attempt, "http_status", d.HTTPStatus, "acked", d.Acked, "err", d.Err)

@@ -35,6 +35,9 @@ type order struct {
 	openID        string
 	held          int64    // refunded or in flight: sum of refunds not CLOSED
 	refundNos     []string // in creation order
+	// lastAcceptedAt is when its latest refund was accepted, for
+	// Config.MinRefundSpacing.
+	lastAcceptedAt time.Time
 }
 
 // refund is an accepted refund.
@@ -52,6 +55,16 @@ type refund struct {
 	bodyHash     string // of the accepted request
 	createdAt    time.Time
 	succeededAt  time.Time
+	// processingSince is when it last became PROCESSING: its acceptance,
+	// or an accepted apply-abnormal-refund.
+	processingSince time.Time
+	channel         string // ORIGINAL until an abnormal refund is applied
+	receivedAccount string // user_received_account
+	abnormalType    string // type of the accepted apply-abnormal-refund, if any
+	// pendingNotify counts notifications of the current status (original
+	// copies, not injected duplicates) still being delivered; -1 while a
+	// loaded refund waits for resume to send them again.
+	pendingNotify int
 }
 
 // submission tracks every authenticated create call for one out_refund_no,
@@ -80,8 +93,13 @@ type RefundRecord struct {
 	// number, before or after acceptance, in order first seen. More than
 	// one means the merchant reused the number with another body.
 	BodyHashes []string `json:"body_hashes"`
-	// Submissions counts authenticated create calls with this number.
+	// Submissions counts authenticated create calls with this number. With
+	// a StateFile the count is saved with the next change to the books, so
+	// after a crash it may miss the last identical resubmissions.
 	Submissions int `json:"submissions"`
+	// AbnormalType is the type of the accepted apply-abnormal-refund call
+	// (USER_BANK_CARD or MERCHANT_BANK_CARD); empty if none was accepted.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 }
 
 // CreateOrder registers a paid order of total fen, as WeChat Pay knows
@@ -89,8 +107,10 @@ type RefundRecord struct {
 // the same order again with the same total (and the same or an empty
 // transaction id) is a no-op, so callers may retry.
 //
-// Errors wrap ErrInvalidArgument (empty or over-long numbers, total <= 0)
-// or ErrOrderConflict.
+// With a StateFile the order is saved before CreateOrder returns.
+//
+// Errors wrap ErrInvalidArgument (empty or over-long numbers, total <= 0),
+// ErrOrderConflict or ErrStateFile.
 func (s *Server) CreateOrder(outTradeNo, transactionID string, total int64) error {
 	_, _, err := s.createOrder(outTradeNo, transactionID, total)
 	return err
@@ -99,19 +119,34 @@ func (s *Server) CreateOrder(outTradeNo, transactionID string, total int64) erro
 // createOrder is CreateOrder returning the order's transaction id and
 // whether it was new.
 func (s *Server) createOrder(outTradeNo, transactionID string, total int64) (string, bool, error) {
+	txn, created, gen, err := s.addOrder(outTradeNo, transactionID, total)
+	if err != nil {
+		return "", false, err
+	}
+	// Also when it existed: a retry after a failed save must not return
+	// before the order is durable.
+	if err := s.sync(gen); err != nil {
+		return "", false, err
+	}
+	return txn, created, nil
+}
+
+// addOrder registers the order in memory and returns the generation to
+// sync.
+func (s *Server) addOrder(outTradeNo, transactionID string, total int64) (string, bool, uint64, error) {
 	if outTradeNo == "" || len(outTradeNo) > maxOrderNoLen || len(transactionID) > maxOrderNoLen {
-		return "", false, fmt.Errorf("%w: out_trade_no must be 1..%d bytes and transaction_id at most %d", ErrInvalidArgument, maxOrderNoLen, maxOrderNoLen)
+		return "", false, 0, fmt.Errorf("%w: out_trade_no must be 1..%d bytes and transaction_id at most %d", ErrInvalidArgument, maxOrderNoLen, maxOrderNoLen)
 	}
 	if total <= 0 {
-		return "", false, fmt.Errorf("%w: total %d must be positive", ErrInvalidArgument, total)
+		return "", false, 0, fmt.Errorf("%w: total %d must be positive", ErrInvalidArgument, total)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o, ok := s.orders[outTradeNo]; ok {
 		if o.total != total || (transactionID != "" && transactionID != o.transactionID) {
-			return "", false, fmt.Errorf("%w: order %s has total %d and transaction_id %s", ErrOrderConflict, outTradeNo, o.total, o.transactionID)
+			return "", false, 0, fmt.Errorf("%w: order %s has total %d and transaction_id %s", ErrOrderConflict, outTradeNo, o.total, o.transactionID)
 		}
-		return o.transactionID, false, nil
+		return o.transactionID, false, s.gen, nil
 	}
 	now := s.cfg.Now()
 	if transactionID == "" {
@@ -119,12 +154,12 @@ func (s *Server) createOrder(outTradeNo, transactionID string, total int64) (str
 		transactionID = fmt.Sprintf("4200%s%s%08d", now.In(beijing).Format("20060102"), randomDigits(8), s.seq%1e8)
 	}
 	if _, dup := s.byTxn[transactionID]; dup {
-		return "", false, fmt.Errorf("%w: transaction_id %s belongs to another order", ErrOrderConflict, transactionID)
+		return "", false, 0, fmt.Errorf("%w: transaction_id %s belongs to another order", ErrOrderConflict, transactionID)
 	}
 	o := &order{outTradeNo: outTradeNo, transactionID: transactionID, total: total, paidAt: now, openID: "o" + randomAlnum(27)}
 	s.orders[outTradeNo] = o
 	s.byTxn[transactionID] = o
-	return transactionID, true, nil
+	return transactionID, true, s.markLocked(), nil
 }
 
 // Refund returns what the sandbox holds about an accepted refund.
@@ -139,7 +174,7 @@ func (s *Server) Refund(outRefundNo string) (RefundRecord, bool) {
 		OutRefundNo: r.outRefundNo, RefundID: r.refundID, OutTradeNo: r.order.outTradeNo,
 		TransactionID: r.order.transactionID, Status: r.status, Refund: r.amount, Total: r.order.total,
 		Reason: r.reason, NotifyURL: r.notifyURL, CreateTime: r.createdAt, SuccessTime: r.succeededAt,
-		BodyHash: r.bodyHash,
+		BodyHash: r.bodyHash, AbnormalType: r.abnormalType,
 	}
 	if sub := s.submissions[outRefundNo]; sub != nil {
 		rec.BodyHashes = slices.Clone(sub.hashes)
@@ -329,8 +364,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, aerr := s.create(req, hash)
+	// Nothing is answered that a restart could forget.
+	serr := s.syncAll()
 	if f != nil && f.Kind == FaultResponseLost {
 		s.loseResponse(w, f.Delay)
+		return
+	}
+	if serr != nil {
+		s.log.Error("save state before answering a create", "out_refund_no", req.OutRefundNo, "err", serr)
+		s.writeError(w, errSystem(), mode)
 		return
 	}
 	if aerr != nil {
@@ -364,6 +406,11 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, no string) 
 		return
 	}
 	resp, found := s.snapshot(no)
+	if err := s.syncAll(); err != nil {
+		s.log.Error("save state before answering a query", "out_refund_no", no, "err", err)
+		s.writeError(w, errSystem(), mode)
+		return
+	}
 	if f != nil && f.Kind == FaultResponseLost {
 		s.loseResponse(w, f.Delay)
 		return
@@ -399,6 +446,9 @@ func (s *Server) applyFaultBefore(w http.ResponseWriter, f *Fault) (sigMode, boo
 		return sigOK, true
 	case FaultFrequencyLimited:
 		s.writeError(w, newError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "频率限制"), sigOK)
+		return sigOK, true
+	case FaultAccepted:
+		s.writeSigned(w, http.StatusAccepted, "", nil, sigOK)
 		return sigOK, true
 	case FaultBadSignature:
 		return sigBad, false
@@ -436,6 +486,7 @@ func (s *Server) recordSubmission(req createRequest, hash string) string {
 	sub.calls++
 	if !slices.Contains(sub.hashes, hash) {
 		sub.hashes = append(sub.hashes, hash)
+		s.markLocked() // a second body for one number is evidence to keep
 	}
 	if req.OutTradeNo != "" {
 		return req.OutTradeNo
@@ -477,6 +528,16 @@ func (s *Server) create(req createRequest, hash string) (refundResponse, *apiErr
 		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "同一笔订单最多退款50次")
 	}
 	now := s.cfg.Now()
+	// WeChat Pay: "同一笔订单多次退款的请求需相隔1分钟" (PROTOCOL.md §1.6,
+	// doc 4012552567). The code and status of the refusal are not
+	// documented; FREQUENCY_LIMITED is WeChat Pay's code for a refund
+	// refused by a rate rule ("未受理", retry later with the same
+	// parameters, §1.5), and the merchant must decide by the code.
+	if sp := s.cfg.MinRefundSpacing; sp > 0 && !o.lastAcceptedAt.IsZero() && now.Sub(o.lastAcceptedAt) < sp {
+		s.mu.Unlock()
+		return refundResponse{}, newError(http.StatusForbidden, "FREQUENCY_LIMITED",
+			fmt.Sprintf("频率限制,同一笔订单多次退款的请求需相隔1分钟(本沙箱要求相隔%s),请稍后使用原参数重试", sp))
+	}
 	s.seq++
 	r := &refund{
 		outRefundNo: req.OutRefundNo, order: o, amount: amount,
@@ -484,28 +545,40 @@ func (s *Server) create(req createRequest, hash string) (refundResponse, *apiErr
 		reason:    req.Reason,
 		notifyURL: req.NotifyURL, fundsAccount: req.FundsAccount, from: req.Amount.From,
 		status: wechatpay.RefundProcessing, outcome: wechatpay.RefundSuccess,
-		bodyHash: hash, createdAt: now,
+		bodyHash: hash, createdAt: now, processingSince: now,
+		channel: channelOriginal, receivedAccount: accountUserBalance,
 	}
 	if r.notifyURL == "" {
 		r.notifyURL = s.cfg.NotifyURL
 	}
-	if fs := s.takeFaultsLocked(stageOutcome, OpCreate, o.outTradeNo, r.outRefundNo, false); len(fs) > 0 {
+	if fs := s.takeFaultsLocked(stageOutcome, "", o.outTradeNo, r.outRefundNo, false); len(fs) > 0 {
 		r.outcome = fs[0].Outcome
 	}
 	o.held += amount
 	o.refundNos = append(o.refundNos, r.outRefundNo)
+	o.lastAcceptedAt = now
 	s.refunds[r.outRefundNo] = r
+	s.byRefundID[r.refundID] = r
+	s.markLocked()
 	resp := s.responseLocked(r) // the acceptance: PROCESSING
+	s.log.Debug("refund accepted", "out_refund_no", r.outRefundNo, "out_trade_no", o.outTradeNo, "refund", amount, "outcome", r.outcome)
+	s.processLocked(r) // unlocks
+	return resp, nil
+}
+
+// processLocked schedules the outcome of a refund that has just become
+// PROCESSING, then unlocks s.mu. With no processing delay the outcome is
+// reached before it returns.
+func (s *Server) processLocked(r *refund) {
 	delay := s.cfg.scale(s.cfg.ProcessingDelay)
 	if delay > 0 && !s.closed {
-		s.timers[r.outRefundNo] = time.AfterFunc(delay, func() { s.finalize(r.outRefundNo) })
+		no := r.outRefundNo
+		s.timers[no] = time.AfterFunc(delay, func() { s.finalize(no) })
 	}
 	s.mu.Unlock()
-	s.log.Debug("refund accepted", "out_refund_no", r.outRefundNo, "out_trade_no", o.outTradeNo, "refund", amount, "outcome", r.outcome)
 	if delay <= 0 {
 		s.finalize(r.outRefundNo)
 	}
-	return resp, nil
 }
 
 // findOrderLocked resolves the request's order by transaction_id or
@@ -526,8 +599,9 @@ func (s *Server) findOrderLocked(req createRequest) (*order, *apiError) {
 	return o, nil
 }
 
-// finalize moves a PROCESSING refund to its outcome and starts its
-// notifications.
+// finalize moves a PROCESSING refund to its outcome, saves the books, then
+// starts its notifications, so nothing is notified that a restart could
+// forget.
 func (s *Server) finalize(no string) {
 	s.mu.Lock()
 	r, ok := s.refunds[no]
@@ -543,13 +617,33 @@ func (s *Server) finalize(no string) {
 	case wechatpay.RefundClosed:
 		r.order.held -= r.amount // the money never left
 	}
+	status := r.status
 	jobs := s.notificationsLocked(r)
+	r.pendingNotify += originals(jobs)
+	gen := s.markLocked()
+	s.mu.Unlock()
+	if err := s.sync(gen); err != nil {
+		// Memory still holds the outcome; it is saved with the next change,
+		// or decided again after a restart.
+		s.log.Error("save state after a refund outcome", "out_refund_no", no, "err", err)
+	}
+	s.mu.Lock()
+	s.startLocked(jobs)
+	s.mu.Unlock()
+	s.log.Debug("refund final", "out_refund_no", no, "status", status, "notifications", len(jobs))
+}
+
+// startLocked starts delivering jobs unless the server is closed (their
+// refunds then stay pending and are notified after a reload). s.mu must be
+// held.
+func (s *Server) startLocked(jobs []notifyJob) {
+	if s.closed {
+		return
+	}
 	for _, j := range jobs {
-		s.wg.Add(1)
+		s.wg.Add(1) // under s.mu with closed false, so Close waits for it
 		go s.deliver(j)
 	}
-	s.mu.Unlock()
-	s.log.Debug("refund final", "out_refund_no", no, "status", r.status, "notifications", len(jobs))
 }
 
 // snapshot returns the query response for a refund.
@@ -604,7 +698,7 @@ func (s *Server) responseLocked(r *refund) refundResponse {
 	}
 	resp := refundResponse{
 		RefundID: r.refundID, OutRefundNo: r.outRefundNo, TransactionID: r.order.transactionID, OutTradeNo: r.order.outTradeNo,
-		Channel: "ORIGINAL", UserReceivedAccount: "支付用户零钱",
+		Channel: r.channel, UserReceivedAccount: r.receivedAccount,
 		CreateTime: rfc3339(r.createdAt), Status: r.status, FundsAccount: funds,
 		Amount: amountResponse{
 			Total: r.order.total, Refund: r.amount, From: from,

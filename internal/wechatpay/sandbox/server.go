@@ -23,6 +23,7 @@ import (
 // Routes of the real API.
 const (
 	refundsPath      = "/v3/refund/domestic/refunds"
+	abnormalSuffix   = "/apply-abnormal-refund" // after refundsPath/{refund_id}
 	tradeBillPath    = "/v3/bill/tradebill"
 	billDownloadPath = "/v3/billdownload/file"
 	adminPrefix      = "/sandbox/"
@@ -36,22 +37,32 @@ var beijing = time.FixedZone("CST", 8*3600)
 
 // Server is a WeChat Pay refund server. It is an http.Handler; methods are
 // safe for concurrent use. Close stops its timers and notification
-// deliveries; afterwards it still answers requests, but refunds no longer
-// progress and nothing more is sent.
+// deliveries and saves the books a last time; afterwards it still answers
+// requests, but refunds no longer progress, nothing more is sent, and with
+// a StateFile a call that would change the books is answered 500
+// SYSTEM_ERROR (it is not saved, so a restarted sandbox does not know it).
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg       Config
+	log       *slog.Logger
+	ownClient bool // cfg.HTTPClient was made here
 
 	ctx    context.Context // cancelled by Close; bounds waits and notifications
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // notification goroutines
 
+	// persistMu serialises writes of the state file; taken before mu.
+	persistMu sync.Mutex
+	saved     uint64 // generation last written
+	detached  bool   // Close wrote the last state
+
 	mu          sync.Mutex
 	closed      bool
+	gen         uint64 // bumped by every change to the books (markLocked)
 	seq         uint64
 	orders      map[string]*order  // by out_trade_no
 	byTxn       map[string]*order  // by transaction_id
 	refunds     map[string]*refund // by out_refund_no, accepted refunds only
+	byRefundID  map[string]*refund // by refund_id
 	submissions map[string]*submission
 	faults      []*faultEntry
 	deliveries  map[string][]Delivery // by out_refund_no
@@ -60,21 +71,35 @@ type Server struct {
 }
 
 // New returns a Server for cfg; see Config for required fields and
-// defaults.
+// defaults. With a StateFile it loads the books, then resumes what they
+// were doing: refunds still PROCESSING reach their outcome
+// ProcessingDelay*TimeFactor after they started processing (at once if
+// that has passed), and final refunds whose notification was not yet
+// acknowledged are notified again, from the first attempt of the schedule.
 //
-// Errors wrap ErrInvalidConfig.
+// Errors wrap ErrInvalidConfig or ErrStateFile.
 func New(cfg Config) (*Server, error) {
+	ownClient := cfg.HTTPClient == nil
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
-		cfg: cfg, log: cfg.Logger.With("component", "wxpay-sandbox"),
+	s := &Server{
+		cfg: cfg, log: cfg.Logger.With("component", "wxpay-sandbox"), ownClient: ownClient,
 		ctx: ctx, cancel: cancel,
 		orders: map[string]*order{}, byTxn: map[string]*order{}, refunds: map[string]*refund{},
-		submissions: map[string]*submission{}, deliveries: map[string][]Delivery{},
+		byRefundID: map[string]*refund{}, submissions: map[string]*submission{}, deliveries: map[string][]Delivery{},
 		timers: map[string]*time.Timer{}, bills: map[string]billFile{},
-	}, nil
+	}
+	if cfg.StateFile != "" {
+		if err := s.openState(); err != nil {
+			cancel()
+			return nil, err
+		}
+		s.resume()
+		s.log.Info("books loaded", "state_file", cfg.StateFile, "orders", len(s.orders), "refunds", len(s.refunds))
+	}
+	return s, nil
 }
 
 // Close stops processing timers and notification retries, cancels
@@ -93,7 +118,19 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
-	s.cfg.HTTPClient.CloseIdleConnections()
+	if s.ownClient {
+		s.cfg.HTTPClient.CloseIdleConnections()
+	}
+	if s.cfg.StateFile != "" {
+		// Saves what is only marked (delivery progress, submission counts),
+		// then stops writing: a new Server may open the file now.
+		s.persistMu.Lock()
+		if err := s.saveLocked(); err != nil {
+			s.log.Error("save state at close", "err", err)
+		}
+		s.detached = true
+		s.persistMu.Unlock()
+	}
 }
 
 // ServeHTTP routes the refund API, the bill API and the admin routes.
@@ -108,6 +145,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handleCreate(w, r)
 	case strings.HasPrefix(p, refundsPath+"/"):
 		seg := strings.TrimPrefix(p, refundsPath+"/")
+		if idSeg, ok := strings.CutSuffix(seg, abnormalSuffix); ok && idSeg != "" && !strings.Contains(idSeg, "/") {
+			id, err := url.PathUnescape(idSeg)
+			if err != nil {
+				s.writeError(w, errNotFound(), sigOK)
+				return
+			}
+			if r.Method != http.MethodPost {
+				s.writeError(w, errMethod(), sigOK)
+				return
+			}
+			s.handleAbnormal(w, r, id)
+			return
+		}
 		no, err := url.PathUnescape(seg)
 		if err != nil || seg == "" || strings.Contains(seg, "/") {
 			s.writeError(w, errNotFound(), sigOK)

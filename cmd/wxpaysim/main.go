@@ -1,0 +1,49 @@
+// Command wxpaysim runs the WeChat Pay refund sandbox standalone: a server
+// speaking the real APIv3 refund protocol with its own generated keys,
+// which it writes to --keys-dir so refundd (or any merchant client) can be
+// pointed at it.
+//
+//	go run ./cmd/wxpaysim --keys-dir ./wxpaysim-keys
+//
+// Keys found in --keys-dir are reused, so a restarted sandbox keeps
+// working with an already configured merchant; with --state-file it also
+// keeps its orders and accepted refunds, and finishes and notifies the
+// refunds that were still in progress. --min-refund-spacing=1m enforces
+// WeChat Pay's one-minute rule between refunds of one order. Its /sandbox/ admin routes
+// (orders, faults) are unauthenticated: for tests and development only,
+// keep it on loopback.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		if errors.Is(err, errHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "wxpaysim:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "wxpaysim:", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	stop()
+	m.log.Info("shutting down")
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "wxpaysim: shutdown:", err)
+		os.Exit(1)
+	}
+	m.log.Info("stopped cleanly")
+}

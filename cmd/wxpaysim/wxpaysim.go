@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"refundd/internal/wechatpay/sandbox"
+)
+
+var errHelp = errors.New("help requested")
+
+// Config is wxpaysim's effective configuration.
+type Config struct {
+	Listen          string
+	MchID           string
+	TimeFactor      float64
+	ProcessingDelay time.Duration
+	KeysDir         string
+	NotifyURL       string
+	NotifyURLV2     string
+	LogLevel        string
+	ShutdownTimeout time.Duration
+	// MinRefundSpacing is sandbox.Config.MinRefundSpacing; zero: off.
+	MinRefundSpacing time.Duration
+	// StateFile is sandbox.Config.StateFile; empty: books in memory only.
+	StateFile string
+
+	mchIDSet bool // --mchid given explicitly
+}
+
+// Main is the program, split so tests can run it in-process on :0 and a
+// temp directory.
+type Main struct {
+	Config Config
+	Stdout io.Writer
+	Stderr io.Writer
+
+	log    *slog.Logger
+	sb     *sandbox.Server
+	server *http.Server
+	ln     net.Listener
+	done   chan struct{} // closed when Serve returns
+}
+
+// NewMain returns a Main with the defaults.
+func NewMain() *Main {
+	return &Main{
+		Config: Config{
+			Listen: "127.0.0.1:8090", MchID: "1900000109", TimeFactor: 1, ProcessingDelay: time.Second,
+			KeysDir: "wxpaysim-keys", LogLevel: "info", ShutdownTimeout: 10 * time.Second,
+		},
+		Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+}
+
+// ParseFlags reads the command line.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("wxpaysim", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	c := &m.Config
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address; port 0 picks a free one")
+	fs.StringVar(&c.MchID, "mchid", c.MchID, "merchant id served (keys in --keys-dir are for one mchid)")
+	fs.Float64Var(&c.TimeFactor, "time-factor", c.TimeFactor, "scales the processing delay and the notification retry schedule (15s ... 6h); 0.001 makes 15s 15ms")
+	fs.DurationVar(&c.ProcessingDelay, "processing-delay", c.ProcessingDelay, "time from acceptance (PROCESSING) to the outcome, before --time-factor; 0 decides during the create call")
+	fs.StringVar(&c.KeysDir, "keys-dir", c.KeysDir, "directory for the generated keys and wxpaysim.json (reused if present)")
+	fs.StringVar(&c.NotifyURL, "notify-url", "", "v3 notification URL for refunds created without notify_url (empty: none)")
+	fs.StringVar(&c.NotifyURLV2, "notify-url-v2", "", "also send APIv2 XML notifications here (empty: none)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for requests in flight")
+	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
+		"refuse a new refund of an order within this time of its previous one with 403 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
+	fs.StringVar(&c.StateFile, "state-file", c.StateFile, "keep orders and accepted refunds in this file across restarts (its directory must exist); empty keeps them in memory only")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "mchid" {
+			c.mchIDSet = true
+		}
+	})
+	return c.validate()
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.TimeFactor <= 0 || math.IsInf(c.TimeFactor, 0) || math.IsNaN(c.TimeFactor):
+		return errors.New("--time-factor must be a positive number")
+	case c.ProcessingDelay < 0:
+		return errors.New("--processing-delay must not be negative")
+	case c.MinRefundSpacing < 0:
+		return errors.New("--min-refund-spacing must not be negative")
+	case c.MchID == "":
+		return errors.New("--mchid must not be empty")
+	case c.KeysDir == "":
+		return errors.New("--keys-dir must not be empty")
+	case c.ShutdownTimeout <= 0:
+		return errors.New("--shutdown-timeout must be positive")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	return nil
+}
+
+// Run loads or generates the keys, starts the sandbox, writes the key
+// directory (with the listen URL) and returns once it is listening.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.Config
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	keys, reused, err := m.keys()
+	if err != nil {
+		return err
+	}
+	cfg := keys.Config()
+	cfg.TimeFactor, cfg.ProcessingDelay = c.TimeFactor, c.ProcessingDelay
+	cfg.NotifyURL, cfg.NotifyURLV2 = c.NotifyURL, c.NotifyURLV2
+	cfg.MinRefundSpacing, cfg.StateFile = c.MinRefundSpacing, c.StateFile
+	if c.NotifyURLV2 == "" {
+		cfg.APIv2Key = nil
+	}
+	cfg.Logger = m.log
+	sb, err := sandbox.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		sb.Close()
+		return fmt.Errorf("listen %s: %w", c.Listen, err)
+	}
+	base := "http://" + ln.Addr().String()
+	dir, err := filepath.Abs(c.KeysDir)
+	if err != nil {
+		dir = c.KeysDir
+	}
+	if _, err := keys.WriteDir(dir, base); err != nil {
+		ln.Close()
+		sb.Close()
+		return err
+	}
+	m.sb, m.ln = sb, ln
+	m.server = &http.Server{
+		Handler: sb, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
+		// No write timeout: delay faults may hold a response on purpose.
+		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	m.done = make(chan struct{})
+	go func() {
+		defer close(m.done)
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("serve", "err", err)
+		}
+	}()
+	m.report(base, dir, keys, reused)
+	return nil
+}
+
+// keys loads the key directory or generates fresh keys.
+func (m *Main) keys() (sandbox.Keys, bool, error) {
+	c := m.Config
+	k, err := sandbox.LoadKeys(c.KeysDir)
+	switch {
+	case err == nil:
+		if c.mchIDSet && k.MchID != c.MchID {
+			return k, false, fmt.Errorf("%s holds keys for mchid %s, not %s: use another --keys-dir", c.KeysDir, k.MchID, c.MchID)
+		}
+		return k, true, nil
+	case errors.Is(err, os.ErrNotExist):
+		k, err := sandbox.GenerateKeys(c.MchID)
+		return k, false, err
+	default:
+		return k, false, fmt.Errorf("%w (delete %s to generate new keys)", err, c.KeysDir)
+	}
+}
+
+// report prints where the sandbox listens and what it wrote.
+func (m *Main) report(base, dir string, k sandbox.Keys, reused bool) {
+	how := "generated"
+	if reused {
+		how = "reused"
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	w := m.Stdout
+	fmt.Fprintf(w, "wxpaysim: WeChat Pay refund sandbox listening on %s\n", base)
+	fmt.Fprintf(w, "wxpaysim: mchid %s, time factor %g, processing delay %s\n", k.MchID, m.Config.TimeFactor, m.Config.ProcessingDelay)
+	if m.Config.MinRefundSpacing > 0 {
+		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 403 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
+	}
+	if m.Config.StateFile != "" {
+		fmt.Fprintf(w, "wxpaysim: books kept in %s\n", m.Config.StateFile)
+	}
+	fmt.Fprintf(w, "wxpaysim: keys %s in %s:\n", how, dir)
+	fmt.Fprintf(w, "  merchant private key      %s\n", p(sandbox.MerchantKeyFile))
+	fmt.Fprintf(w, "  merchant serial           %s\n", k.MerchantSerial)
+	fmt.Fprintf(w, "  wechatpay public key      %s\n", p(sandbox.PublicKeyFile))
+	fmt.Fprintf(w, "  wechatpay public key id   %s\n", k.PublicKeyID)
+	fmt.Fprintf(w, "  APIv3 key file            %s\n", p(sandbox.APIv3KeyFile))
+	fmt.Fprintf(w, "  APIv2 key file            %s\n", p(sandbox.APIv2KeyFile))
+	fmt.Fprintf(w, "  description               %s\n", p(sandbox.ManifestFile))
+	fmt.Fprintf(w, "wxpaysim: point refundd at it with:\n")
+	fmt.Fprintf(w, "  --wechatpay-base-url=%s --wechatpay-mchid=%s --wechatpay-serial=%s \\\n", base, k.MchID, k.MerchantSerial)
+	fmt.Fprintf(w, "  --wechatpay-private-key=%s --wechatpay-apiv3-key-file=%s \\\n", p(sandbox.MerchantKeyFile), p(sandbox.APIv3KeyFile))
+	fmt.Fprintf(w, "  --wechatpay-public-key=%s --wechatpay-public-key-id=%s \\\n", p(sandbox.PublicKeyFile), k.PublicKeyID)
+	fmt.Fprintf(w, "  --wechatpay-apiv2-key-file=%s\n", p(sandbox.APIv2KeyFile))
+	fmt.Fprintf(w, "wxpaysim: admin routes (unauthenticated, tests/dev only): POST %s/sandbox/orders, POST %s/sandbox/faults\n", base, base)
+}
+
+// URL returns the base URL once Run has returned.
+func (m *Main) URL() string {
+	if m.ln == nil {
+		return ""
+	}
+	return "http://" + m.ln.Addr().String()
+}
+
+// Close stops the sandbox (timers, notifications, held responses) and then
+// the HTTP server, waiting up to ShutdownTimeout for requests in flight.
+func (m *Main) Close() error {
+	if m.sb != nil {
+		m.sb.Close() // first: releases handlers held by delay faults
+	}
+	if m.server == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+	defer cancel()
+	err := m.server.Shutdown(ctx)
+	<-m.done
+	return err
+}

@@ -1,0 +1,207 @@
+package contract
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+	"refundd/internal/wechatpay"
+	"refundd/internal/wechatpay/sandbox"
+)
+
+// target is one provider under test and what it needs to make refunds.
+type target struct {
+	provider actors.Provider
+	// order returns a paid order that may be refunded, or ok=false when the
+	// target must not move money (a real account without permission).
+	order func(t *testing.T) (outTradeNo string, total int64, ok bool)
+	// settle lets a PROCESSING refund finish, where the target can.
+	settle time.Duration
+	// mayDrain allows refunding a whole order (never on a real account).
+	mayDrain bool
+}
+
+func sandboxTarget(t *testing.T) target {
+	keys, err := sandbox.GenerateKeys("1900000109")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := keys.Config()
+	cfg.ProcessingDelay = 20 * time.Millisecond
+	sb, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sb)
+	t.Cleanup(func() { srv.Close(); sb.Close() })
+	verifier, err := keys.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := wechatpay.NewClient(wechatpay.ClientConfig{BaseURL: srv.URL, MchID: keys.MchID, Signer: keys.Signer(),
+		Verifier: verifier, NotifyURL: "https://merchant.example/notify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	return target{provider: client, settle: 2 * time.Second, mayDrain: true, order: func(t *testing.T) (string, int64, bool) {
+		n++
+		no := fmt.Sprintf("CT%d%d", time.Now().UnixNano(), n)
+		if err := sb.CreateOrder(no, "", 10000); err != nil {
+			t.Fatal(err)
+		}
+		return no, 10000, true
+	}}
+}
+
+// realTarget is configured by REFUNDD_CONTRACT_BASE_URL, _MCHID, _SERIAL,
+// _PRIVATE_KEY (file), _PUBLIC_KEY (file), _PUBLIC_KEY_ID. It only reads
+// unless REFUNDD_CONTRACT_ORDER and REFUNDD_CONTRACT_ORDER_TOTAL name a paid
+// order that may be refunded 1 fen at a time.
+func realTarget(t *testing.T) (target, bool) {
+	env := func(k string) string { return os.Getenv("REFUNDD_CONTRACT_" + k) }
+	if env("BASE_URL") == "" {
+		return target{}, false
+	}
+	read := func(k string) []byte {
+		b, err := os.ReadFile(env(k))
+		if err != nil {
+			t.Fatalf("REFUNDD_CONTRACT_%s: %v", k, err)
+		}
+		return b
+	}
+	key, err := wechatpay.ParsePrivateKey(read("PRIVATE_KEY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := wechatpay.ParsePublicKey(read("PUBLIC_KEY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &wechatpay.Verifier{}
+	if err := v.AddPublicKey(env("PUBLIC_KEY_ID"), pub); err != nil {
+		t.Fatal(err)
+	}
+	client, err := wechatpay.NewClient(wechatpay.ClientConfig{BaseURL: env("BASE_URL"), MchID: env("MCHID"),
+		Signer: wechatpay.Signer{MchID: env("MCHID"), SerialNo: env("SERIAL"), Key: key}, Verifier: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target{provider: client, settle: 10 * time.Second, order: func(t *testing.T) (string, int64, bool) {
+		total, err := strconv.ParseInt(env("ORDER_TOTAL"), 10, 64)
+		return env("ORDER"), total, env("ORDER") != "" && err == nil
+	}}, true
+}
+
+func TestContract_Sandbox(t *testing.T) { runContract(t, sandboxTarget(t)) }
+
+func TestContract_RealMerchant(t *testing.T) {
+	tg, ok := realTarget(t)
+	if !ok {
+		t.Skip("set REFUNDD_CONTRACT_BASE_URL and the other REFUNDD_CONTRACT_* variables to run against a merchant account")
+	}
+	runContract(t, tg)
+}
+
+func runContract(t *testing.T, tg target) {
+	ctx := context.Background()
+	p := tg.provider
+	t.Run("query of an unknown refund number is NOT_FOUND", func(t *testing.T) {
+		o := p.Query(ctx, fmt.Sprintf("CT-none-%d", time.Now().UnixNano()))
+		if o.Kind != reservation.OutcomeNotFound {
+			t.Fatalf("outcome %+v, want NOT_FOUND", o)
+		}
+	})
+	t.Run("request bytes are deterministic", func(t *testing.T) {
+		r := actors.RefundRequest{RefundNo: "CT-a-1", OutTradeNo: "O1", Amount: 1, Total: 2, Currency: "CNY", Reason: "r"}
+		a, err1 := p.RequestBody(r)
+		b, err2 := p.RequestBody(r)
+		if err1 != nil || err2 != nil || string(a) != string(b) {
+			t.Fatalf("RequestBody differs between calls: %q %q %v %v", a, b, err1, err2)
+		}
+	})
+	t.Run("a refund is accepted, idempotent by number, and settles", func(t *testing.T) {
+		order, total, ok := tg.order(t)
+		if !ok {
+			t.Skip("no refundable order configured")
+		}
+		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
+		body, err := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := p.Submit(ctx, no, body, 1)
+		if first.Kind != reservation.OutcomeProcessing && first.Kind != reservation.OutcomeSucceeded {
+			t.Fatalf("submit: %+v", first)
+		}
+		if first.ProviderID == "" || first.RefundAmount != 1 || first.TotalAmount != total || first.OutTradeNo != order {
+			t.Fatalf("submit answer does not describe the refund: %+v", first)
+		}
+		again := p.Submit(ctx, no, body, 2)
+		if again.ProviderID != first.ProviderID {
+			t.Fatalf("resubmitting the same bytes made another refund: %+v vs %+v", again, first)
+		}
+		deadline := time.Now().Add(tg.settle)
+		for {
+			o := p.Query(ctx, no)
+			if o.Kind == reservation.OutcomeSucceeded {
+				if o.ProviderID != first.ProviderID {
+					t.Fatalf("query names another refund: %+v", o)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("refund did not settle: %+v", o)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	t.Run("more than the order holds is rejected on a first submission", func(t *testing.T) {
+		if !tg.mayDrain {
+			t.Skip("would refund a whole order")
+		}
+		order, total, ok := tg.order(t)
+		if !ok {
+			t.Skip("no refundable order configured")
+		}
+		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
+		body, err := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: total, Total: total, Currency: "CNY"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := p.Submit(ctx, no, body, 1); o.Kind != reservation.OutcomeProcessing && o.Kind != reservation.OutcomeSucceeded {
+			t.Fatalf("full refund: %+v", o)
+		}
+		no2 := no + "x"
+		body2, _ := p.RequestBody(actors.RefundRequest{RefundNo: no2, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		if o := p.Submit(ctx, no2, body2, 1); o.Kind != reservation.OutcomeRejected {
+			t.Fatalf("refund beyond the order: %+v, want REJECTED", o)
+		}
+		// The same refusal on a resubmission is not trusted as a rejection:
+		// an earlier attempt may have been accepted.
+		if o := p.Submit(ctx, no2, body2, 2); o.Kind != reservation.OutcomeUnknown {
+			t.Fatalf("refused resubmission: %+v, want UNKNOWN", o)
+		}
+	})
+	t.Run("another body under the same number is refused", func(t *testing.T) {
+		order, total, ok := tg.order(t)
+		if !ok {
+			t.Skip("no refundable order configured")
+		}
+		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
+		body, _ := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		if o := p.Submit(ctx, no, body, 1); o.Kind != reservation.OutcomeProcessing && o.Kind != reservation.OutcomeSucceeded {
+			t.Fatalf("submit: %+v", o)
+		}
+		other, _ := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 2, Total: total, Currency: "CNY"})
+		if o := p.Submit(ctx, no, other, 1); o.Kind != reservation.OutcomeRejected {
+			t.Fatalf("different body under %s: %+v, want REJECTED", no, o)
+		}
+	})
+}
