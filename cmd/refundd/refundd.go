@@ -18,8 +18,8 @@ import (
 	"refundd/actors"
 	"refundd/api"
 	"refundd/internal/eventstore"
+	"refundd/internal/quarantine"
 	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
 	"refundd/journal"
 )
 
@@ -31,13 +31,23 @@ type Config struct {
 	DataDir           string
 	RefundNoPrefix    string
 	IdleTimeout       time.Duration
-	RecheckAfter      time.Duration
+	ReconcileAfter    time.Duration
+	ReconcileSchedule string
+	StuckAfter        time.Duration
+	MaxAttempts       int
+	RetryBackoff      time.Duration
+	RetryBackoffMax   time.Duration
+	RefundSpacing     time.Duration
+	RefundWindow      time.Duration
 	SchedulerInterval time.Duration
 	SandboxDelay      time.Duration
+	SandboxTimeFactor float64
 	ShutdownTimeout   time.Duration
 	LockTimeout       time.Duration
 	LogFormat         string
 	LogLevel          string
+	Provider          string
+	Wechatpay         WechatpayConfig
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -47,13 +57,14 @@ type Main struct {
 	Stdout io.Writer
 	Stderr io.Writer
 
-	log     *slog.Logger
-	db      *journal.DB
-	engine  *actors.Engine
-	server  *http.Server
-	ln      net.Listener
-	stopSch context.CancelFunc
-	bg      sync.WaitGroup
+	log      *slog.Logger
+	db       *journal.DB
+	engine   *actors.Engine
+	server   *http.Server
+	ln       net.Listener
+	stopSch  context.CancelFunc
+	provider *wiredProvider
+	bg       sync.WaitGroup
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -61,9 +72,12 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{
 			Listen: "127.0.0.1:8080", DataDir: "data", RefundNoPrefix: reservation.DefaultRefundNoPrefix,
-			IdleTimeout: 2 * time.Minute, RecheckAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
+			IdleTimeout: 2 * time.Minute, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
+			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
+			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
+			RefundWindow: 365 * 24 * time.Hour,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
-			LogFormat: "text", LogLevel: "info",
+			LogFormat: "text", LogLevel: "info", Provider: providerSandbox,
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -94,11 +108,48 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&c.RefundNoPrefix, "refund-prefix", "REFUNDD_REFUND_PREFIX",
 		"refund number prefix, 1..16 of [0-9A-Za-z]; environments sharing a merchant id must differ")
 	dur(&c.IdleTimeout, "idle-timeout", "REFUNDD_IDLE_TIMEOUT", "passivate a reservation actor after this long without messages")
-	dur(&c.RecheckAfter, "recheck-after", "REFUNDD_RECHECK_AFTER", "query the provider about a submission with no answer after this long")
+	dur(&c.ReconcileAfter, "reconcile-after", "REFUNDD_RECONCILE_AFTER", "query the provider about a refund with no answer after this long")
+	str(&c.ReconcileSchedule, "reconcile-schedule", "REFUNDD_RECONCILE_SCHEDULE", "waits between reconciliation queries; the last repeats")
+	dur(&c.StuckAfter, "stuck-after", "REFUNDD_STUCK_AFTER", "flag a refund unresolved this long after it was requested")
+	fs.IntVar(&c.MaxAttempts, "retry-max-attempts", c.MaxAttempts, "submissions of one refund with unknown answers before it is left to reconciliation (env REFUNDD_RETRY_MAX_ATTEMPTS)")
+	if v := getenv("REFUNDD_RETRY_MAX_ATTEMPTS"); v != "" {
+		if err := fs.Set("retry-max-attempts", v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("REFUNDD_RETRY_MAX_ATTEMPTS=%q: not a number", v))
+		}
+	}
+	dur(&c.RetryBackoff, "retry-backoff", "REFUNDD_RETRY_BACKOFF", "wait before the second attempt; doubles per attempt, with jitter")
+	dur(&c.RetryBackoffMax, "retry-backoff-max", "REFUNDD_RETRY_BACKOFF_MAX", "cap of the retry wait")
+	dur(&c.RefundSpacing, "refund-spacing", "REFUNDD_REFUND_SPACING", "minimum time between first submissions of two refunds of one order (WeChat Pay rule); 0 disables")
+	dur(&c.RefundWindow, "refund-window", "REFUNDD_REFUND_WINDOW", "refuse refunds this long after payment")
 	dur(&c.SchedulerInterval, "scheduler-interval", "REFUNDD_SCHEDULER_INTERVAL", "how often due timers are drained")
-	dur(&c.SandboxDelay, "sandbox-delay", "REFUNDD_SANDBOX_DELAY", "in-process sandbox: time from acceptance to success")
+	dur(&c.SandboxDelay, "sandbox-delay", "REFUNDD_SANDBOX_DELAY", "built-in sandbox: time from acceptance to the refund's outcome")
+	fs.Float64Var(&c.SandboxTimeFactor, "sandbox-time-factor", 1, "built-in sandbox: scales its notification retry schedule (15s, 15s, 30s, 3m, ...) and delay (env REFUNDD_SANDBOX_TIME_FACTOR)")
+	if v := getenv("REFUNDD_SANDBOX_TIME_FACTOR"); v != "" {
+		if err := fs.Set("sandbox-time-factor", v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("REFUNDD_SANDBOX_TIME_FACTOR=%q: not a number", v))
+		}
+	}
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "REFUNDD_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight work")
 	dur(&c.LockTimeout, "lock-timeout", "REFUNDD_LOCK_TIMEOUT", "how long to wait for the journal file lock")
+	str(&c.Provider, "provider", "REFUNDD_PROVIDER",
+		"sandbox (WeChat Pay protocol against a built-in sandbox), wechatpay (a merchant account; implied by --wechatpay-mchid) or memory")
+	w := &c.Wechatpay
+	str(&w.BaseURL, "wechatpay-base-url", "REFUNDD_WECHATPAY_BASE_URL", "WeChat Pay API base URL, e.g. https://api.mch.weixin.qq.com")
+	str(&w.MchID, "wechatpay-mchid", "REFUNDD_WECHATPAY_MCHID", "merchant id")
+	str(&w.Serial, "wechatpay-serial", "REFUNDD_WECHATPAY_SERIAL", "merchant API certificate serial")
+	str(&w.PrivateKeyFile, "wechatpay-private-key", "REFUNDD_WECHATPAY_PRIVATE_KEY", "merchant private key PEM file (PKCS#8)")
+	str(&w.APIv3KeyFile, "wechatpay-apiv3-key-file", "REFUNDD_WECHATPAY_APIV3_KEY_FILE", "file holding the 32-byte APIv3 key (or set REFUNDD_WECHATPAY_APIV3_KEY)")
+	str(&w.PublicKeyFile, "wechatpay-public-key", "REFUNDD_WECHATPAY_PUBLIC_KEY", "WeChat Pay public key PEM file")
+	str(&w.PublicKeyID, "wechatpay-public-key-id", "REFUNDD_WECHATPAY_PUBLIC_KEY_ID", "id of that key, PUB_KEY_ID_...")
+	var certs stringList
+	if v := getenv("REFUNDD_WECHATPAY_PLATFORM_CERTS"); v != "" {
+		certs = strings.Split(v, ",")
+	}
+	fs.Var(&certs, "wechatpay-platform-cert", "platform certificate PEM file; repeatable (env REFUNDD_WECHATPAY_PLATFORM_CERTS, comma-separated)")
+	str(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "REFUNDD_WECHATPAY_APIV2_KEY_FILE", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
+	str(&w.NotifyURL, "wechatpay-notify-url", "REFUNDD_WECHATPAY_NOTIFY_URL", "public notify_url sent with refunds (no query string)")
+	w.apiV3Key = []byte(getenv("REFUNDD_WECHATPAY_APIV3_KEY"))
+	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
 	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "text or json")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +161,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := errors.Join(envErrs...); err != nil {
 		return err
 	}
+	w.PlatformCerts = certs
+	providerSet := false
+	fs.Visit(func(f *flag.Flag) { providerSet = providerSet || f.Name == "provider" })
+	if !providerSet && getenv("REFUNDD_PROVIDER") == "" && w.MchID != "" {
+		c.Provider = providerWechatpay
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -120,14 +177,32 @@ func (c *Config) validate() error {
 	if err := (reservation.Policy{RefundNoPrefix: c.RefundNoPrefix}).Validate(); err != nil {
 		return fmt.Errorf("--refund-prefix: %w", err)
 	}
-	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--recheck-after": c.RecheckAfter,
-		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout} {
+	if _, err := c.policy(); err != nil {
+		return err
+	}
+	if c.MaxAttempts < 1 {
+		return errors.New("--retry-max-attempts must be at least 1")
+	}
+	if c.RefundSpacing < 0 {
+		return errors.New("--refund-spacing must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
+		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
+		"--retry-backoff": c.RetryBackoff, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
 	}
+	if c.SandboxTimeFactor <= 0 {
+		return errors.New("--sandbox-time-factor must be positive")
+	}
 	if c.SandboxDelay < 0 {
 		return errors.New("--sandbox-delay must not be negative")
+	}
+	switch c.Provider {
+	case providerSandbox, providerWechatpay, providerMemory:
+	default:
+		return errors.New("--provider must be sandbox, wechatpay or memory")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return errors.New("--log-format must be text or json")
@@ -137,6 +212,27 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	return nil
+}
+
+// policy turns the settings into the state machine's policy.
+func (c *Config) policy() (reservation.Policy, error) {
+	var schedule []time.Duration
+	for _, part := range strings.Split(c.ReconcileSchedule, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return reservation.Policy{}, fmt.Errorf("--reconcile-schedule: %q is not a positive duration", part)
+		}
+		schedule = append(schedule, d)
+	}
+	p := reservation.Policy{
+		RefundNoPrefix: c.RefundNoPrefix, RecheckAfter: c.ReconcileAfter, QueryBackoff: schedule,
+		StuckAfter: c.StuckAfter, MaxAttempts: c.MaxAttempts, RetryBackoff: c.RetryBackoff,
+		RetryBackoffMax: c.RetryBackoffMax, RefundSpacing: c.RefundSpacing, RefundWindow: c.RefundWindow,
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("policy: %w", err)
+	}
+	return p, nil
 }
 
 func (m *Main) logger() *slog.Logger {
@@ -164,37 +260,60 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.db = db
 
-	var engine *actors.Engine
-	provider := simprovider.New(simprovider.Options{
-		Delay: c.SandboxDelay,
-		// The sandbox tells us about completed refunds the way WeChat does:
-		// a notification routed by refund number to the reservation's actor.
-		Notify: func(no string, o reservation.Outcome) { m.notify(engine, no, o) },
-	})
-	engine, err = actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: provider, Logger: m.log,
-		Policy:      reservation.Policy{RefundNoPrefix: c.RefundNoPrefix, RecheckAfter: c.RecheckAfter},
-		IdleTimeout: c.IdleTimeout,
-	})
+	policy, err := c.policy()
 	if err != nil {
-		db.Close()
+		m.Close()
 		return err
 	}
-	m.engine = engine
-
-	schCtx, stopSch := context.WithCancel(context.Background())
-	m.stopSch = stopSch
-	m.bg.Add(1)
-	go func() { defer m.bg.Done(); engine.RunScheduler(schCtx, c.SchedulerInterval) }()
-
+	// Listen first: the provider needs our notification URL.
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		m.Close()
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
 	m.ln = ln
+	wired, err := m.wireProvider("http://" + ln.Addr().String())
+	if err != nil {
+		m.Close()
+		return err
+	}
+	m.provider = wired
+	engine, err := actors.New(actors.Config{
+		Store: eventstore.New(db), Provider: wired.provider, Logger: m.log,
+		Policy:      policy,
+		IdleTimeout: c.IdleTimeout,
+	})
+	if err != nil {
+		m.Close()
+		return err
+	}
+	m.engine = engine
+	if wired.setEngine != nil {
+		wired.setEngine(engine)
+	}
+
+	schCtx, stopSch := context.WithCancel(context.Background())
+	m.stopSch = stopSch
+	m.bg.Add(1)
+	go func() { defer m.bg.Done(); engine.RunScheduler(schCtx, c.SchedulerInterval) }()
+
+	opts := api.Options{Logger: m.log}
+	if wired.notify != nil {
+		q, err := quarantine.Open(filepath.Join(c.DataDir, "quarantine"), quarantine.Options{})
+		if err != nil {
+			m.Close()
+			return err
+		}
+		n := *wired.notify
+		n.Engine, n.Quarantine = engine, q
+		opts.Notify = &n
+	}
+	var handlerEngine api.Engine = engine
+	if wired.onRegister != nil {
+		handlerEngine = registerHook{Engine: engine, after: wired.onRegister}
+	}
 	m.server = &http.Server{
-		Handler:           api.New(engine, api.Options{Logger: m.log}),
+		Handler:           api.New(handlerEngine, opts),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
@@ -207,7 +326,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 	m.log.Info("refundd started", "listen", ln.Addr().String(), "journal", path,
-		"provider", "in-process sandbox", "refund_prefix", c.RefundNoPrefix)
+		"provider", wired.describe, "refund_prefix", c.RefundNoPrefix)
 	fmt.Fprintf(m.Stdout, "refundd listening on http://%s\n", ln.Addr())
 	return nil
 }
@@ -215,20 +334,18 @@ func (m *Main) Run(ctx context.Context) error {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-func (m *Main) notify(engine *actors.Engine, no string, o reservation.Outcome) {
-	if engine == nil {
-		return
+// registerHook runs a function after each registration that was journaled.
+type registerHook struct {
+	api.Engine
+	after func(reservation.Register)
+}
+
+func (h registerHook) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
+	st, events, err := h.Engine.Execute(ctx, id, by, cmd)
+	if reg, ok := cmd.(reservation.Register); ok && err == nil {
+		h.after(reg) // also for a replayed registration: the hook is idempotent
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	id, err := engine.LookupRefund(ctx, no)
-	if err == nil {
-		_, _, err = engine.Execute(ctx, id, actors.ProviderPrincipal,
-			reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceNotification, Outcome: o})
-	}
-	if err != nil {
-		m.log.Warn("sandbox notification not applied; the refund's due time will query", "refund_no", no, "err", err)
-	}
+	return st, events, err
 }
 
 // Close stops accepting requests, drains in-flight requests and provider
@@ -239,6 +356,8 @@ func (m *Main) Close() error {
 	var errs []error
 	if m.server != nil {
 		errs = append(errs, m.server.Shutdown(ctx))
+	} else if m.ln != nil {
+		m.ln.Close()
 	}
 	if m.stopSch != nil {
 		m.stopSch()
@@ -246,6 +365,9 @@ func (m *Main) Close() error {
 	m.bg.Wait()
 	if m.engine != nil {
 		errs = append(errs, m.engine.Close(ctx))
+	}
+	if m.provider != nil {
+		m.provider.close()
 	}
 	if m.db != nil {
 		errs = append(errs, m.db.Close())

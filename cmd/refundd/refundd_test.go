@@ -86,13 +86,13 @@ func TestMain_WalkThroughAndSecondInstanceFailsFast(t *testing.T) {
 }
 
 func TestParseFlags_EnvAndErrors(t *testing.T) {
-	env := map[string]string{"REFUNDD_LISTEN": "127.0.0.1:9999", "REFUNDD_REFUND_PREFIX": "staging", "REFUNDD_RECHECK_AFTER": "5s"}
+	env := map[string]string{"REFUNDD_LISTEN": "127.0.0.1:9999", "REFUNDD_REFUND_PREFIX": "staging", "REFUNDD_RECONCILE_AFTER": "5s"}
 	m := NewMain()
 	m.Stderr = io.Discard
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.Listen != "127.0.0.1:9999" || m.Config.RefundNoPrefix != "staging" || m.Config.RecheckAfter != 5*time.Second {
+	if m.Config.Listen != "127.0.0.1:9999" || m.Config.RefundNoPrefix != "staging" || m.Config.ReconcileAfter != 5*time.Second {
 		t.Fatalf("config from env: %+v", m.Config)
 	}
 	m = NewMain()
@@ -107,7 +107,7 @@ func TestParseFlags_EnvAndErrors(t *testing.T) {
 		{args: []string{"--refund-prefix", "bad-prefix"}},
 		{args: []string{"--refund-prefix", "waytoolongprefix123"}},
 		{args: []string{"--idle-timeout", "0s"}},
-		{env: map[string]string{"REFUNDD_RECHECK_AFTER": "soon"}},
+		{env: map[string]string{"REFUNDD_RECONCILE_AFTER": "soon"}},
 		{args: []string{"--log-format", "xml"}},
 		{args: []string{"stray"}},
 	} {
@@ -134,16 +134,17 @@ func buildBinary(t *testing.T) string {
 type proc struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *bytes.Buffer
+	logs *lockedWriter
 }
 
 func startProc(t *testing.T, bin, dir string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "200ms",
-		"--recheck-after", "500ms", "--scheduler-interval", "50ms", "--lock-timeout", "5s")
+		"--reconcile-after", "500ms", "--reconcile-schedule", "200ms", "--retry-backoff", "50ms", "--retry-backoff-max", "200ms",
+		"--refund-spacing", "100ms", "--sandbox-time-factor", "0.01", "--scheduler-interval", "50ms", "--lock-timeout", "5s")
 	stdout, _ := cmd.StdoutPipe()
-	logs := &bytes.Buffer{}
-	cmd.Stderr = &lockedWriter{w: logs}
+	logs := &lockedWriter{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,15 +167,22 @@ func startProc(t *testing.T, bin, dir string) *proc {
 	return nil
 }
 
+// lockedWriter collects a child process's log while the test reads it.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 type accepted struct {
@@ -283,7 +291,7 @@ func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("res-%d still has %v in flight after restart; logs:\n%s", i, inFlight, p2.logs)
+				t.Fatalf("res-%d still has %v in flight after restart: %v; logs:\n%s", i, inFlight, body, p2.logs)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
