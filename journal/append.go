@@ -156,6 +156,7 @@ func (db *DB) commitLoop() {
 	for {
 		first, ok := <-db.queue
 		if !ok {
+			db.committed.stop()
 			return
 		}
 		batch = append(batch[:0], first)
@@ -244,6 +245,7 @@ func (db *DB) commit(batch []*pending) {
 		}
 		break
 	}
+	db.committed.broadcast() // after the transaction: readers woken now see it
 	for _, p := range live {
 		close(p.done)
 	}

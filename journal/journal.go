@@ -105,6 +105,7 @@ type DB struct {
 
 	committerDone chan struct{}
 	commits       atomic.Uint64 // bbolt write transactions run by the committer, for tests
+	committed     signal        // broadcast after every commit, stopped at Close (kv.go)
 
 	// beforeCommit, when set (by tests, before the first Append), is called
 	// by the committer with the batch size just before each transaction.

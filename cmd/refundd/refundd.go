@@ -18,8 +18,10 @@ import (
 	"refundd/actors"
 	"refundd/api"
 	"refundd/internal/eventstore"
+	"refundd/internal/feed"
 	"refundd/internal/quarantine"
 	"refundd/internal/reservation"
+	"refundd/internal/webhook"
 	"refundd/journal"
 )
 
@@ -48,6 +50,7 @@ type Config struct {
 	LogLevel          string
 	Provider          string
 	Wechatpay         WechatpayConfig
+	WebhooksFile      string
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -57,14 +60,18 @@ type Main struct {
 	Stdout io.Writer
 	Stderr io.Writer
 
-	log      *slog.Logger
-	db       *journal.DB
-	engine   *actors.Engine
-	server   *http.Server
-	ln       net.Listener
-	stopSch  context.CancelFunc
-	provider *wiredProvider
-	bg       sync.WaitGroup
+	log       *slog.Logger
+	db        *journal.DB
+	engine    *actors.Engine
+	server    *http.Server
+	ln        net.Listener
+	stopSch   context.CancelFunc
+	provider  *wiredProvider
+	hooksStop context.CancelFunc
+	hooksDone chan struct{}
+	feedDone  chan struct{}
+	getenv    func(string) string
+	bg        sync.WaitGroup
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -85,6 +92,7 @@ func NewMain() *Main {
 
 // ParseFlags reads flags, falling back to REFUNDD_* variables from getenv.
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	m.getenv = getenv
 	fs := flag.NewFlagSet("refundd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	c := &m.Config
@@ -150,6 +158,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&w.NotifyURL, "wechatpay-notify-url", "REFUNDD_WECHATPAY_NOTIFY_URL", "public notify_url sent with refunds (no query string)")
 	w.apiV3Key = []byte(getenv("REFUNDD_WECHATPAY_APIV3_KEY"))
 	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
+	str(&c.WebhooksFile, "webhooks-file", "REFUNDD_WEBHOOKS_FILE",
+		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
 	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "text or json")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -298,6 +308,16 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer m.bg.Done(); engine.RunScheduler(schCtx, c.SchedulerInterval) }()
 
 	opts := api.Options{Logger: m.log}
+	hooks, err := m.startWebhooks(db)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	m.feedDone = make(chan struct{})
+	opts.Events = &api.EventsConfig{Feed: feed.New(db), Done: m.feedDone}
+	if hooks != nil {
+		opts.Events.Webhooks = hooks // only when set: a nil *Dispatcher in an interface is not nil
+	}
 	if wired.notify != nil {
 		q, err := quarantine.Open(filepath.Join(c.DataDir, "quarantine"), quarantine.Options{})
 		if err != nil {
@@ -318,6 +338,8 @@ func (m *Main) Run(ctx context.Context) error {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	feedDone := m.feedDone
+	m.server.RegisterOnShutdown(func() { close(feedDone) }) // long-polls answer at once
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
@@ -329,6 +351,40 @@ func (m *Main) Run(ctx context.Context) error {
 		"provider", wired.describe, "refund_prefix", c.RefundNoPrefix)
 	fmt.Fprintf(m.Stdout, "refundd listening on http://%s\n", ln.Addr())
 	return nil
+}
+
+// startWebhooks starts the webhook dispatcher when endpoints are configured.
+func (m *Main) startWebhooks(db *journal.DB) (*webhook.Dispatcher, error) {
+	c := m.Config
+	if c.WebhooksFile == "" {
+		return nil, nil
+	}
+	f, err := os.Open(c.WebhooksFile)
+	if err != nil {
+		return nil, fmt.Errorf("--webhooks-file: %w", err)
+	}
+	getenv := m.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	eps, err := webhook.ParseEndpoints(f, getenv, os.ReadFile)
+	f.Close()
+	var hooks *webhook.Dispatcher
+	if err == nil {
+		hooks, err = webhook.New(webhook.Config{DB: db, Endpoints: eps, Logger: m.log.With("component", "webhook")})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
+	}
+	hctx, stop := context.WithCancel(context.Background())
+	m.hooksStop, m.hooksDone = stop, make(chan struct{})
+	go func() {
+		defer close(m.hooksDone)
+		if err := hooks.Run(hctx); err != nil {
+			m.log.Error("webhook dispatcher stopped", "err", err)
+		}
+	}()
+	return hooks, nil
 }
 
 // Addr is the address the server listens on.
@@ -358,6 +414,12 @@ func (m *Main) Close() error {
 		errs = append(errs, m.server.Shutdown(ctx))
 	} else if m.ln != nil {
 		m.ln.Close()
+	}
+	if m.hooksStop != nil {
+		// It aborts in-flight deliveries and saves its cursor: before the
+		// journal closes.
+		m.hooksStop()
+		<-m.hooksDone
 	}
 	if m.stopSch != nil {
 		m.stopSch()

@@ -137,11 +137,13 @@ type proc struct {
 	logs *lockedWriter
 }
 
-func startProc(t *testing.T, bin, dir string) *proc {
+func startProc(t *testing.T, bin, dir string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "200ms",
+	args := append([]string{"--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "200ms",
 		"--reconcile-after", "500ms", "--reconcile-schedule", "200ms", "--retry-backoff", "50ms", "--retry-backoff-max", "200ms",
-		"--refund-spacing", "100ms", "--sandbox-time-factor", "0.01", "--scheduler-interval", "50ms", "--lock-timeout", "5s")
+		"--refund-spacing", "100ms", "--sandbox-time-factor", "0.01", "--scheduler-interval", "50ms", "--lock-timeout", "5s"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "TEST_WEBHOOK_SECRET=whsec-test-0123456789abcdef")
 	stdout, _ := cmd.StdoutPipe()
 	logs := &lockedWriter{}
 	cmd.Stderr = logs
@@ -157,10 +159,14 @@ func startProc(t *testing.T, bin, dir string) *proc {
 				addr <- a
 			}
 		}
+		close(addr) // stdout closed: the process exited
 	}()
 	select {
-	case a := <-addr:
-		return &proc{cmd: cmd, addr: a, logs: logs}
+	case a, ok := <-addr:
+		if ok {
+			return &proc{cmd: cmd, addr: a, logs: logs}
+		}
+		t.Fatalf("refundd exited before listening; logs:\n%s", logs)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("refundd did not start; logs:\n%s", logs)
 	}

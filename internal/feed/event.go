@@ -1,0 +1,193 @@
+package feed
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"refundd/internal/reservation"
+)
+
+// SchemaVersion is the version of Event's JSON shape. Within a version
+// fields are only ever added; a consumer must ignore fields it does not
+// know.
+const SchemaVersion = 1
+
+// Event types, stable forever: consumers switch on them.
+const (
+	TypeRefundRequested     = "refund.requested"     // an amount was claimed under a new refund number
+	TypeRefundSucceeded     = "refund.succeeded"     // the money went back to the payer (or an operator settled an abnormal refund)
+	TypeRefundFailed        = "refund.failed"        // closed by WeChat, or abandoned by an operator; the amount is released
+	TypeRefundAbnormal      = "refund.abnormal"      // WeChat could not deliver the money; an operator must act
+	TypeRefundStuck         = "refund.stuck"         // unresolved past the policy's limit; an operator should look
+	TypeReservationCanceled = "reservation.canceled" // refunds that succeeded add up to the paid amount
+)
+
+// Types returns every event type, in a fixed order.
+func Types() []string {
+	return []string{TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
+		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled}
+}
+
+// KnownType reports whether typ is one of Types().
+func KnownType(typ string) bool {
+	switch typ {
+	case TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
+		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled:
+		return true
+	}
+	return false
+}
+
+// Event is one domain event for consumers. Amounts are int64 fen.
+type Event struct {
+	// ID is stable forever: "evt_" and the record's global sequence as 20
+	// digits, so ids sort in feed order. Consumers de-duplicate on it.
+	ID            string `json:"id"`
+	Type          string `json:"type"`
+	SchemaVersion int    `json:"schema_version"`
+	// Global is the journal's global sequence of the record behind the
+	// event: the feed cursor just after this event.
+	Global        uint64 `json:"global"`
+	ReservationID string `json:"reservation_id"`
+	UserID        string `json:"user_id"`
+	OutTradeNo    string `json:"out_trade_no"`
+	// RefundNo is the refund's out_refund_no; empty for reservation.canceled.
+	RefundNo string `json:"refund_no,omitempty"`
+	// Amount is the refund's amount; 0 for reservation.canceled.
+	Amount int64 `json:"amount"`
+	// Refunded is the reservation's total of succeeded refunds after this
+	// event; Paid is what was paid for it.
+	Refunded int64  `json:"refunded"`
+	Paid     int64  `json:"paid"`
+	Currency string `json:"currency"`
+	// State is the refund's state after the event; empty for
+	// reservation.canceled.
+	State string `json:"state,omitempty"`
+	// At is when refundd decided what the event reports.
+	At   time.Time `json:"at"`
+	Data Data      `json:"data"`
+}
+
+// Data holds the details that only some event types carry.
+type Data struct {
+	// Reason: the requester's reason (refund.requested) or the operator's
+	// (refund.failed by abandonment).
+	Reason string `json:"reason,omitempty"`
+	// Code and Message: the provider's business code and text, or
+	// "ABANDONED" when an operator gave up on the refund.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	// ProviderRefundID is WeChat's refund_id, once known.
+	ProviderRefundID string `json:"provider_refund_id,omitempty"`
+	// SuccessTime is when WeChat says the money went back (refund.succeeded).
+	SuccessTime time.Time `json:"success_time,omitzero"`
+	// Source is where the outcome came from: response, notification, query,
+	// or operator.
+	Source string `json:"source,omitempty"`
+}
+
+// ID returns the event id of the record with this global sequence.
+func ID(global uint64) string { return fmt.Sprintf("evt_%020d", global) }
+
+// ParseID returns the global sequence in an event id.
+func ParseID(id string) (uint64, error) {
+	digits, ok := strings.CutPrefix(id, "evt_")
+	if !ok || len(digits) != 20 {
+		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+	}
+	g, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || g == 0 {
+		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
+	}
+	return g, nil
+}
+
+// candidate reports whether e can produce a consumer event, looking only at
+// e itself, so records that cannot are skipped without loading their
+// reservation.
+func candidate(e reservation.Event) bool {
+	switch d := e.Data.(type) {
+	case reservation.RefundRequested, reservation.Abandoned, reservation.Resolved, reservation.FlaggedStuck,
+		reservation.Canceled:
+		return true
+	case reservation.ProviderResult:
+		return d.From != d.To && (d.To == reservation.Succeeded || d.To == reservation.Failed || d.To == reservation.Abnormal)
+	}
+	return false
+}
+
+// derive builds the consumer event of e, the record with global sequence
+// global, from st: the reservation's state with e already applied. It is
+// pure. ok is false when e produces no event.
+func derive(global uint64, e reservation.Event, st *reservation.State) (ev Event, ok bool, err error) {
+	if !candidate(e) {
+		return Event{}, false, nil
+	}
+	ev = Event{
+		ID: ID(global), SchemaVersion: SchemaVersion, Global: global,
+		ReservationID: st.ID, UserID: st.UserID, OutTradeNo: st.OutTradeNo,
+		Refunded: st.Refunded(), Paid: st.Amount, Currency: st.Currency,
+		At: e.At.UTC(),
+	}
+	refund := func(no string) (*reservation.Refund, error) {
+		r := st.Refund(no)
+		if r == nil {
+			return nil, fmt.Errorf("%w: record %d (%s) names refund %q, which reservation %q never requested",
+				ErrInconsistent, global, e.Data.EventType(), no, st.ID)
+		}
+		ev.RefundNo, ev.Amount, ev.State = r.No, r.Amount, string(r.State)
+		if r.ProviderID != "" {
+			ev.Data.ProviderRefundID = r.ProviderID
+		}
+		return r, nil
+	}
+	switch d := e.Data.(type) {
+	case reservation.RefundRequested:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.Reason = TypeRefundRequested, d.Reason
+	case reservation.ProviderResult:
+		r, err := refund(d.RefundNo)
+		if err != nil {
+			return Event{}, false, err
+		}
+		switch d.To {
+		case reservation.Succeeded:
+			ev.Type, ev.Data.SuccessTime = TypeRefundSucceeded, r.SucceededAt.UTC()
+		case reservation.Failed:
+			ev.Type = TypeRefundFailed
+		default:
+			ev.Type = TypeRefundAbnormal
+		}
+		ev.Data.Code, ev.Data.Message, ev.Data.Source = d.Code, d.Message, string(d.Source)
+	case reservation.Abandoned:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.Reason, ev.Data.Code, ev.Data.Source = TypeRefundFailed, d.Reason, "ABANDONED", "operator"
+	case reservation.Resolved:
+		// An operator settled an ABNORMAL refund outside refundd: for
+		// consumers the money went back.
+		r, err := refund(d.RefundNo)
+		if err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.SuccessTime, ev.Data.Reason = TypeRefundSucceeded, r.SucceededAt.UTC(), d.Reason
+		ev.Data.Code, ev.Data.Source = "RESOLVED_BY_OPERATOR", "operator"
+	case reservation.FlaggedStuck:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type = TypeRefundStuck
+	case reservation.Canceled:
+		ev.Type = TypeReservationCanceled
+	}
+	if st.ID == "" {
+		return Event{}, false, fmt.Errorf("%w: record %d (%s) belongs to a reservation that was never registered",
+			ErrInconsistent, global, e.Data.EventType())
+	}
+	return ev, true, nil
+}

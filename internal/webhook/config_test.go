@@ -1,0 +1,47 @@
+package webhook_test
+
+import (
+	"errors"
+	"testing"
+
+	"refundd/internal/webhook"
+	"refundd/journal/journaltest"
+)
+
+func TestNew_Invalid(t *testing.T) {
+	db := journaltest.Open(t)
+	secret := []byte("0123456789abcdef")
+	ok := webhook.Endpoint{Name: "ledger", URL: "https://example.com/hook", Secret: secret}
+	with := func(f func(*webhook.Endpoint)) webhook.Config {
+		e := ok
+		f(&e)
+		return webhook.Config{DB: db, Endpoints: []webhook.Endpoint{e}}
+	}
+	tests := []struct {
+		name string
+		cfg  webhook.Config
+	}{
+		{"no db", webhook.Config{Endpoints: []webhook.Endpoint{ok}}},
+		{"empty name", with(func(e *webhook.Endpoint) { e.Name = "" })},
+		{"name with slash", with(func(e *webhook.Endpoint) { e.Name = "a/b" })},
+		{"long name", with(func(e *webhook.Endpoint) { e.Name = string(make([]byte, 65)) })},
+		{"relative URL", with(func(e *webhook.Endpoint) { e.URL = "/hook" })},
+		{"ftp URL", with(func(e *webhook.Endpoint) { e.URL = "ftp://example.com/hook" })},
+		{"no host", with(func(e *webhook.Endpoint) { e.URL = "https:///hook" })},
+		{"short secret", with(func(e *webhook.Endpoint) { e.Secret = secret[:15] })},
+		{"unknown type", with(func(e *webhook.Endpoint) { e.Types = []string{"refund.submitted"} })},
+		{"duplicate name", webhook.Config{DB: db, Endpoints: []webhook.Endpoint{ok, ok}}},
+		{"negative attempts", webhook.Config{DB: db, MaxAttempts: -1}},
+		{"base above max", webhook.Config{DB: db, BackoffBase: 2e9, BackoffMax: 1e9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := webhook.New(tt.cfg); !errors.Is(err, webhook.ErrConfig) {
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
+		})
+	}
+	if _, err := webhook.New(webhook.Config{DB: db, Endpoints: []webhook.Endpoint{ok}}); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+}
