@@ -287,6 +287,11 @@ func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.St
 	return st, err
 }
 
+// Attention lists refunds needing attention of one kind; see Store.
+func (e *Engine) Attention(ctx context.Context, kind, after string, limit int) ([]RefundRef, error) {
+	return e.cfg.Store.Attention(ctx, kind, after, limit)
+}
+
 // LookupRefund returns the reservation that owns a refund number.
 func (e *Engine) LookupRefund(ctx context.Context, refundNo string) (string, error) {
 	return e.cfg.Store.LookupRefund(ctx, refundNo)

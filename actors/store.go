@@ -27,6 +27,16 @@ type Store interface {
 	DueBefore(ctx context.Context, t time.Time, limit int) ([]Timer, error)
 	// DeleteDue removes handled timers; removing a missing one is no error.
 	DeleteDue(ctx context.Context, timers []Timer) error
+	// Attention lists refunds needing attention of one kind (a state in
+	// reservation.AttentionKinds), kept atomically with the events, in
+	// (reservation, refund) order after the cursor "RESERVATION/REFUND_NO".
+	Attention(ctx context.Context, kind, after string, limit int) ([]RefundRef, error)
+}
+
+// RefundRef names one refund.
+type RefundRef struct {
+	ReservationID string
+	RefundNo      string
 }
 
 // Timer is one entry of the journaled due-time index.

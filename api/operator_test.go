@@ -1,7 +1,13 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"refundd/api"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"refundd/internal/reservation"
@@ -39,4 +45,76 @@ func TestOperator_ResolveAbnormalAndReconcile(t *testing.T) {
 		t.Fatalf("reservation after resolving the whole amount: %+v", res)
 	}
 	wantError(t, e.do(t, http.MethodPost, base+"/resolve", `{"reason":"again"}`), http.StatusConflict, "invalid_state", "")
+}
+
+func TestOperator_AttentionListFollowsState(t *testing.T) {
+	reject := func(op, _ string, _ int) (simprovider.Injected, bool) {
+		if op == "submit" {
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH"}}, true
+		}
+		return simprovider.Injected{}, false
+	}
+	e := newEnv(t, envOptions{fault: reject})
+	for _, id := range []string{"a1", "a2"} {
+		e.register(t, id, 1000)
+		rf := decodeRefund(t, e.refund(t, id, "k", `{"user_id":"u-`+id+`"}`), http.StatusAccepted)
+		waitFor(t, "REJECTED", func() bool { return e.refundState(t, id, rf.RefundNo) == "REJECTED" })
+	}
+	list := func(q string) []string {
+		r := e.do(t, http.MethodGet, "/v1/refunds?"+q, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET /v1/refunds?%s: %d %s", q, r.status, r.body)
+		}
+		var out struct {
+			Refunds []refundJSON `json:"refunds"`
+			Next    string       `json:"next"`
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil {
+			t.Fatal(err)
+		}
+		var nos []string
+		for _, rf := range out.Refunds {
+			nos = append(nos, rf.RefundNo+"@"+rf.State)
+		}
+		return append(nos, "next="+out.Next)
+	}
+	if got := strings.Join(list("state=REJECTED"), " "); got != "T-a1-1@REJECTED T-a2-1@REJECTED next=" {
+		t.Fatalf("REJECTED list: %s", got)
+	}
+	if got := strings.Join(list("state=REJECTED&limit=1"), " "); got != "T-a1-1@REJECTED next=a1/T-a1-1" {
+		t.Fatalf("first page: %s", got)
+	}
+	if got := strings.Join(list("state=REJECTED&limit=1&after=a1/T-a1-1"), " "); got != "T-a2-1@REJECTED next=a2/T-a2-1" {
+		t.Fatalf("second page: %s", got)
+	}
+	decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/a1/refunds/T-a1-1/abandon", `{"reason":"customer paid in cash"}`), http.StatusOK)
+	if got := strings.Join(list("state=REJECTED"), " "); got != "T-a2-1@REJECTED next=" {
+		t.Fatalf("after abandoning a1: %s", got)
+	}
+	wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=FAILED", ""), http.StatusBadRequest, "invalid_argument", "state")
+	wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=stuck&limit=0", ""), http.StatusBadRequest, "invalid_argument", "limit")
+}
+
+func TestReadyz_FollowsTheProbe(t *testing.T) {
+	var broken atomic.Bool
+	e := newEnv(t, envOptions{api: api.Options{Ready: func(context.Context) error {
+		if broken.Load() {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}}})
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.status != http.StatusOK {
+		t.Fatalf("ready: %d %s", r.status, r.body)
+	}
+	broken.Store(true)
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("journal broken: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, http.MethodGet, "/healthz", ""); r.status != http.StatusOK {
+		t.Fatalf("healthz must stay up: %d", r.status)
+	}
+	broken.Store(false)
+	if r := e.do(t, http.MethodGet, "/readyz", ""); r.status != http.StatusOK {
+		t.Fatalf("recovered: %d %s", r.status, r.body)
+	}
 }

@@ -31,6 +31,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, enables the WeChat Pay notification endpoints.
 	Notify *NotifyConfig
+	// Ready reports whether the service can take work (the journal is
+	// writable, a provider is configured); nil means always ready.
+	Ready func(ctx context.Context) error
 	// Events, if set, enables the event feed and webhook routes (events.go).
 	Events *EventsConfig
 }
@@ -63,6 +66,7 @@ func New(engine Engine, opts Options) *Server {
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}", s.getReservation).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds", s.requestRefund).Methods(http.MethodPost)
@@ -71,6 +75,7 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reconcile", s.reconcileRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resolve", s.resolveRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/refunds", s.listAttention).Methods(http.MethodGet)
 	if opts.Notify != nil {
 		nc := *opts.Notify
 		if nc.Deadline <= 0 {
@@ -119,6 +124,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 503 while the service cannot take work, for example while
+// the journal cannot be written (disk full): load balancers then send
+// requests elsewhere, and the answer turns 200 once a write succeeds again.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.opts.Ready(ctx); err != nil {
+			s.log.Warn("not ready", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "journal not writable"})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) ctx(r *http.Request) (context.Context, context.CancelFunc) {

@@ -35,6 +35,7 @@ type refundView struct {
 	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
 	Attempts         int        `json:"attempts"`
 	Stuck            bool       `json:"stuck,omitempty"`
+	DueAt            *time.Time `json:"next_check_at,omitempty"`
 	Conflicts        int        `json:"conflicts,omitempty"`
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
@@ -58,7 +59,7 @@ func viewRefund(reservationID string, r *reservation.Refund) refundView {
 	return refundView{
 		RefundNo: r.No, ReservationID: reservationID, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck,
-		Conflicts: r.Conflicts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
+		Conflicts: r.Conflicts, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}
 }
 

@@ -127,6 +127,11 @@ func validate(req *AppendRequest) error {
 			return fmt.Errorf("claim %d: %w", i, err)
 		}
 	}
+	for i, m := range req.Marks {
+		if len(m.Key) == 0 || len(m.Key) > maxKeyLen {
+			return fmt.Errorf("%w: mark %d: key must be 1..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(m.Key))
+		}
+	}
 	if len(req.Dues) > 0 {
 		req.Dues = append([]Due(nil), req.Dues...)
 	}
@@ -280,7 +285,7 @@ func writeBatch(tx *bolt.Tx, live []*pending) error {
 }
 
 type buckets struct {
-	log, heads, streams, claims, due *bolt.Bucket
+	log, heads, streams, claims, due, marks *bolt.Bucket
 }
 
 func txBuckets(tx *bolt.Tx) buckets {
@@ -290,6 +295,7 @@ func txBuckets(tx *bolt.Tx) buckets {
 		streams: tx.Bucket(bucketStreams),
 		claims:  tx.Bucket(bucketClaims),
 		due:     tx.Bucket(bucketDue),
+		marks:   tx.Bucket(bucketMarks),
 	}
 }
 
@@ -345,6 +351,16 @@ func writeOne(b buckets, req *AppendRequest) (last uint64, verr, err error) {
 	for _, d := range req.Dues {
 		n, _ := dueNanos(d.At) // checked by validate
 		if err := b.due.Put(dueKey(n, d.Stream, d.Key), []byte{}); err != nil {
+			return 0, nil, err
+		}
+	}
+	for _, m := range req.Marks { // in order: a later mark of the same key wins
+		if m.Clear {
+			err = b.marks.Delete([]byte(m.Key))
+		} else {
+			err = b.marks.Put([]byte(m.Key), []byte{})
+		}
+		if err != nil {
 			return 0, nil, err
 		}
 	}

@@ -88,6 +88,7 @@ type AppendRequest struct {
 	Events   []Event // at least one; stored with Seq Expected+1, Expected+2, ...
 	Claims   []Claim // claimed atomically with the events; same-stream re-claim is a no-op
 	Dues     []Due   // put into the due index atomically with the events; empty Due.Stream means Stream
+	Marks    []Mark  // set or cleared in the marks index atomically with the events
 }
 
 // DB is an open journal file. It is safe for concurrent use.
@@ -202,7 +203,7 @@ func initBuckets(bdb *bolt.DB) error {
 				return err
 			}
 		}
-		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue} {
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

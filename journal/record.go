@@ -34,6 +34,7 @@ var (
 	bucketStreams = []byte("streams")
 	bucketClaims  = []byte("claims")
 	bucketDue     = []byte("due")
+	bucketMarks   = []byte("marks")
 
 	metaFormatKey = []byte("format")
 )

@@ -307,7 +307,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.bg.Add(1)
 	go func() { defer m.bg.Done(); engine.RunScheduler(schCtx, c.SchedulerInterval) }()
 
-	opts := api.Options{Logger: m.log}
+	opts := api.Options{Logger: m.log, Ready: func(ctx context.Context) error {
+		// A tiny fsynced write proves the journal's disk takes writes.
+		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	}}
 	hooks, err := m.startWebhooks(db)
 	if err != nil {
 		m.Close()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"refundd/actors"
@@ -67,6 +68,14 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 		if no, at, ok := reservation.DueOf(e.Data); ok {
 			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})
 		}
+		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
+			for _, k := range remove {
+				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no), Clear: true})
+			}
+			for _, k := range add {
+				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no)})
+			}
+		}
 	}
 	_, err := s.db.Append(ctx, req)
 	var taken *journal.KeyTakenError
@@ -79,6 +88,35 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 		return fmt.Errorf("%w: %v", actors.ErrVersionConflict, err)
 	}
 	return err
+}
+
+// attentionKey is the marks-index key of a refund needing attention:
+// "attention/KIND/RESERVATION/REFUND_NO" (neither id contains '/').
+func attentionKey(kind, id, no string) string {
+	return "attention/" + kind + "/" + id + "/" + no
+}
+
+// Attention implements actors.Store.
+func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+	prefix := "attention/" + kind + "/"
+	var from string
+	if after != "" {
+		from = prefix + after
+	}
+	keys, err := s.db.Marks(ctx, prefix, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]actors.RefundRef, 0, len(keys))
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, prefix)
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return nil, fmt.Errorf("eventstore: malformed attention key %q", k)
+		}
+		refs = append(refs, actors.RefundRef{ReservationID: rest[:i], RefundNo: rest[i+1:]})
+	}
+	return refs, nil
 }
 
 // LookupRefund implements actors.Store.

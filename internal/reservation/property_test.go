@@ -145,6 +145,7 @@ type sim struct {
 	replayed, decoded *State
 	m                 model
 	terminal          map[string]RefundState
+	attention         map[string]bool   // kept from AttentionOf alone: "KIND/refund_no"
 	bodies            map[string]string // the first bytes journaled for each refund
 	dues              []time.Time       // every due time ever seen, for stale timers
 	lastCmd           Command
@@ -602,6 +603,25 @@ func (h *sim) exec(cmd Command, by string) {
 				}
 			}
 		}
+		// The attention index kept from AttentionOf alone must equal what
+		// the state says.
+		if no, add, remove := AttentionOf(e.Data); no != "" {
+			for _, k := range remove {
+				delete(h.attention, k+"/"+no)
+			}
+			for _, k := range add {
+				h.attention[k+"/"+no] = true
+			}
+		}
+		fromState := map[string]bool{}
+		for _, r := range h.s.Refunds {
+			for _, k := range r.Attention() {
+				fromState[k+"/"+r.No] = true
+			}
+		}
+		if !reflect.DeepEqual(fromState, h.attention) {
+			t.Fatalf("after %s the attention index is %v, the state says %v", e.Data.EventType(), h.attention, fromState)
+		}
 		Apply(h.replayed, e)
 		Apply(h.decoded, back)
 		h.journal = append(h.journal, e)
@@ -971,7 +991,7 @@ func TestDecide_Properties(t *testing.T) {
 		h := &sim{
 			t: t, policy: policy, now: t0, s: &State{}, replayed: &State{}, decoded: &State{},
 			m:        model{byKey: map[string]int{}},
-			terminal: map[string]RefundState{},
+			terminal: map[string]RefundState{}, attention: map[string]bool{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
 				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY",

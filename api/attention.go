@@ -1,0 +1,73 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+)
+
+// attentionLister is the engine's index of refunds needing attention.
+type attentionLister interface {
+	Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
+}
+
+// listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck:
+// the refunds an operator should look at, from an index kept with the
+// journal (no scan), each with its current state.
+func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
+	lister, ok := s.engine.(attentionLister)
+	if !ok {
+		s.writeError(w, r, &apiError{code: codeRouteNotFound, msg: "no attention index"})
+		return
+	}
+	q := r.URL.Query()
+	kind := q.Get("state")
+	if !slices.Contains(reservation.AttentionKinds, kind) {
+		s.writeError(w, r, badRequest("state", "must be one of UNKNOWN, REJECTED, ABNORMAL, stuck"))
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, badRequest("limit", "must be 1..1000"))
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if len(after) > 200 {
+		s.writeError(w, r, badRequest("after", "too long"))
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	refs, err := lister.Attention(ctx, kind, after, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Refunds []refundView `json:"refunds"`
+		Next    string       `json:"next,omitempty"`
+	}{Refunds: []refundView{}}
+	for _, ref := range refs {
+		st, err := s.engine.Get(ctx, ref.ReservationID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if rf := st.Refund(ref.RefundNo); rf != nil {
+			out.Refunds = append(out.Refunds, viewRefund(ref.ReservationID, rf))
+		}
+	}
+	if len(refs) == limit {
+		last := refs[len(refs)-1]
+		out.Next = last.ReservationID + "/" + last.RefundNo
+	}
+	writeJSON(w, http.StatusOK, out)
+}

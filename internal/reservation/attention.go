@@ -1,0 +1,55 @@
+package reservation
+
+// Attention kinds: refunds an operator should look at. A refund is listed
+// under its state while UNKNOWN, REJECTED or ABNORMAL, and under
+// AttentionStuck while flagged stuck and not final.
+const AttentionStuck = "stuck"
+
+// AttentionKinds lists every attention kind.
+var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal), AttentionStuck}
+
+func needsAttention(s RefundState) bool { return s == Unknown || s == Rejected || s == Abnormal }
+
+// AttentionOf says how an event changes the attention index: the kinds it
+// adds the refund to and removes it from. Adapters keep the index with it
+// atomically; the property test checks it agrees with the state.
+func AttentionOf(d EventData) (refundNo string, add, remove []string) {
+	switch d := d.(type) {
+	case ProviderResult:
+		if d.From == d.To {
+			return d.RefundNo, nil, nil
+		}
+		if needsAttention(d.From) {
+			remove = append(remove, string(d.From))
+		}
+		if needsAttention(d.To) {
+			add = append(add, string(d.To))
+		}
+		if d.To.Terminal() {
+			remove = append(remove, AttentionStuck)
+		}
+		return d.RefundNo, add, remove
+	case SubmissionStarted:
+		// A resubmission leaves REJECTED or UNKNOWN for PROCESSING.
+		return d.RefundNo, nil, []string{string(Unknown), string(Rejected)}
+	case Abandoned:
+		return d.RefundNo, nil, []string{string(Rejected), AttentionStuck}
+	case Resolved:
+		return d.RefundNo, nil, []string{string(Abnormal), AttentionStuck}
+	case FlaggedStuck:
+		return d.RefundNo, []string{AttentionStuck}, nil
+	}
+	return "", nil, nil
+}
+
+// Attention returns the attention kinds a refund belongs to now.
+func (r *Refund) Attention() []string {
+	var kinds []string
+	if needsAttention(r.State) {
+		kinds = append(kinds, string(r.State))
+	}
+	if r.Stuck && !r.State.Terminal() {
+		kinds = append(kinds, AttentionStuck)
+	}
+	return kinds
+}
