@@ -38,6 +38,8 @@ var statusOf = map[string]int{
 	codeTooLarge:                                   http.StatusRequestEntityTooLarge,
 	codeMethod:                                     http.StatusMethodNotAllowed,
 	codeRouteNotFound:                              http.StatusNotFound,
+	codeUnauthenticated:                            http.StatusUnauthorized,
+	codeForbidden:                                  http.StatusForbidden,
 }
 
 type errorBody struct {

@@ -40,7 +40,7 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, events, err := s.engine.Execute(ctx, id, s.opts.Principal,
+	st, events, err := s.engine.Execute(ctx, id, s.principal(r),
 		reservation.RequestRefund{UserID: req.UserID, IdempotencyKey: key, Amount: req.Amount, Reason: req.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -157,7 +157,7 @@ func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build fu
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, _, err := s.engine.Execute(ctx, vars["id"], s.opts.Principal, build(vars["refund_no"], req.Reason))
+	st, _, err := s.engine.Execute(ctx, vars["id"], s.principal(r), build(vars["refund_no"], req.Reason))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -53,7 +53,7 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, events, err := s.engine.Execute(ctx, req.ID, s.opts.Principal, cmd)
+	st, events, err := s.engine.Execute(ctx, req.ID, s.principal(r), cmd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

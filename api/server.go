@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"refundd/internal/auth"
 	"refundd/internal/reservation"
 )
 
@@ -31,6 +32,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, enables the WeChat Pay notification endpoints.
 	Notify *NotifyConfig
+	// Auth, if set, requires a bearer token on every route but health and
+	// WeChat Pay's notifications, and checks the route's permission (the
+	// table in auth.go). Nil means no authentication (tests of other things).
+	Auth *auth.Tokens
+	// RoutePerms adds permissions for routes registered outside this
+	// package; PublicRoutes marks such routes as open. Keys are
+	// "METHOD /path/{template}".
+	RoutePerms   map[string]auth.Permission
+	PublicRoutes map[string]bool
 	// Ready reports whether the service can take work (the journal is
 	// writable, a provider is configured); nil means always ready.
 	Ready func(ctx context.Context) error
@@ -65,6 +75,7 @@ func New(engine Engine, opts Options) *Server {
 	// a redirect to another reservation.
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
+	r.Use(s.authorize)
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)

@@ -20,7 +20,7 @@ func startFast(t *testing.T, extra ...string) (*Main, client) {
 		"--sandbox-delay", "50ms", "--sandbox-time-factor", "0.002", "--refund-spacing", "0",
 		"--reconcile-after", "300ms", "--reconcile-schedule", "200ms", "--retry-backoff", "30ms",
 		"--retry-backoff-max", "100ms", "--scheduler-interval", "20ms"}, extra...)
-	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
+	if err := m.ParseFlags(args, testEnv); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {

@@ -51,6 +51,8 @@ type Config struct {
 	Provider          string
 	Wechatpay         WechatpayConfig
 	WebhooksFile      string
+	TokensFile        string
+	TLSCert, TLSKey   string
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -160,6 +162,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
 	str(&c.WebhooksFile, "webhooks-file", "REFUNDD_WEBHOOKS_FILE",
 		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
+	str(&c.TokensFile, "tokens-file", "REFUNDD_TOKENS_FILE",
+		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
+	str(&c.TLSCert, "tls-cert", "REFUNDD_TLS_CERT", "serve HTTPS with this certificate PEM (with --tls-key)")
+	str(&c.TLSKey, "tls-key", "REFUNDD_TLS_KEY", "private key PEM for --tls-cert")
 	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "text or json")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -208,6 +214,9 @@ func (c *Config) validate() error {
 	}
 	if c.SandboxDelay < 0 {
 		return errors.New("--sandbox-delay must not be negative")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	switch c.Provider {
 	case providerSandbox, providerWechatpay, providerMemory:
@@ -311,6 +320,12 @@ func (m *Main) Run(ctx context.Context) error {
 		// A tiny fsynced write proves the journal's disk takes writes.
 		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	}}
+	tokens, err := m.loadTokens()
+	if err != nil {
+		m.Close()
+		return err
+	}
+	opts.Auth = tokens
 	hooks, err := m.startWebhooks(db)
 	if err != nil {
 		m.Close()
@@ -346,13 +361,21 @@ func (m *Main) Run(ctx context.Context) error {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return m.server.Serve(ln) }
+		if c.TLSCert != "" {
+			serve = func() error { return m.server.ServeTLS(ln, c.TLSCert, c.TLSKey) }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("http server stopped", "err", err)
 		}
 	}()
 	m.log.Info("refundd started", "listen", ln.Addr().String(), "journal", path,
 		"provider", wired.describe, "refund_prefix", c.RefundNoPrefix)
-	fmt.Fprintf(m.Stdout, "refundd listening on http://%s\n", ln.Addr())
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s\n", scheme, ln.Addr())
 	return nil
 }
 

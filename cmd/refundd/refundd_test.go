@@ -20,10 +20,27 @@ import (
 	"refundd/journal"
 )
 
-// client is a tiny JSON client for the tests.
+// Tokens every test process accepts (REFUNDD_TOKENS).
+const (
+	testServiceToken  = "test-service-token-0123456789"
+	testOperatorToken = "test-operator-token-0123456789"
+	testTokens        = "service:" + testServiceToken + ",operator:" + testOperatorToken
+)
+
+// testEnv is the environment of in-process test instances.
+func testEnv(k string) string {
+	if k == "REFUNDD_TOKENS" {
+		return testTokens
+	}
+	return ""
+}
+
+// client is a tiny JSON client for the tests; it authenticates as the
+// service unless token is set.
 type client struct {
-	t    testing.TB
-	base string
+	t     testing.TB
+	base  string
+	token string
 }
 
 func (c client) do(method, path, key string, body any) (int, map[string]any) {
@@ -35,6 +52,11 @@ func (c client) do(method, path, key string, body any) (int, map[string]any) {
 	}
 	req, _ := http.NewRequest(method, c.base+path, rd)
 	req.Header.Set("Content-Type", "application/json")
+	tok := c.token
+	if tok == "" {
+		tok = testServiceToken
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -52,7 +74,7 @@ func TestMain_WalkThroughAndSecondInstanceFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, io.Discard
-	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "0"}, func(string) string { return "" }); err != nil {
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--sandbox-delay", "0"}, testEnv); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {
@@ -71,7 +93,7 @@ func TestMain_WalkThroughAndSecondInstanceFailsFast(t *testing.T) {
 
 	second := NewMain()
 	second.Stdout, second.Stderr = io.Discard, io.Discard
-	_ = second.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--lock-timeout", "200ms"}, func(string) string { return "" })
+	_ = second.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--lock-timeout", "200ms"}, testEnv)
 	start := time.Now()
 	err := second.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "in use by another refundd process") {
@@ -143,7 +165,7 @@ func startProc(t *testing.T, bin, dir string, extra ...string) *proc {
 		"--reconcile-after", "500ms", "--reconcile-schedule", "200ms", "--retry-backoff", "50ms", "--retry-backoff-max", "200ms",
 		"--refund-spacing", "100ms", "--sandbox-time-factor", "0.01", "--scheduler-interval", "50ms", "--lock-timeout", "5s"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "TEST_WEBHOOK_SECRET=whsec-test-0123456789abcdef")
+	cmd.Env = append(os.Environ(), "TEST_WEBHOOK_SECRET=whsec-test-0123456789abcdef", "REFUNDD_TOKENS="+testTokens)
 	stdout, _ := cmd.StdoutPipe()
 	logs := &lockedWriter{}
 	cmd.Stderr = logs
@@ -315,5 +337,36 @@ func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
 	defer db.Close()
 	if err := db.Verify(context.Background()); err != nil {
 		t.Fatalf("journal after crash and restart: %v", err)
+	}
+}
+
+func TestMain_LocalTokensWhenNoneConfigured(t *testing.T) {
+	dir := t.TempDir()
+	m := NewMain()
+	var out strings.Builder
+	m.Stdout, m.Stderr = &out, io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--provider", "memory"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	path := filepath.Join(dir, "tokens", "service.token")
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("service token file: %v %v", info, err)
+	}
+	tok, _ := os.ReadFile(path)
+	if !strings.Contains(out.String(), path) || strings.Contains(out.String(), string(tok)) {
+		t.Fatalf("startup output must name the file and never the token:\n%s", out.String())
+	}
+	c := client{t: t, base: "http://" + m.Addr(), token: "not-the-token-000000000"}
+	if code, _ := c.do("GET", "/v1/refunds?state=UNKNOWN", "", nil); code != 401 {
+		t.Fatalf("wrong token: %d", code)
+	}
+	c.token = strings.TrimSpace(string(tok))
+	if code, body := c.do("GET", "/v1/refunds?state=UNKNOWN", "", nil); code != 200 {
+		t.Fatalf("local service token: %d %v", code, body)
 	}
 }

@@ -1,0 +1,207 @@
+// Package auth holds refundd's bearer tokens and roles. Tokens are kept only
+// as SHA-256 hashes and compared in constant time; a role grants a fixed set
+// of permissions.
+package auth
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles.
+const (
+	RoleService  Role = "service"  // the booking/payment system: register, request refunds, read
+	RoleReader   Role = "reader"   // read-only, including the event feed
+	RoleAuditor  Role = "auditor"  // read-only plus the audit head
+	RoleOperator Role = "operator" // read, audit, and operator actions (reconcile, resubmit, abandon, resolve, webhooks, backup)
+)
+
+// Permission is one kind of access a route needs.
+type Permission string
+
+// Permissions.
+const (
+	PermRead    Permission = "read"
+	PermWrite   Permission = "write"
+	PermAudit   Permission = "audit"
+	PermOperate Permission = "operate"
+)
+
+var grants = map[Role][]Permission{
+	RoleService:  {PermRead, PermWrite},
+	RoleReader:   {PermRead},
+	RoleAuditor:  {PermRead, PermAudit},
+	RoleOperator: {PermRead, PermAudit, PermOperate},
+}
+
+// Roles lists every role.
+func Roles() []Role { return []Role{RoleService, RoleReader, RoleAuditor, RoleOperator} }
+
+// Can reports whether a role has a permission.
+func (r Role) Can(p Permission) bool { return slices.Contains(grants[r], p) }
+
+// Principal is who made a request. It is journaled with every command.
+type Principal struct {
+	Role Role
+	Name string
+}
+
+// String is the form recorded in events: "role:name".
+func (p Principal) String() string { return string(p.Role) + ":" + p.Name }
+
+// ErrConfig is returned for a malformed token configuration.
+var ErrConfig = errors.New("auth: invalid token configuration")
+
+type entry struct {
+	hash      [sha256.Size]byte
+	principal Principal
+}
+
+// Tokens is the set of accepted tokens.
+type Tokens struct {
+	entries []entry
+}
+
+// Len is the number of configured tokens.
+func (t *Tokens) Len() int { return len(t.entries) }
+
+// Add accepts a token (given in clear, hashed here) for a role.
+func (t *Tokens) Add(role Role, name, token string) error {
+	if _, ok := grants[role]; !ok {
+		return fmt.Errorf("%w: unknown role %q", ErrConfig, role)
+	}
+	if len(token) < 16 {
+		return fmt.Errorf("%w: token for %s:%s is shorter than 16 characters", ErrConfig, role, name)
+	}
+	return t.addHash(role, name, sha256.Sum256([]byte(token)))
+}
+
+func (t *Tokens) addHash(role Role, name string, h [sha256.Size]byte) error {
+	if !validName(name) {
+		return fmt.Errorf("%w: name %q must be 1..64 of [0-9A-Za-z_.-]", ErrConfig, name)
+	}
+	for _, e := range t.entries {
+		if e.hash == h {
+			return fmt.Errorf("%w: the same token is configured twice (%s and %s:%s)", ErrConfig, e.principal, role, name)
+		}
+	}
+	t.entries = append(t.entries, entry{hash: h, principal: Principal{Role: role, Name: name}})
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Authenticate returns the principal of a token. Every configured hash is
+// compared, in constant time, so timing says nothing about which matched.
+func (t *Tokens) Authenticate(token string) (Principal, bool) {
+	h := sha256.Sum256([]byte(token))
+	var found Principal
+	ok := 0
+	for _, e := range t.entries {
+		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
+			found, ok = e.principal, 1
+		}
+	}
+	return found, ok == 1 && token != ""
+}
+
+// ParseFile reads lines "role sha256-hex-of-token name"; blank lines and
+// lines starting with # are ignored. Errors name the line, never a token.
+func ParseFile(r io.Reader, into *Tokens) error {
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return fmt.Errorf("%w: line %d: want \"role sha256-hex name\"", ErrConfig, n)
+		}
+		raw, err := hex.DecodeString(f[1])
+		if err != nil || len(raw) != sha256.Size {
+			return fmt.Errorf("%w: line %d: the hash must be 64 hex digits (sha256 of the token)", ErrConfig, n)
+		}
+		role := Role(f[0])
+		if _, ok := grants[role]; !ok {
+			return fmt.Errorf("%w: line %d: unknown role %q", ErrConfig, n, f[0])
+		}
+		var h [sha256.Size]byte
+		copy(h[:], raw)
+		if err := into.addHash(role, f[2], h); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+	return sc.Err()
+}
+
+// ParseEnv reads "role:token,role:token" (development and tests); each
+// token is named after its role and position.
+func ParseEnv(v string, into *Tokens) error {
+	for i, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		role, token, ok := strings.Cut(part, ":")
+		if !ok {
+			return fmt.Errorf("%w: entry %d: want role:token", ErrConfig, i+1)
+		}
+		if err := into.Add(Role(role), fmt.Sprintf("%s-%d", role, i+1), token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewToken returns a fresh random token.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// HashHex is the sha256 hex of a token, the form a tokens file holds.
+func HashHex(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+type ctxKey struct{}
+
+// WithPrincipal attaches the authenticated principal to a context.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// PrincipalFrom returns the principal attached to ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
