@@ -52,6 +52,7 @@ type Config struct {
 	Wechatpay         WechatpayConfig
 	WebhooksFile      string
 	TokensFile        string
+	ReadHeaderTimeout time.Duration
 	TLSCert, TLSKey   string
 }
 
@@ -84,7 +85,7 @@ func NewMain() *Main {
 			IdleTimeout: 2 * time.Minute, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
-			RefundWindow: 365 * 24 * time.Hour,
+			RefundWindow: 365 * 24 * time.Hour, ReadHeaderTimeout: 5 * time.Second,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: "text", LogLevel: "info", Provider: providerSandbox,
 		},
@@ -164,6 +165,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
 	str(&c.TokensFile, "tokens-file", "REFUNDD_TOKENS_FILE",
 		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
+	dur(&c.ReadHeaderTimeout, "read-header-timeout", "REFUNDD_READ_HEADER_TIMEOUT", "drop connections that do not finish their headers in time (slow-header clients)")
 	str(&c.TLSCert, "tls-cert", "REFUNDD_TLS_CERT", "serve HTTPS with this certificate PEM (with --tls-key)")
 	str(&c.TLSKey, "tls-key", "REFUNDD_TLS_KEY", "private key PEM for --tls-cert")
 	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "text or json")
@@ -204,7 +206,7 @@ func (c *Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
-		"--retry-backoff": c.RetryBackoff, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
+		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -352,7 +354,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.server = &http.Server{
 		Handler:           api.New(handlerEngine, opts),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: 15 * time.Second, MaxHeaderBytes: 32 << 10,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A client that never finishes its headers is cut off, and a huge header is
+// refused, without disturbing other clients.
+func TestServer_SlowAndHugeHeaders(t *testing.T) {
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "memory",
+		"--read-header-timeout", "300ms"}, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	slow, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if _, err := slow.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")); err != nil {
+		t.Fatal(err)
+	}
+	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	b, _ := io.ReadAll(slow) // returns when the server closes the connection
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Fatalf("a slow-header client was kept for %s", waited)
+	}
+	if strings.Contains(string(b), "200 OK") {
+		t.Fatalf("an unfinished request was served: %q", b)
+	}
+
+	c := client{t: t, base: "http://" + m.Addr()}
+	if code, _ := c.do("GET", "/v1/refunds?state=UNKNOWN", "", nil); code != 200 {
+		t.Fatalf("another client after the slow one: %d", code)
+	}
+	huge, err := net.Dial("tcp", m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer huge.Close()
+	_, _ = huge.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"))
+	_ = huge.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, _ = io.ReadAll(huge)
+	if !strings.Contains(string(b), " 431 ") {
+		t.Fatalf("a 64 KiB header got %q, want 431", firstLine(b))
+	}
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\n")
+	return s
+}
