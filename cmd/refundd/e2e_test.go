@@ -109,6 +109,10 @@ func TestEndToEnd_EveryFaultEndsInTheSandboxState(t *testing.T) {
 			}
 		})
 	}
+	// The ABNORMAL refund is listed for operators.
+	if code, list := c.do("GET", "/v1/refunds?state=ABNORMAL", "", nil); code != 200 || len(list["refunds"].([]any)) != 1 {
+		t.Fatalf("attention list: %d %v", code, list)
+	}
 	_, stats := c.do("GET", "/v1/notify/stats", "", nil)
 	counts := stats["notifications"].(map[string]any)
 	if counts["probe"].(float64) < 1 || counts["rejected"].(float64) < 1 || counts["duplicate"].(float64) < 1 {

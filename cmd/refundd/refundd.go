@@ -420,8 +420,8 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 
 // registerHook runs a function after each registration that was journaled.
 type registerHook struct {
-	api.Engine
-	after func(reservation.Register)
+	*actors.Engine // all of it, so optional interfaces (the attention index) stay visible
+	after          func(reservation.Register)
 }
 
 func (h registerHook) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
