@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench/compare.sh: refundd against the PostgreSQL baseline (bench/pgrefund),
+# the same refundbench scenario at the same client count, in turns
+# A B A B, then a table of ratios. Both services use the same in-process
+# provider stub (internal/simprovider, no RSA): refundd with
+# --provider memory --sandbox-delay 0, pgrefund with --provider-delay 0.
+#
+#   bench/compare.sh                       # lifecycle, 64 clients, 2 rounds of 20 s
+#   CLIENTS=16 ROUNDS=3 bench/compare.sh
+#   SCENARIO=notify-storm RATE=500 bench/compare.sh
+#
+# notify-storm needs refunds that wait for their notification: refundd then
+# runs --provider sandbox --sandbox-delay 1h (the WeChat Pay protocol, RSA
+# on each submission, which is set-up work here, not timed) and pgrefund
+# --provider-delay 1h with refundd's sandbox keys; the storm is the same
+# signed notifications against both.
+#
+# Settings (environment): SCENARIO (lifecycle), CLIENTS (64), DURATION
+# (20s), WARMUP (5s), ROUNDS (2), RATE (open loop per second; default
+# closed loop with CLIENTS), DUPLICATES (notify-storm copies, 5), POOL (pgrefund's connections; default
+# its own), OUT (directory for binaries, data and the JSON reports; default
+# a new one under /tmp). Needs root or sudo-less apt for the first
+# bench/pg-setup.sh; run `bench/pg-setup.sh destroy` to remove PostgreSQL's
+# cluster afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCENARIO=${SCENARIO:-lifecycle}
+CLIENTS=${CLIENTS:-64}
+DURATION=${DURATION:-20s}
+WARMUP=${WARMUP:-5s}
+ROUNDS=${ROUNDS:-2}
+RATE=${RATE:-}
+DUPLICATES=${DUPLICATES:-5}
+POOL=${POOL:-}
+OUT=${OUT:-$(mktemp -d /tmp/refundd-compare.XXXXXX)}
+BIN=$OUT/bin
+mkdir -p "$BIN"
+
+log() { echo "compare: $*" >&2; }
+
+log "building into $BIN"
+go build -o "$BIN/refundd" ./cmd/refundd
+go build -o "$BIN/refundbench" ./cmd/refundbench
+go build -o "$BIN/pgrefund" ./bench/cmd/pgrefund
+
+DSN=$(bench/pg-setup.sh | tail -1)
+TOKEN=bench$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# url_of FILE: wait for "listening on http://..." in FILE and print the URL.
+url_of() {
+    local i
+    for i in $(seq 100); do
+        if grep -qo 'listening on http://[0-9.:]*' "$1" 2>/dev/null; then
+            grep -o 'http://[0-9.:]*' "$1" | head -1
+            return 0
+        fi
+        sleep 0.1
+    done
+    log "no listening line in $1"; cat "$1" >&2; return 1
+}
+
+PROVIDER=(--provider memory --sandbox-delay 0)
+PG_ARGS=(--dsn "$DSN" --listen 127.0.0.1:0 --reset --token "$TOKEN")
+BENCH_ARGS=()
+if [[ $SCENARIO == notify-storm ]]; then
+    PROVIDER=(--provider sandbox --sandbox-delay 1h)
+    PG_ARGS+=(--provider-delay 1h --sandbox-keys "$OUT/refundd-data/sandbox")
+    BENCH_ARGS+=(--sandbox-keys "$OUT/refundd-data/sandbox" --duplicates "$DUPLICATES")
+fi
+[[ -n $POOL ]] && PG_ARGS+=(--pool "$POOL")
+if [[ -n $RATE ]]; then BENCH_ARGS+=(--rate "$RATE"); else BENCH_ARGS+=(--clients "$CLIENTS"); fi
+
+REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd" --listen 127.0.0.1:0 --data "$OUT/refundd-data" \
+    "${PROVIDER[@]}" --refund-spacing 0 --log-level warn \
+    >"$OUT/refundd.out" 2>"$OUT/refundd.err" &
+REFUNDD_PID=$!
+PIDS+=($REFUNDD_PID)
+REFUNDD_URL=$(url_of "$OUT/refundd.out") # its sandbox keys exist from here on
+"$BIN/pgrefund" "${PG_ARGS[@]}" >"$OUT/pgrefund.out" 2>"$OUT/pgrefund.err" &
+PG_PID=$!
+PIDS+=($PG_PID)
+PG_URL=$(url_of "$OUT/pgrefund.out")
+log "refundd at $REFUNDD_URL, pgrefund at $PG_URL ($(head -1 "$OUT/pgrefund.out"))"
+
+echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "command: SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS POOL=${POOL:-default} bench/compare.sh"
+REPORTS=()
+for round in $(seq "$ROUNDS"); do
+    for svc in refundd pgrefund; do
+        # The service's CPU time is measured too: refundd's process, or
+        # pgrefund's plus every postgres process.
+        url=$REFUNDD_URL
+        cpu=(--cpu-pids "$REFUNDD_PID")
+        if [[ $svc == pgrefund ]]; then
+            url=$PG_URL
+            cpu=(--cpu-pids "$PG_PID" --cpu-user postgres)
+        fi
+        f="$OUT/$round-$svc.json"
+        log "round $round: $svc"
+        REFUNDD_TOKEN=$TOKEN "$BIN/refundbench" --target "$url" --label "$svc" --scenario "$SCENARIO" \
+            "${BENCH_ARGS[@]}" --duration "$DURATION" --warmup "$WARMUP" --output json --check-max 5000 "${cpu[@]}" \
+            >"$f" 2>"$OUT/$round-$svc.log" || { log "$svc run failed (check or error); see $OUT/$round-$svc.log"; cat "$OUT/$round-$svc.log" >&2; }
+        REPORTS+=("$f")
+    done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+"$BIN/refundbench" compare "${REPORTS[@]}"
+echo
+echo "reports: $OUT"
