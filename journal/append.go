@@ -47,6 +47,9 @@ func (db *DB) Append(ctx context.Context, req AppendRequest) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, err)
 	}
+	if db.opts.ReadOnly {
+		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, ErrReadOnly)
+	}
 	p := &pending{ctx: ctx, req: req, done: make(chan struct{})}
 	if err := db.enqueue(ctx, p); err != nil {
 		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, err)
@@ -226,8 +229,26 @@ func (db *DB) commit(batch []*pending) {
 		if db.beforeCommit != nil {
 			db.beforeCommit(len(live))
 		}
-		err := db.bolt.Update(func(tx *bolt.Tx) error { return writeBatch(tx, live) })
+		var end tip
+		var cp *Checkpoint
+		obs := db.startCommit(len(live))
+		err := db.bolt.Update(func(tx *bolt.Tx) error {
+			var err error
+			end, cp, err = db.writeBatch(tx, live)
+			return obs.wrote(tx, err)
+		})
+		obs.done(err)
 		db.commits.Add(1)
+		if err == nil {
+			db.tip = end
+			if cp != nil {
+				db.cpMu.Lock()
+				if cp.Global >= db.lastCP.Global {
+					db.lastCP = *cp
+				}
+				db.cpMu.Unlock()
+			}
+		}
 		var ie *internalError
 		if errors.As(err, &ie) {
 			db.log.Error("journal append failed inside transaction; retrying batch without it",
@@ -266,22 +287,48 @@ func isDone(p *pending) bool {
 }
 
 // writeBatch validates and writes each request in order, so a request sees
-// the heads and claims left by earlier requests of the same batch. It only
-// sets fields of live entries from scratch, so bbolt may run it again.
-func writeBatch(tx *bolt.Tx, live []*pending) error {
+// the heads and claims left by earlier requests of the same batch, chains
+// each record onto the one before it, and writes a checkpoint when one is
+// due. It only sets fields of live entries from scratch, and the chain end
+// it returns is adopted only after the commit succeeds, so the transaction
+// may run again.
+func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, error) {
 	b := txBuckets(tx)
 	// The log only ever grows at its end: full pages waste nothing. The
 	// setting lasts for this transaction's bucket handle only.
 	b.log.FillPercent = 1.0
+	cur := db.tip
+	if cur.global != b.log.Sequence() {
+		// The cached end is not this file's (the first commit after a
+		// failed one): read it from the log.
+		var err error
+		if cur, err = tipInTx(tx); err != nil {
+			return tip{}, nil, err
+		}
+	}
 	for i, p := range live {
 		p.last, p.err = 0, nil
-		last, verr, err := writeOne(b, &p.req)
+		last, verr, err := writeOne(b, &p.req, &cur)
 		if err != nil {
-			return &internalError{i: i, err: err}
+			return tip{}, nil, &internalError{i: i, err: err}
 		}
 		p.last, p.err = last, verr
 	}
-	return nil
+	db.cpMu.Lock()
+	last := db.lastCP
+	db.cpMu.Unlock()
+	now := db.opts.Now()
+	if now.Before(last.Time) {
+		now = last.Time // a clock stepped back: checkpoint times never do
+	}
+	if !db.checkpointDue(cur, last, now) {
+		return cur, nil, nil
+	}
+	cp := db.newCheckpoint(cur, now)
+	if err := putCheckpoint(tx, cp); err != nil {
+		return tip{}, nil, err
+	}
+	return cur, &cp, nil
 }
 
 type buckets struct {
@@ -302,7 +349,7 @@ func txBuckets(tx *bolt.Tx) buckets {
 // writeOne validates req against the stored state and, if it passes, writes
 // it. verr is a validation failure (nothing written); err is an unexpected
 // failure after writing may have started (the transaction must be dropped).
-func writeOne(b buckets, req *AppendRequest) (last uint64, verr, err error) {
+func writeOne(b buckets, req *AppendRequest, chain *tip) (last uint64, verr, err error) {
 	head, err := readHead(b.heads, req.Stream)
 	if err != nil {
 		return 0, nil, err
@@ -330,9 +377,11 @@ func writeOne(b buckets, req *AppendRequest) (last uint64, verr, err error) {
 		}
 		seq++
 		gk := be64(g)
-		if err := b.log.Put(gk, encodeRecord(g, req.Stream, seq, e)); err != nil {
+		rec, h := encodeRecord(g, req.Stream, seq, e, chain.hash)
+		if err := b.log.Put(gk, rec); err != nil {
 			return 0, nil, err
 		}
+		*chain = tip{global: g, hash: h}
 		if err := b.streams.Put(streamKey(req.Stream, seq), gk); err != nil {
 			return 0, nil, err
 		}

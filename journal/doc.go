@@ -25,17 +25,52 @@
 // writes nothing at all, and does not affect other requests committed in
 // the same transaction.
 //
+// # Tamper evidence
+//
+// Every record carries its chain hash: SHA-256 over the previous record's
+// chain hash (global order) and the record's canonical bytes (ChainHash).
+// Changing, removing, inserting or reordering a record breaks the chain at
+// that record, even if its CRC is recomputed; Check names the global where
+// it breaks. A forger who recomputes every later hash too is caught by a
+// head recorded outside the journal (ChainHead, CheckOptions.Heads), or by
+// the stored checkpoints (global, hash, time) that appends write every
+// Options.CheckpointEvery records or CheckpointInterval, Ed25519-signed
+// when Options.SigningKey is set. docs/AUDIT.md is the auditor's guide.
+//
+// # Formats
+//
+// Format 1 records (fields, CRC) are still read; their chain hash is
+// computed from the records before them. Format 2 records also store it.
+// Opening a format 1 file for writing upgrades the file's format number;
+// its records stay as they are. A file or record of a newer format is
+// refused with ErrFormatTooNew. Committed fixtures of each format
+// (testdata/) are read in tests.
+//
+// # Backups and restore
+//
+// Snapshot and BackupFile copy the live file consistently (bbolt
+// Tx.WriteTo) while appends go on; Options.ReadOnly opens a copy or a
+// stopped journal without changing a byte. Restore turns a backup into a
+// journal with a new refund-number epoch (Epoch) and a pending
+// reconciliation (ReconcileRequired): the restored journal has lost what
+// happened after the backup.
+//
 // # Layout
 //
 // A few large buckets, never one bucket per stream (bbolt copies whole
 // pages per commit; one shared append-only bucket keeps that cost flat):
 //
-//	meta     "format" -> be32 format version
-//	log      be64(global) -> encoded record (format byte, fields, CRC-32C)
-//	heads    stream -> be64(last seq)
-//	streams  stream 0x00 be64(seq) -> be64(global)
-//	claims   namespace 0x00 key -> stream
-//	due      be64(unix nanos) stream 0x00 key -> empty
+//	meta         "format" -> be32 format version; "epoch" -> be64;
+//	             "restore", "reconcile" -> JSON RestoreInfo
+//	log          be64(global) -> encoded record (format byte, fields,
+//	             chain hash, CRC-32C)
+//	heads        stream -> be64(last seq)
+//	streams      stream 0x00 be64(seq) -> be64(global)
+//	claims       namespace 0x00 key -> stream
+//	due          be64(unix nanos) stream 0x00 key -> empty
+//	marks        key -> empty
+//	checkpoints  be64(global) -> JSON Checkpoint
+//	kv           key -> value (kv.go; not part of the history)
 //
 // # Group commit
 //
@@ -49,6 +84,7 @@
 //
 // A DB is safe for concurrent use. Reads (Load, Head, Scan, ...) run in
 // bbolt read transactions and see only committed appends. Only one process
-// may open a file: a second Open fails with ErrLocked after
-// Options.Timeout.
+// may open a file for writing: a second Open fails with ErrLocked after
+// Options.Timeout. Read-only opens share the file with each other, not
+// with a writer.
 package journal

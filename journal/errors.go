@@ -32,6 +32,14 @@ var (
 	// newer format version than this code understands.
 	ErrFormatTooNew = errors.New("journal: format too new")
 
+	// ErrReadOnly is returned by Append and the other writes on a DB opened
+	// with Options.ReadOnly.
+	ErrReadOnly = errors.New("journal: opened read-only")
+
+	// ErrSignature is returned when a checkpoint is not signed, or not by
+	// the expected key, or its signature does not verify.
+	ErrSignature = errors.New("journal: bad checkpoint signature")
+
 	// ErrInvalid is returned by Append and other calls when the request
 	// itself is malformed: empty stream, no events, bad type or version, a
 	// name containing NUL, a size over its limit.

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,6 +32,33 @@ type Options struct {
 	// Logger receives commit failures and lifecycle messages. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// ReadOnly opens an existing file for reading only, with a shared lock:
+	// nothing is ever written, so the file stays byte-identical, and
+	// Append, WriteKV, DeleteDue and WriteCheckpoint fail with
+	// ErrReadOnly. A file held by a writer (a running refundd) fails with
+	// ErrLocked after Timeout. Zero (false) opens for reading and writing,
+	// creating the file if needed.
+	ReadOnly bool
+	// SigningKey, when set, signs every checkpoint and ChainHead with
+	// Ed25519. Nil means checkpoints are unsigned.
+	SigningKey ed25519.PrivateKey
+	// CheckpointEvery writes a checkpoint (global, chain hash, time) in the
+	// same transaction as the appends that take the journal this many
+	// records past the last checkpoint. Zero means 10000; negative means
+	// never by count.
+	CheckpointEvery int
+	// CheckpointInterval writes a checkpoint with the first commit that
+	// comes this long after the last checkpoint. Zero means 10 minutes;
+	// negative means never by time. A quiet journal gets no checkpoint
+	// until its next append (WriteCheckpoint writes one on demand).
+	CheckpointInterval time.Duration
+	// Now is the clock for checkpoint times. Nil means time.Now.
+	Now func() time.Time
+	// OnCommit, when set, is called by the committer after each
+	// transaction with its size and timings (metrics). It must return
+	// quickly: the next commit waits for it. Nil means none.
+	OnCommit func(CommitInfo)
 }
 
 func (o *Options) withDefaults() Options {
@@ -46,6 +74,15 @@ func (o *Options) withDefaults() Options {
 	}
 	if v.Logger == nil {
 		v.Logger = slog.Default()
+	}
+	if v.CheckpointEvery == 0 {
+		v.CheckpointEvery = defaultCheckpointEvery
+	}
+	if v.CheckpointInterval == 0 {
+		v.CheckpointInterval = defaultCheckpointInterval
+	}
+	if v.Now == nil {
+		v.Now = time.Now
 	}
 	return v
 }
@@ -65,6 +102,12 @@ type Record struct {
 	Type    string
 	Version uint16
 	Data    []byte
+	// Hash is the record's chain hash (ChainHash of the previous record's
+	// hash and this record), as stored. It is the zero Hash for a format 1
+	// record, which predates the chain: Check computes those.
+	Hash Hash
+	// Format is the storage format the record was written in (1 or 2).
+	Format uint8
 }
 
 // Claim is a unique key owned by the appending stream. Namespace is 1..64
@@ -108,6 +151,13 @@ type DB struct {
 	commits       atomic.Uint64 // bbolt write transactions run by the committer, for tests
 	committed     signal        // broadcast after every commit, stopped at Close (kv.go)
 
+	// tip is the chain's end as of the last successful commit; only the
+	// committer uses it (after Open), and checks it against the log.
+	tip tip
+	// lastCP is the newest stored checkpoint, guarded by cpMu.
+	cpMu   sync.Mutex
+	lastCP Checkpoint
+
 	// beforeCommit, when set (by tests, before the first Append), is called
 	// by the committer with the batch size just before each transaction.
 	beforeCommit func(batch int)
@@ -118,16 +168,23 @@ type DB struct {
 // Open opens the journal at path, creating the file (mode 0600) and its
 // parent directory (0700) if missing. It fails with ErrLocked if another
 // process holds the file for longer than opts.Timeout, and with
-// ErrFormatTooNew if the file was written by a newer format. opts may be
-// nil.
+// ErrFormatTooNew if the file was written by a newer format. A file of an
+// older format is upgraded in place (its records stay as they are; new
+// records use the current format) unless opts.ReadOnly. opts may be nil.
 func Open(path string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if o.ReadOnly {
+		// bbolt would create a missing file even read-only.
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout: o.Timeout,
-		NoSync:  o.NoSync,
+		Timeout:  o.Timeout,
+		NoSync:   o.NoSync,
+		ReadOnly: o.ReadOnly,
 		// Freelist settings stay at bbolt's defaults (array, synced):
 		// map/NoFreelistSync showed no difference beyond noise for this
 		// append-only workload (docs/BENCHMARKS.md, "Journal append"), and a
@@ -143,7 +200,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
-	if err := initBuckets(bdb); err != nil {
+	if err := initBuckets(bdb, o.ReadOnly); err != nil {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
@@ -155,15 +212,34 @@ func Open(path string, opts *Options) (*DB, error) {
 		queue:         make(chan *pending, min(o.MaxBatch, maxQueue)),
 		committerDone: make(chan struct{}),
 	}
+	if !o.ReadOnly {
+		// The committer chains new records onto the current end, and
+		// counts checkpoints from the last one.
+		err = bdb.View(func(tx *bolt.Tx) error {
+			var err error
+			if db.tip, err = tipInTx(tx); err != nil {
+				return err
+			}
+			db.lastCP, _, err = lastCheckpointInTx(tx)
+			return err
+		})
+		if err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+		}
+	}
 	go db.commitLoop()
-	db.log.Debug("journal opened", "max_batch", o.MaxBatch, "no_sync", o.NoSync)
+	db.log.Debug("journal opened", "max_batch", o.MaxBatch, "no_sync", o.NoSync, "read_only", o.ReadOnly)
 	return db, nil
 }
 
-// initBuckets checks the format version, then creates missing buckets. The
-// check runs in a read transaction first so a newer file is never written.
-func initBuckets(bdb *bolt.DB) error {
+// initBuckets checks the format version, then creates missing buckets and
+// upgrades an older format's version number. The check runs in a read
+// transaction first so a newer file is never written. Read-only, it only
+// checks.
+func initBuckets(bdb *bolt.DB, readOnly bool) error {
 	fresh := false
+	var format uint32
 	err := bdb.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
@@ -174,6 +250,9 @@ func initBuckets(bdb *bolt.DB) error {
 					return fmt.Errorf("%w: bucket %q exists without a meta bucket", ErrCorrupt, name)
 				}
 			}
+			if readOnly {
+				return fmt.Errorf("%w: not a journal (no meta bucket)", ErrCorrupt)
+			}
 			fresh = true
 			return nil
 		}
@@ -181,14 +260,21 @@ func initBuckets(bdb *bolt.DB) error {
 		if len(v) != 4 {
 			return fmt.Errorf("%w: meta format version is %d bytes, want 4", ErrCorrupt, len(v))
 		}
-		if f := binary.BigEndian.Uint32(v); f > formatVersion {
-			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, f, formatVersion)
-		} else if f == 0 {
+		if format = binary.BigEndian.Uint32(v); format > formatVersion {
+			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, formatVersion)
+		} else if format == 0 {
 			return fmt.Errorf("%w: meta format version 0", ErrCorrupt)
+		}
+		if readOnly {
+			for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue} {
+				if tx.Bucket(name) == nil {
+					return fmt.Errorf("%w: missing bucket %q", ErrCorrupt, name)
+				}
+			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || readOnly {
 		return err
 	}
 	return bdb.Update(func(tx *bolt.Tx) error {
@@ -196,14 +282,14 @@ func initBuckets(bdb *bolt.DB) error {
 		if err != nil {
 			return err
 		}
-		if fresh {
+		if fresh || format < formatVersion {
 			v := make([]byte, 4)
 			binary.BigEndian.PutUint32(v, formatVersion)
 			if err := meta.Put(metaFormatKey, v); err != nil {
 				return err
 			}
 		}
-		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks} {
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -211,6 +297,9 @@ func initBuckets(bdb *bolt.DB) error {
 		return nil
 	})
 }
+
+// ReadOnly reports whether the DB was opened with Options.ReadOnly.
+func (db *DB) ReadOnly() bool { return db.opts.ReadOnly }
 
 // Path returns the file path given to Open.
 func (db *DB) Path() string { return db.path }
@@ -244,6 +333,23 @@ func (db *DB) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return ErrClosed
 	}
 	return err
+}
+
+// exclusive runs fn in a write transaction that is rolled back: a
+// consistent view that no writer changes meanwhile.
+func (db *DB) exclusive(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tx, err := db.bolt.Begin(true)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
 }
 
 // Load returns the records of stream with Seq > afterSeq, in Seq order. An
@@ -449,6 +555,9 @@ func (db *DB) DeleteDue(ctx context.Context, dues []Due) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if db.opts.ReadOnly {
+		return fmt.Errorf("journal: delete due: %w", ErrReadOnly)
+	}
 	keys := make([][]byte, 0, len(dues))
 	for _, d := range dues {
 		if n, ok := dueNanos(d.At); ok { // an unrepresentable At was never stored
@@ -474,4 +583,72 @@ func (db *DB) DeleteDue(ctx context.Context, dues []Due) error {
 		return fmt.Errorf("journal: delete due: %w", err)
 	}
 	return nil
+}
+
+// OwnedClaim is a claim and the stream that owns it.
+type OwnedClaim struct {
+	Namespace, Key, Owner string
+}
+
+// ForEachClaim calls fn with every claim in namespace ("" for all), in
+// key order, inside one read transaction (fn must not use the DB). An
+// error from fn stops the walk and is returned.
+func (db *DB) ForEachClaim(ctx context.Context, namespace string, fn func(OwnedClaim) error) error {
+	var prefix []byte
+	if namespace != "" {
+		prefix = claimKey(namespace, "")
+	}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketClaims).Cursor()
+		k, v := c.First()
+		if prefix != nil {
+			k, v = c.Seek(prefix)
+		}
+		for ; k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			i := 0
+			for i < len(k) && k[i] != 0 {
+				i++
+			}
+			if i == len(k) {
+				return fmt.Errorf("%w: malformed claim key %x", ErrCorrupt, k)
+			}
+			if err := fn(OwnedClaim{Namespace: string(k[:i]), Key: string(k[i+1:]), Owner: string(v)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journal: claims %q: %w", namespace, err)
+	}
+	return nil
+}
+
+// ForEachDue calls fn with every due entry, oldest first, inside one read
+// transaction (fn must not use the DB). An error from fn stops the walk
+// and is returned.
+func (db *DB) ForEachDue(ctx context.Context, fn func(Due) error) error {
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDue).ForEach(func(k, _ []byte) error {
+			d, ok := parseDueKey(k)
+			if !ok {
+				return fmt.Errorf("%w: malformed due key %x", ErrCorrupt, k)
+			}
+			return fn(d)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("journal: due entries: %w", err)
+	}
+	return nil
+}
+
+// Size returns the size in bytes of the file as bbolt sees it now.
+func (db *DB) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.view(ctx, func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	if err != nil {
+		return 0, fmt.Errorf("journal: size: %w", err)
+	}
+	return n, nil
 }

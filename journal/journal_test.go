@@ -494,20 +494,21 @@ func TestOpen_FormatTooNew(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		path := writeThree(t)
 		patchFile(t, path, func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 2))
+			// 3: one past the format this build writes (2).
+			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 3))
 		})
 		_, err := journal.Open(path, nil)
 		if !errors.Is(err, journal.ErrFormatTooNew) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("Open: %v, want ErrFormatTooNew naming the path", err)
 		}
-		// The refused file was not touched: still format 2.
+		// The refused file was not touched: still format 3.
 		bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer bdb.Close()
 		_ = bdb.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 2 {
+			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 3 {
 				t.Errorf("format rewritten to %x", v)
 			}
 			return nil
@@ -518,7 +519,7 @@ func TestOpen_FormatTooNew(t *testing.T) {
 		patchFile(t, path, func(tx *bolt.Tx) error {
 			b := tx.Bucket([]byte("log"))
 			v := append([]byte{}, b.Get(be64(1))...)
-			v[0] = 2
+			v[0] = 3
 			return b.Put(be64(1), v)
 		})
 		db, err := journal.Open(path, nil)

@@ -121,6 +121,9 @@ func (db *DB) WriteKV(ctx context.Context, put []KV, del []string) error {
 	if len(put) == 0 && len(del) == 0 {
 		return nil
 	}
+	if db.opts.ReadOnly {
+		return fmt.Errorf("journal: kv write: %w", ErrReadOnly)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: kv write: %w", err)
 	}

@@ -9,8 +9,16 @@ import (
 )
 
 // formatVersion is the version of both the file layout (meta "format") and
-// the record encoding (first byte of every log value).
-const formatVersion = 1
+// the record encoding (first byte of every log value) that this build
+// writes. It reads every version from format1 up to it:
+//
+//	1  fields and CRC-32C
+//	2  fields, the record's SHA-256 chain hash, CRC-32C
+const formatVersion = 2
+
+// format1 is the first record format, without a stored chain hash. Its
+// records are still read, and their chain hash is computed.
+const format1 = 1
 
 // Limits checked before a request reaches the committer, so nothing inside
 // the write transaction can fail on a bbolt size limit half way through a
@@ -35,8 +43,18 @@ var (
 	bucketClaims  = []byte("claims")
 	bucketDue     = []byte("due")
 	bucketMarks   = []byte("marks")
+	// bucketCheckpoints holds be64(global) -> JSON Checkpoint (checkpoint.go).
+	bucketCheckpoints = []byte("checkpoints")
 
 	metaFormatKey = []byte("format")
+	// metaEpochKey holds be64(epoch): the refund-number epoch, raised by
+	// each restore (restore.go). Absent means 0.
+	metaEpochKey = []byte("epoch")
+	// metaReconcileKey holds the JSON RestoreInfo of a restore whose
+	// reconciliation has not been confirmed yet. Absent means none needed.
+	metaReconcileKey = []byte("reconcile")
+	// metaRestoreKey holds the JSON RestoreInfo of the last restore.
+	metaRestoreKey = []byte("restore")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -120,37 +138,56 @@ func parseDueKey(k []byte) (Due, bool) {
 	return Due{}, false
 }
 
-// encodeRecord returns a fresh buffer (bbolt keeps it until commit):
+// encodeRecord returns a fresh buffer (bbolt keeps it until commit) holding
+// the record in the current format, and the record's chain hash:
 //
-//	byte      format version
+//	byte      format version (2)
 //	uvarint   global
 //	uvarint   len(stream), stream
 //	uvarint   seq
 //	uvarint   len(type), type
 //	be16      version
 //	uvarint   len(data), data
+//	[32]byte  chain hash: ChainHash(prev, record)
 //	be32      CRC-32C (Castagnoli) of all bytes before it
 //
 // Global is also the log key; keeping it in the bytes detects a value that
-// ended up under the wrong key.
-func encodeRecord(global uint64, stream string, seq uint64, e Event) []byte {
-	n := 1 + 5*binary.MaxVarintLen64 + len(stream) + len(e.Type) + 2 + len(e.Data) + 4
+// ended up under the wrong key. The CRC catches disk damage; the chain hash
+// catches deliberate changes (a recomputed CRC does not hide them).
+func encodeRecord(global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
+	h := chainHash(prev, global, stream, seq, e.Type, e.Version, e.Data)
+	n := 1 + 5*binary.MaxVarintLen64 + len(stream) + len(e.Type) + 2 + len(e.Data) + len(h) + 4
 	b := make([]byte, 0, n)
 	b = append(b, formatVersion)
+	b = appendFields(b, global, stream, seq, e.Type, e.Version, e.Data)
+	b = append(b, h[:]...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), h
+}
+
+// encodeRecordV1 is the format 1 encoding, kept so tests can write old
+// records: the fields and the CRC, no chain hash.
+func encodeRecordV1(global uint64, stream string, seq uint64, e Event) []byte {
+	b := []byte{format1}
+	b = appendFields(b, global, stream, seq, e.Type, e.Version, e.Data)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func appendFields(b []byte, global uint64, stream string, seq uint64, typ string, version uint16, data []byte) []byte {
 	b = binary.AppendUvarint(b, global)
 	b = binary.AppendUvarint(b, uint64(len(stream)))
 	b = append(b, stream...)
 	b = binary.AppendUvarint(b, seq)
-	b = binary.AppendUvarint(b, uint64(len(e.Type)))
-	b = append(b, e.Type...)
-	b = binary.BigEndian.AppendUint16(b, e.Version)
-	b = binary.AppendUvarint(b, uint64(len(e.Data)))
-	b = append(b, e.Data...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.AppendUvarint(b, uint64(len(typ)))
+	b = append(b, typ...)
+	b = binary.BigEndian.AppendUint16(b, version)
+	b = binary.AppendUvarint(b, uint64(len(data)))
+	return append(b, data...)
 }
 
-// decodeRecord decodes a log value stored under global. v is only valid
-// inside the bbolt transaction, so everything returned is copied.
+// decodeRecord decodes a log value stored under global, in any format up
+// to formatVersion. v is only valid inside the bbolt transaction, so
+// everything returned is copied. A format 1 record has a zero Hash: its
+// chain hash is not stored, and needs the previous records to compute.
 func decodeRecord(global uint64, v []byte) (Record, error) {
 	corrupt := func(why string) error {
 		return fmt.Errorf("%w: record global %d: %s", ErrCorrupt, global, why)
@@ -158,11 +195,12 @@ func decodeRecord(global uint64, v []byte) (Record, error) {
 	if len(v) == 0 {
 		return Record{}, corrupt("empty value")
 	}
-	if v[0] > formatVersion {
+	format := v[0]
+	if format > formatVersion {
 		return Record{}, fmt.Errorf("%w: record global %d has format %d, this build reads up to %d",
-			ErrFormatTooNew, global, v[0], formatVersion)
+			ErrFormatTooNew, global, format, formatVersion)
 	}
-	if v[0] == 0 {
+	if format == 0 {
 		return Record{}, corrupt("format byte 0")
 	}
 	if len(v) < 5 {
@@ -172,7 +210,16 @@ func decodeRecord(global uint64, v []byte) (Record, error) {
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return Record{}, corrupt(fmt.Sprintf("checksum mismatch (stored %08x, computed %08x)", sum, got))
 	}
-	d := decoder{b: body[1:]}
+	fields := body[1:]
+	var h Hash
+	if format >= 2 {
+		if len(fields) < len(h) {
+			return Record{}, corrupt("truncated")
+		}
+		copy(h[:], fields[len(fields)-len(h):])
+		fields = fields[:len(fields)-len(h)]
+	}
+	d := decoder{b: fields}
 	g := d.uvarint()
 	stream := d.bytes()
 	seq := d.uvarint()
@@ -192,6 +239,8 @@ func decodeRecord(global uint64, v []byte) (Record, error) {
 		Type:    string(typ),
 		Version: ver,
 		Data:    append([]byte{}, data...),
+		Hash:    h,
+		Format:  format,
 	}, nil
 }
 
@@ -235,3 +284,5 @@ func (d *decoder) uint16() uint16 {
 	d.b = d.b[2:]
 	return v
 }
+
+func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -2,100 +2,433 @@ package journal
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Verify checks the whole file in one read transaction: bbolt's own page
-// consistency, every record's format and checksum, that globals run 1..N
-// without gaps, that each stream's seqs run 1..head without gaps and agree
-// with the streams index and the heads bucket, and that every claim points
-// to an existing stream. It returns the first problem found, wrapping
-// ErrCorrupt (or ErrFormatTooNew). It reads everything: use it in tests,
-// tools and after a crash, not on a hot path.
+// Problem is one inconsistency found by Check.
+type Problem struct {
+	// Global is the record the problem is about; 0 when it is not about
+	// one record.
+	Global uint64 `json:"global,omitempty"`
+	// Kind is what failed: "bbolt" (page structure), "record" (format,
+	// checksum, fields), "sequence" (global or per-stream order), "chain"
+	// (hash chain), "index" (heads, streams, claims, due), "checkpoint",
+	// "head" (a head recorded elsewhere) or "meta".
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	err     error
+}
+
+// Error implements error; it wraps ErrCorrupt, ErrFormatTooNew or
+// ErrSignature.
+func (p Problem) Error() string {
+	if p.err == nil {
+		return "journal: " + p.Message
+	}
+	return p.err.Error()
+}
+
+// Unwrap returns the sentinel the problem wraps.
+func (p Problem) Unwrap() error { return errors.Unwrap(p.err) }
+
+// CheckOptions configures Check. The zero value checks the file on its own.
+type CheckOptions struct {
+	// PublicKey verifies the signatures of stored checkpoints (and of
+	// Heads that are signed). Nil means signatures are not checked.
+	PublicKey ed25519.PublicKey
+	// Heads are heads recorded outside the journal (ChainHead or a
+	// checkpoint, saved by an auditor). The chain must pass through each:
+	// the chain hash of record Global must equal Hash. Nil means none.
+	Heads []Checkpoint
+	// Visit, if set, is called with every record that decodes, in global
+	// order, inside Check's read transaction (it must not use the DB). An
+	// error from it stops Check and is returned.
+	Visit func(Record) error
+	// Progress, if set, is called with the number of records read so far,
+	// every few thousand records.
+	Progress func(records uint64)
+	// MaxProblems caps the problems kept in the result (the rest are only
+	// counted). Zero means 1000.
+	MaxProblems int
+}
+
+// CheckResult is what Check found.
+type CheckResult struct {
+	Records    uint64           `json:"records"`     // log entries read
+	LastGlobal uint64           `json:"last_global"` // highest global in the log
+	Streams    int              `json:"streams"`
+	Formats    map[uint8]uint64 `json:"formats"` // records per storage format
+	// Head is the chain's end as computed from the records (Time is zero,
+	// unsigned). Its Hash is meaningless when a chain problem was found.
+	Head              Checkpoint  `json:"head"`
+	Epoch             uint64      `json:"epoch"`
+	Checkpoints       int         `json:"checkpoints"`
+	SignedCheckpoints int         `json:"signed_checkpoints"`
+	LastCheckpoint    *Checkpoint `json:"last_checkpoint,omitempty"`
+	HeadsMatched      int         `json:"heads_matched"` // of CheckOptions.Heads
+	Problems          []Problem   `json:"problems"`
+	// Dropped counts problems beyond CheckOptions.MaxProblems.
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// OK reports whether no problem was found.
+func (r CheckResult) OK() bool { return len(r.Problems) == 0 && r.Dropped == 0 }
+
+// Verify checks the whole file in one transaction and returns the
+// first problem found, wrapping ErrCorrupt (or ErrFormatTooNew, or
+// ErrSignature for a checkpoint signed by Options.SigningKey's key that
+// does not verify). See Check for what is checked. It reads everything: use
+// it in tests, tools and after a crash, not on a hot path.
 func (db *DB) Verify(ctx context.Context) error {
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		// Drain the whole channel so the checker goroutine ends; keep the
-		// first error.
-		var first error
-		for err := range tx.Check() {
-			if first == nil {
-				first = err
-			}
-		}
-		if first != nil {
-			return fmt.Errorf("%w: bbolt: %w", ErrCorrupt, first)
-		}
-		return verifyTx(ctx, tx)
-	})
+	var opts CheckOptions
+	if db.opts.SigningKey != nil {
+		opts.PublicKey = db.opts.SigningKey.Public().(ed25519.PublicKey)
+	}
+	res, err := db.Check(ctx, &opts)
+	if err == nil && len(res.Problems) > 0 {
+		err = res.Problems[0]
+	}
 	if err != nil {
 		return fmt.Errorf("journal: verify %s: %w", db.path, err)
 	}
 	return nil
 }
 
-func verifyTx(ctx context.Context, tx *bolt.Tx) error {
+// Check reads the whole file in one transaction and reports every
+// problem it finds (up to CheckOptions.MaxProblems):
+//
+//   - bbolt's own page consistency;
+//   - every record's format and checksum, and that it is stored under its
+//     own global;
+//   - globals run 1..N without gaps; each stream's seqs run 1..head without
+//     gaps and agree with the streams index and the heads bucket; every
+//     claim points to an existing stream; due keys are well formed;
+//   - the hash chain: each format 2 record's stored chain hash equals
+//     ChainHash of the record before it (format 1 records, which predate
+//     the chain, are hashed on the way); after a mismatch the check
+//     continues from the stored hash, so each break is reported once, at
+//     the first record whose hash does not follow;
+//   - every stored checkpoint lies on the chain, in order, and (with
+//     PublicKey) is signed by that key; once a signed checkpoint appears,
+//     later unsigned ones are problems (signatures were stripped);
+//   - every CheckOptions.Heads entry lies on the chain.
+//
+// On a DB opened for writing, Check holds the write lock for its whole
+// run (bbolt's page check is only safe that way), so appends wait: check a
+// backup or a read-only DB instead when the service is live.
+//
+// The returned error is only for failures to read (a closed DB, a done
+// ctx, an error from Visit); problems with the data are in the result.
+func (db *DB) Check(ctx context.Context, opts *CheckOptions) (CheckResult, error) {
+	var o CheckOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxProblems <= 0 {
+		o.MaxProblems = 1000
+	}
+	var res CheckResult
+	check := func(tx *bolt.Tx) error {
+		c := &checker{ctx: ctx, tx: tx, opts: o, res: &res}
+		return c.run()
+	}
+	var err error
+	if db.opts.ReadOnly {
+		err = db.view(ctx, check)
+	} else {
+		// bbolt's page check is not safe beside a concurrent writer unless
+		// it runs in the write transaction: hold it (appends wait) and
+		// write nothing.
+		err = db.exclusive(ctx, check)
+	}
+	if err != nil {
+		return res, fmt.Errorf("journal: check %s: %w", db.path, err)
+	}
+	return res, nil
+}
+
+type checker struct {
+	ctx  context.Context
+	tx   *bolt.Tx
+	opts CheckOptions
+	res  *CheckResult
+	// byGlobal maps the streams index backwards; built only once a record
+	// cannot be decoded.
+	byGlobal map[uint64]streamSeq
+}
+
+type streamSeq struct {
+	stream string
+	seq    uint64
+}
+
+// indexed returns the stream and seq the streams index gives global g.
+func (c *checker) indexed(b buckets, g uint64) (streamSeq, bool) {
+	if c.byGlobal == nil {
+		c.byGlobal = map[uint64]streamSeq{}
+		_ = b.streams.ForEach(func(k, v []byte) error {
+			if s, seq, ok := parseStreamKey(k); ok && len(v) == 8 {
+				c.byGlobal[binary.BigEndian.Uint64(v)] = streamSeq{s, seq}
+			}
+			return nil
+		})
+	}
+	sr, ok := c.byGlobal[g]
+	return sr, ok
+}
+
+func (c *checker) add(kind string, global uint64, sentinel error, format string, args ...any) {
+	if len(c.res.Problems) >= c.opts.MaxProblems {
+		c.res.Dropped++
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	c.res.Problems = append(c.res.Problems, Problem{Global: global, Kind: kind, Message: msg,
+		err: fmt.Errorf("%w: %s", sentinel, msg)})
+}
+
+// addErr records a decode error, which already wraps its sentinel.
+func (c *checker) addErr(kind string, global uint64, err error) {
+	sentinel := ErrCorrupt
+	if errors.Is(err, ErrFormatTooNew) {
+		sentinel = ErrFormatTooNew
+	}
+	c.add(kind, global, sentinel, "%s", strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
+}
+
+// mark is a hash the chain must pass through: a stored checkpoint or a
+// head recorded elsewhere.
+type mark struct {
+	cp     Checkpoint
+	stored bool
+}
+
+func (m mark) what() string {
+	if m.stored {
+		return "checkpoint"
+	}
+	return "head"
+}
+
+func (c *checker) run() error {
+	tx := c.tx
+	for err := range tx.Check() {
+		// Drain the whole channel so the checker goroutine ends.
+		c.add("bbolt", 0, ErrCorrupt, "bbolt: %v", err)
+	}
 	b := txBuckets(tx)
-	if b.log == nil || b.heads == nil || b.streams == nil || b.claims == nil || b.due == nil || tx.Bucket(bucketMeta) == nil {
-		return fmt.Errorf("%w: missing bucket", ErrCorrupt)
+	meta := tx.Bucket(bucketMeta)
+	if b.log == nil || b.heads == nil || b.streams == nil || b.claims == nil || b.due == nil || meta == nil {
+		c.add("meta", 0, ErrCorrupt, "missing bucket")
+		return nil
+	}
+	var fileFormat uint32
+	if v := meta.Get(metaFormatKey); len(v) == 4 {
+		fileFormat = binary.BigEndian.Uint32(v)
+	} else {
+		c.add("meta", 0, ErrCorrupt, "meta format version is %d bytes, want 4", len(v))
+	}
+	if v := meta.Get(metaEpochKey); len(v) == 8 {
+		c.res.Epoch = binary.BigEndian.Uint64(v)
+	} else if v != nil {
+		c.add("meta", 0, ErrCorrupt, "meta epoch is %d bytes, want 8", len(v))
+	}
+
+	marks, err := c.marks()
+	if err != nil {
+		return err
 	}
 
 	// Log: gap-free globals, valid records, per-stream gap-free seqs, each
-	// with its index entry.
+	// with its index entry, and the chain.
+	c.res.Formats = map[uint8]uint64{}
 	seqs := map[string]uint64{}
-	var last uint64
-	c := b.log.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if last%4096 == 4095 {
-			if err := ctx.Err(); err != nil {
+	var (
+		last       uint64
+		prev       Hash // chain hash of the last record read
+		chainKnown = true
+		seenV2     bool
+	)
+	checkMarks := func(upTo uint64, exact bool) {
+		for len(marks) > 0 && marks[0].cp.Global <= upTo {
+			m := marks[0]
+			marks = marks[1:]
+			switch {
+			case m.cp.Global != upTo || !exact:
+				c.add(m.what(), m.cp.Global, ErrCorrupt, "%s at global %d: no such record in the log", m.what(), m.cp.Global)
+			case !chainKnown:
+				c.add(m.what(), m.cp.Global, ErrCorrupt, "%s at global %d cannot be checked: the record is unreadable", m.what(), m.cp.Global)
+			case m.cp.Hash != prev:
+				c.add(m.what(), m.cp.Global, ErrCorrupt, "%s at global %d says hash %s, the chain says %s: records at or before global %d were changed",
+					m.what(), m.cp.Global, m.cp.Hash, prev, m.cp.Global)
+			case !m.stored:
+				c.res.HeadsMatched++
+			}
+		}
+	}
+	checkMarks(0, true) // marks of the empty journal: the zero hash
+	cur := b.log.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		c.res.Records++
+		if c.res.Records%4096 == 0 {
+			if err := c.ctx.Err(); err != nil {
 				return err
+			}
+			if c.opts.Progress != nil {
+				c.opts.Progress(c.res.Records)
 			}
 		}
 		if len(k) != 8 {
-			return fmt.Errorf("%w: log key of %d bytes after global %d", ErrCorrupt, len(k), last)
+			c.add("record", 0, ErrCorrupt, "log key of %d bytes after global %d", len(k), last)
+			continue
 		}
 		g := binary.BigEndian.Uint64(k)
 		if g != last+1 {
-			return fmt.Errorf("%w: global %d follows %d", ErrCorrupt, g, last)
-		}
-		r, err := decodeRecord(g, v)
-		if err != nil {
-			return err
-		}
-		if err := checkStream(r.Stream); err != nil {
-			return fmt.Errorf("%w: global %d: %w", ErrCorrupt, g, err)
-		}
-		if want := seqs[r.Stream] + 1; r.Seq != want {
-			return fmt.Errorf("%w: global %d: stream %q seq %d, want %d", ErrCorrupt, g, r.Stream, r.Seq, want)
-		}
-		seqs[r.Stream] = r.Seq
-		iv := b.streams.Get(streamKey(r.Stream, r.Seq))
-		if len(iv) != 8 || binary.BigEndian.Uint64(iv) != g {
-			return fmt.Errorf("%w: stream %q seq %d: index entry %x does not point to global %d",
-				ErrCorrupt, r.Stream, r.Seq, iv, g)
+			c.add("sequence", g, ErrCorrupt, "global %d follows %d", g, last)
+			checkMarks(g-1, false)
 		}
 		last = g
+		r, err := decodeRecord(g, v)
+		if err != nil {
+			c.addErr("record", g, err)
+			chainKnown = false
+			checkMarks(g, true)
+			// Count the record for the stream the index says it belongs
+			// to, so the stream's later records are not reported as gaps.
+			if sr, ok := c.indexed(b, g); ok && sr.seq == seqs[sr.stream]+1 {
+				seqs[sr.stream] = sr.seq
+			}
+			continue
+		}
+		c.res.Formats[r.Format]++
+		if uint32(r.Format) > fileFormat {
+			c.add("meta", g, ErrCorrupt, "global %d has format %d but the file says format %d", g, r.Format, fileFormat)
+		}
+		if err := checkStream(r.Stream); err != nil {
+			c.add("record", g, ErrCorrupt, "global %d: %v", g, err)
+		}
+		if want := seqs[r.Stream] + 1; r.Seq != want {
+			c.add("sequence", g, ErrCorrupt, "global %d: stream %q seq %d, want %d", g, r.Stream, r.Seq, want)
+		}
+		seqs[r.Stream] = r.Seq
+		if iv := b.streams.Get(streamKey(r.Stream, r.Seq)); len(iv) != 8 || binary.BigEndian.Uint64(iv) != g {
+			c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry %x does not point to global %d", r.Stream, r.Seq, iv, g)
+		}
+
+		computed := ChainHash(prev, r)
+		switch {
+		case r.Format >= 2:
+			if chainKnown && computed != r.Hash {
+				c.add("chain", g, ErrCorrupt, "global %d: chain hash mismatch: stored %s, computed %s (this record, or the one before it, was altered, removed or moved)",
+					g, r.Hash, computed)
+			}
+			prev, chainKnown, seenV2 = r.Hash, true, true
+		default:
+			if seenV2 {
+				c.add("chain", g, ErrCorrupt, "global %d: format %d record after format 2 records (a record without a stored hash was put in)", g, r.Format)
+			}
+			prev = computed // meaningless until a format 2 record resyncs, if !chainKnown
+		}
+		checkMarks(g, true)
+		if c.opts.Visit != nil {
+			if err := c.opts.Visit(r); err != nil {
+				return err
+			}
+		}
+	}
+	c.res.LastGlobal = last
+	c.res.Head = Checkpoint{Global: last, Hash: prev}
+	c.res.Streams = len(seqs)
+	for _, m := range marks {
+		c.add(m.what(), m.cp.Global, ErrCorrupt, "%s at global %d is beyond the end of the log (global %d): records were removed",
+			m.what(), m.cp.Global, last)
 	}
 	if s := b.log.Sequence(); s != last {
-		return fmt.Errorf("%w: log sequence is %d but last global is %d", ErrCorrupt, s, last)
+		c.add("sequence", 0, ErrCorrupt, "log sequence is %d but last global is %d", s, last)
 	}
+	return c.indexes(b, seqs)
+}
 
-	// Streams index: no entries beyond those checked above. Every record has
-	// its own entry, so equal counts means no extras.
+// marks loads the stored checkpoints and the given heads in global order,
+// checking the checkpoints' own order and signatures on the way.
+func (c *checker) marks() ([]mark, error) {
+	var marks []mark
+	if cb := c.tx.Bucket(bucketCheckpoints); cb != nil {
+		var prev *Checkpoint
+		signedSeen := false
+		err := cb.ForEach(func(k, v []byte) error {
+			cp, err := decodeCheckpoint(k, v)
+			if err != nil {
+				c.addErr("checkpoint", 0, err)
+				return nil
+			}
+			c.res.Checkpoints++
+			if cp.Signed() {
+				c.res.SignedCheckpoints++
+			}
+			if prev != nil && cp.Time.Before(prev.Time) {
+				c.add("checkpoint", cp.Global, ErrCorrupt, "checkpoint at global %d is dated %s, before the one at global %d (%s)",
+					cp.Global, cp.Time.UTC().Format("2006-01-02T15:04:05Z07:00"), prev.Global, prev.Time.UTC().Format("2006-01-02T15:04:05Z07:00"))
+			}
+			if c.opts.PublicKey != nil {
+				switch {
+				case cp.Signed():
+					if err := cp.VerifySignature(c.opts.PublicKey); err != nil {
+						c.add("checkpoint", cp.Global, ErrSignature, "%s", strings.TrimPrefix(err.Error(), ErrSignature.Error()+": "))
+					}
+				case signedSeen:
+					c.add("checkpoint", cp.Global, ErrSignature, "checkpoint at global %d is not signed, but an earlier one is (signature removed?)", cp.Global)
+				}
+			}
+			signedSeen = signedSeen || cp.Signed()
+			marks = append(marks, mark{cp: cp, stored: true})
+			p := cp
+			prev = &p
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			c.res.LastCheckpoint = prev
+		}
+	}
+	for _, h := range c.opts.Heads {
+		if h.Signed() && c.opts.PublicKey != nil {
+			if err := h.VerifySignature(c.opts.PublicKey); err != nil {
+				c.add("head", h.Global, ErrSignature, "recorded head: %s", strings.TrimPrefix(err.Error(), ErrSignature.Error()+": "))
+			}
+		}
+		marks = append(marks, mark{cp: h})
+	}
+	sort.SliceStable(marks, func(i, j int) bool { return marks[i].cp.Global < marks[j].cp.Global })
+	return marks, nil
+}
+
+// indexes checks the streams index, heads, claims and due entries against
+// what the log walk found.
+func (c *checker) indexes(b buckets, seqs map[string]uint64) error {
+	// Streams index: no entries beyond those checked with the records.
+	// Every record has its own entry, so equal counts means no extras.
 	var indexed uint64
 	if err := b.streams.ForEach(func(k, _ []byte) error {
 		if _, _, ok := parseStreamKey(k); !ok {
-			return fmt.Errorf("%w: malformed stream index key %x", ErrCorrupt, k)
+			c.add("index", 0, ErrCorrupt, "malformed stream index key %x", k)
 		}
 		indexed++
 		return nil
 	}); err != nil {
 		return err
 	}
-	if indexed != last {
-		return fmt.Errorf("%w: stream index has %d entries for %d records", ErrCorrupt, indexed, last)
+	if indexed != c.res.Records {
+		c.add("index", 0, ErrCorrupt, "stream index has %d entries for %d records", indexed, c.res.Records)
 	}
 
 	// Heads: exactly one per stream, equal to its last seq.
@@ -104,23 +437,24 @@ func verifyTx(ctx context.Context, tx *bolt.Tx) error {
 		heads++
 		h, err := readHead(b.heads, string(k))
 		if err != nil {
-			return err
+			c.addErr("index", 0, err)
+			return nil
 		}
 		if want, ok := seqs[string(k)]; !ok || h != want {
-			return fmt.Errorf("%w: head of stream %q is %d, log says %d", ErrCorrupt, k, h, want)
+			c.add("index", 0, ErrCorrupt, "head of stream %q is %d, log says %d", k, h, want)
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
 	if heads != len(seqs) {
-		return fmt.Errorf("%w: %d heads for %d streams", ErrCorrupt, heads, len(seqs))
+		c.add("index", 0, ErrCorrupt, "%d heads for %d streams", heads, len(seqs))
 	}
 
 	// Claims: owned by a stream that exists.
 	if err := b.claims.ForEach(func(k, v []byte) error {
 		if _, ok := seqs[string(v)]; !ok {
-			return fmt.Errorf("%w: claim %q owned by unknown stream %q", ErrCorrupt, k, v)
+			c.add("index", 0, ErrCorrupt, "claim %q owned by unknown stream %q", k, v)
 		}
 		return nil
 	}); err != nil {
@@ -130,7 +464,7 @@ func verifyTx(ctx context.Context, tx *bolt.Tx) error {
 	// Due: well-formed keys.
 	return b.due.ForEach(func(k, _ []byte) error {
 		if _, ok := parseDueKey(k); !ok {
-			return fmt.Errorf("%w: malformed due key %x", ErrCorrupt, k)
+			c.add("index", 0, ErrCorrupt, "malformed due key %x", k)
 		}
 		return nil
 	})

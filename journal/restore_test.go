@@ -1,0 +1,136 @@
+package journal_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"refundd/journal"
+)
+
+// backupOf writes a journal with n records and returns a backup of it.
+func backupOf(t *testing.T, n int) (backup string, head journal.Checkpoint) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := journal.Open(filepath.Join(dir, "live.db"), &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	appendN(t, db, "s", n)
+	backup = filepath.Join(dir, "backup.db")
+	head, err = db.BackupFile(bg, backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backup, head
+}
+
+func TestRestore_BumpsEpochAndRequiresReconcile(t *testing.T) {
+	backup, head := backupOf(t, 3)
+	before := fileSum(t, backup)
+	dst := filepath.Join(t.TempDir(), "data", "refundd.db")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 2, 1, 0, 0, 0, time.UTC)
+	info, err := journal.Restore(bg, backup, dst, &journal.RestoreOptions{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Epoch != 1 || info.BackupEpoch != 0 || info.Backup.Global != 3 || info.Backup.Hash != head.Hash || !info.RestoredAt.Equal(at) || info.Replaced != "" {
+		t.Fatalf("RestoreInfo %+v", info)
+	}
+	if fileSum(t, backup) != before {
+		t.Fatal("Restore changed the backup")
+	}
+	db, err := journal.Open(dst, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := db.Epoch(bg); err != nil || e != 1 {
+		t.Fatalf("Epoch = %d, %v", e, err)
+	}
+	pending, err := db.ReconcileRequired(bg)
+	if err != nil || pending == nil || pending.Epoch != 1 || pending.Backup.Global != 3 {
+		t.Fatalf("ReconcileRequired = %+v, %v", pending, err)
+	}
+	if err := db.Verify(bg); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, db, "s", 1) // the chain goes on from the backup's head
+	if err := db.ClearReconcileRequired(bg); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := db.ReconcileRequired(bg); p != nil {
+		t.Fatalf("still pending after clear: %+v", p)
+	}
+	if last, _ := db.LastRestore(bg); last == nil || last.Epoch != 1 {
+		t.Fatalf("LastRestore = %+v", last)
+	}
+	db.Close()
+
+	t.Run("existing destination is refused", func(t *testing.T) {
+		_, err := journal.Restore(bg, backup, dst, nil)
+		if !errors.Is(err, journal.ErrInvalid) || !strings.Contains(err.Error(), "exists") {
+			t.Fatalf("Restore over an existing file: %v", err)
+		}
+	})
+	t.Run("replace moves it aside and counts its epoch", func(t *testing.T) {
+		// The same backup again: epoch 2, not 1 again, because the
+		// replaced journal already used epoch 1.
+		info, err := journal.Restore(bg, backup, dst, &journal.RestoreOptions{Replace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Epoch != 2 || info.ReplacedEpoch != 1 || info.Replaced == "" {
+			t.Fatalf("RestoreInfo %+v", info)
+		}
+		old, err := journal.Open(info.Replaced, &journal.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatalf("the replaced journal is kept: %v", err)
+		}
+		if last, _ := old.LastGlobal(bg); last != 4 {
+			t.Fatalf("replaced journal last global %d, want 4", last)
+		}
+		old.Close()
+	})
+	t.Run("min epoch", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "r.db")
+		info, err := journal.Restore(bg, backup, d, &journal.RestoreOptions{MinEpoch: 7})
+		if err != nil || info.Epoch != 7 {
+			t.Fatalf("Restore = %+v, %v", info, err)
+		}
+	})
+	t.Run("destination held by refundd", func(t *testing.T) {
+		live, err := journal.Open(dst, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		_, err = journal.Restore(bg, backup, dst, &journal.RestoreOptions{Replace: true, Timeout: 50 * time.Millisecond})
+		if !errors.Is(err, journal.ErrLocked) {
+			t.Fatalf("Restore onto a held journal: %v, want ErrLocked", err)
+		}
+	})
+}
+
+func TestRestore_RefusesCorruptBackup(t *testing.T) {
+	backup, _ := backupOf(t, 3)
+	patchFile(t, backup, func(tx *bolt.Tx) error { return tx.Bucket([]byte("log")).Delete(be64(2)) })
+	dst := filepath.Join(t.TempDir(), "r.db")
+	if _, err := journal.Restore(bg, backup, dst, nil); !errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("Restore of a damaged backup: %v, want ErrCorrupt", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refused restore left a file behind")
+	}
+	if _, err := journal.Restore(bg, backup, dst, &journal.RestoreOptions{Force: true}); err != nil {
+		t.Fatalf("forced restore: %v", err)
+	}
+}
