@@ -1,0 +1,247 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"refundd/internal/auth"
+	"refundd/journal"
+)
+
+// AuditConfig enables the audit routes:
+//
+//	GET /v1/audit/head    the journal's chain head now (signed when the
+//	                      journal has a signing key), the last stored
+//	                      checkpoint, the refund-number epoch and whether a
+//	                      restore's reconciliation is pending (permission
+//	                      audit: auditors and operators)
+//	GET /v1/admin/backup  a consistent copy of the live journal file
+//	                      (permission operate: operators only; the file
+//	                      holds every request)
+type AuditConfig struct {
+	// Journal is the live journal. Required.
+	Journal AuditJournal
+	// BackupTimeout bounds one backup download; the server's WriteTimeout
+	// does not apply to it. Zero means 10 minutes.
+	BackupTimeout time.Duration
+	// SpoolDir, if set, copies each backup to a temporary file there first,
+	// so the journal's read transaction lasts only as long as a local copy:
+	// a slow client then cannot hold up appends that need the file to grow
+	// (see journal.Snapshot). Empty means the backup streams straight from
+	// the transaction.
+	SpoolDir string
+	// RefundsPaused, if set, is asked on every new refund request (POST
+	// /v1/reservations/{id}/refunds); a non-empty answer refuses it with
+	// 503 "unavailable" and that answer as the message. refundd pauses
+	// refunds so while it reconciles a restored journal. Nil means never.
+	RefundsPaused func() string
+}
+
+// AuditJournal is what the audit routes need from the journal;
+// *journal.DB implements it. Implementations must be safe for concurrent
+// use; errors are reported to clients as 503 without detail.
+type AuditJournal interface {
+	ChainHead(ctx context.Context) (journal.Checkpoint, error)
+	LastCheckpoint(ctx context.Context) (journal.Checkpoint, bool, error)
+	Epoch(ctx context.Context) (uint64, error)
+	ReconcileRequired(ctx context.Context) (*journal.RestoreInfo, error)
+	// Snapshot starts a hot backup; the caller closes it.
+	Snapshot(ctx context.Context) (*journal.Snapshot, error)
+}
+
+// Backup response headers: the chain head the copy holds, so the client
+// can check the file it received (refundctl backup does).
+const (
+	HeaderHeadGlobal = "X-Refundd-Head-Global"
+	HeaderHeadHash   = "X-Refundd-Head-Hash"
+	HeaderEpoch      = "X-Refundd-Epoch"
+)
+
+// refundRequestRoute is the path template of new refund requests, the
+// route RefundsPaused gates.
+const refundRequestRoute = "/v1/reservations/{id}/refunds"
+
+// auditPerms are the audit routes' permissions, added to Options.RoutePerms
+// (unless the caller set them) so that the deny-by-default table admits
+// them.
+var auditPerms = map[string]auth.Permission{
+	"GET /v1/audit/head":   auth.PermAudit,
+	"GET /v1/admin/backup": auth.PermOperate,
+}
+
+// auditRoutes registers the audit routes when Options.Audit is set.
+func (s *Server) auditRoutes() {
+	cfg := s.opts.Audit
+	if cfg == nil || cfg.Journal == nil {
+		return
+	}
+	perms := maps.Clone(s.opts.RoutePerms)
+	if perms == nil {
+		perms = map[string]auth.Permission{}
+	}
+	for k, p := range auditPerms {
+		if _, ok := perms[k]; !ok {
+			perms[k] = p
+		}
+	}
+	s.opts.RoutePerms = perms
+	s.router.HandleFunc("/v1/audit/head", s.auditHead).Methods(http.MethodGet)
+	s.router.HandleFunc("/v1/admin/backup", s.adminBackup).Methods(http.MethodGet)
+	if cfg.RefundsPaused != nil {
+		s.router.Use(s.refundGate)
+	}
+}
+
+// HeadView is the body of GET /v1/audit/head.
+type HeadView struct {
+	// Head is the last record's global and chain hash, timed now.
+	Head journal.Checkpoint `json:"head"`
+	// Checkpoint is the newest checkpoint stored in the journal.
+	Checkpoint        *journal.Checkpoint  `json:"checkpoint,omitempty"`
+	Epoch             uint64               `json:"epoch"`
+	ReconcileRequired bool                 `json:"reconcile_required"`
+	Restore           *journal.RestoreInfo `json:"restore,omitempty"` // the restore being reconciled
+}
+
+func (s *Server) auditHead(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	j := s.opts.Audit.Journal
+	var v HeadView
+	var err error
+	if v.Head, err = j.ChainHead(ctx); err != nil {
+		s.journalError(w, r, "audit head", err)
+		return
+	}
+	cp, ok, err := j.LastCheckpoint(ctx)
+	if err != nil {
+		s.journalError(w, r, "audit head", err)
+		return
+	}
+	if ok {
+		v.Checkpoint = &cp
+	}
+	if v.Epoch, err = j.Epoch(ctx); err != nil {
+		s.journalError(w, r, "audit head", err)
+		return
+	}
+	if v.Restore, err = j.ReconcileRequired(ctx); err != nil {
+		s.journalError(w, r, "audit head", err)
+		return
+	}
+	v.ReconcileRequired = v.Restore != nil
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) journalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.ErrorContext(r.Context(), what+" failed", "err", err)
+	writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: "the journal is unavailable"}})
+}
+
+// adminBackup streams a consistent copy of the journal file with its
+// exact Content-Length.
+func (s *Server) adminBackup(w http.ResponseWriter, r *http.Request) {
+	cfg := s.opts.Audit
+	timeout := cfg.BackupTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	// The server's write deadline is sized for small JSON answers.
+	if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		s.log.WarnContext(r.Context(), "backup: cannot extend the write deadline; a large backup may be cut off", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+	snap, err := cfg.Journal.Snapshot(ctx)
+	if err != nil {
+		s.journalError(w, r, "backup", err)
+		return
+	}
+	defer snap.Close()
+	head := snap.Head()
+	epoch, err := cfg.Journal.Epoch(ctx)
+	if err != nil {
+		s.journalError(w, r, "backup", err)
+		return
+	}
+	size, body := snap.Size(), io.WriterTo(snap)
+	if cfg.SpoolDir != "" {
+		f, n, err := spool(cfg.SpoolDir, snap)
+		if err != nil {
+			s.journalError(w, r, "backup spool", err)
+			return
+		}
+		defer func() { f.Close(); os.Remove(f.Name()) }()
+		_ = snap.Close() // the copy is made: let appends remap again
+		size, body = n, fileWriterTo{f}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="refundd-%d.db"`, head.Global))
+	h.Set("Cache-Control", "no-store")
+	h.Set(HeaderHeadGlobal, strconv.FormatUint(head.Global, 10))
+	h.Set(HeaderHeadHash, head.Hash.String())
+	h.Set(HeaderEpoch, strconv.FormatUint(epoch, 10))
+	w.WriteHeader(http.StatusOK)
+	n, err := body.WriteTo(w)
+	if err != nil || n != size {
+		s.log.WarnContext(r.Context(), "backup not completed", "global", head.Global, "sent", n, "size", size, "err", err)
+		// The status is out; breaking the connection is the only way to
+		// tell the client its copy is incomplete (besides the length).
+		panic(http.ErrAbortHandler)
+	}
+	s.log.InfoContext(r.Context(), "backup sent", "global", head.Global, "bytes", n, "elapsed", time.Since(start))
+}
+
+// spool copies the snapshot to a temporary file in dir, positioned at its
+// start.
+func spool(dir string, snap *journal.Snapshot) (*os.File, int64, error) {
+	f, err := os.CreateTemp(dir, "refundd-backup-*.db")
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := snap.WriteTo(f)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
+	}
+	return f, n, nil
+}
+
+type fileWriterTo struct{ f *os.File }
+
+func (w fileWriterTo) WriteTo(dst io.Writer) (int64, error) { return io.Copy(dst, w.f) }
+
+// refundGate answers new refund requests with 503 while
+// AuditConfig.RefundsPaused says so. Everything else passes: reads,
+// registrations, operator actions and provider notifications go on.
+func (s *Server) refundGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if route := mux.CurrentRoute(r); route != nil {
+				if tpl, err := route.GetPathTemplate(); err == nil && tpl == refundRequestRoute {
+					if reason := s.opts.Audit.RefundsPaused(); reason != "" {
+						w.Header().Set("Retry-After", "30")
+						writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: reason}})
+						return
+					}
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

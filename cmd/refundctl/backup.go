@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"refundd/api"
+	"refundd/journal"
+)
+
+// backupOutput is the --json shape of backup.
+type backupOutput struct {
+	OK    bool                `json:"ok"`
+	File  string              `json:"file"`
+	Bytes int64               `json:"bytes"`
+	Head  journal.Checkpoint  `json:"head"`
+	Check journal.CheckResult `json:"check"`
+}
+
+func backupCommand() command {
+	return command{
+		name:    "backup",
+		summary: "take a consistent backup: hot from a running refundd (--server), or a copy of a stopped journal (--data, --file)",
+		help: `A hot backup streams GET /v1/admin/backup (operator token in --token or
+REFUNDCTL_TOKEN): a consistent copy of the live file as of one moment.
+The copy is written to a temporary file, checked (complete length, a
+journal that passes its own checks, and the chain head the server
+announced), then renamed to --out: --out never holds a partial backup.`,
+		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
+			var src source
+			src.register(fs, c)
+			out := fs.String("out", "", "the backup file to write (required)")
+			asJSON := fs.Bool("json", false, "print the result as JSON")
+			return func(args []string) int {
+				name := "backup"
+				if len(args) > 0 {
+					return c.usageError(name, "unexpected argument %q", args[0])
+				}
+				if *out == "" {
+					return c.usageError(name, "--out is required")
+				}
+				if src.server != "" && (src.file != "" || src.data != "") {
+					return c.usageError(name, "give exactly one of --file, --data and --server")
+				}
+				var err error
+				if src.server != "" {
+					_, err = c.fetchBackup(src.server, src.tokenOr(c), *out)
+				} else {
+					db, done, code := c.openOrExit(name, &src)
+					if db == nil {
+						return code
+					}
+					_, err = db.BackupFile(c.ctx, *out)
+					done()
+				}
+				if err != nil {
+					return c.fail(name, err)
+				}
+				b, err := journal.Open(*out, &journal.Options{ReadOnly: true})
+				if err != nil {
+					return c.fail(name, err)
+				}
+				defer b.Close()
+				res, err := b.Check(c.ctx, nil)
+				if err != nil {
+					return c.fail(name, err)
+				}
+				st, _ := os.Stat(*out)
+				o := backupOutput{OK: res.OK(), File: *out, Head: journal.Checkpoint{Global: res.Head.Global, Hash: res.Head.Hash}, Check: res}
+				if st != nil {
+					o.Bytes = st.Size()
+				}
+				if *asJSON {
+					c.printJSON(o)
+				} else {
+					fmt.Fprintf(c.stdout, "backup %s: %d bytes, %d records, epoch %d\n", *out, o.Bytes, res.Records, res.Epoch)
+					fmt.Fprintf(c.stdout, "head   %d:%s\n", res.Head.Global, res.Head.Hash)
+					for _, p := range res.Problems {
+						fmt.Fprintf(c.stdout, "PROBLEM %s\n", p.Error())
+					}
+				}
+				if !res.OK() {
+					return exitProblems
+				}
+				return exitOK
+			}
+		},
+	}
+}
+
+// fetchBackup downloads a hot backup from server into out and returns the
+// head the server announced, after checking the copy holds it.
+func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error) {
+	var head journal.Checkpoint
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+"/v1/admin/backup", nil)
+	if err != nil {
+		return head, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return head, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return head, fmt.Errorf("GET /v1/admin/backup: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if head.Global, err = strconv.ParseUint(resp.Header.Get(api.HeaderHeadGlobal), 10, 64); err != nil {
+		return head, fmt.Errorf("GET /v1/admin/backup: no %s header", api.HeaderHeadGlobal)
+	}
+	if head.Hash, err = journal.ParseHash(resp.Header.Get(api.HeaderHeadHash)); err != nil {
+		return head, fmt.Errorf("GET /v1/admin/backup: %s: %v", api.HeaderHeadHash, err)
+	}
+	p := c.progress("bytes received")
+	err = journal.WriteFileAtomic(out, func(w io.Writer) error {
+		n, err := io.Copy(w, &progressReader{r: resp.Body, p: p})
+		if err != nil {
+			return err
+		}
+		if resp.ContentLength >= 0 && n != resp.ContentLength {
+			return fmt.Errorf("received %d of %d bytes", n, resp.ContentLength)
+		}
+		return nil
+	})
+	p.done()
+	if err != nil {
+		return head, fmt.Errorf("backup from %s: %w", server, err)
+	}
+	b, err := journal.Open(out, &journal.Options{ReadOnly: true})
+	if err == nil {
+		var res journal.CheckResult
+		res, err = b.Check(c.ctx, &journal.CheckOptions{Heads: []journal.Checkpoint{head}})
+		b.Close()
+		if err == nil && res.Head.Global != head.Global {
+			err = fmt.Errorf("the copy ends at global %d, the server announced %d", res.Head.Global, head.Global)
+		} else if err == nil && res.HeadsMatched != 1 {
+			err = errors.New("the copy's chain does not hold the head the server announced")
+		}
+	}
+	if err != nil {
+		os.Remove(out)
+		return head, fmt.Errorf("backup from %s is not usable: %w", server, err)
+	}
+	if c.progressOK {
+		fmt.Fprintf(c.stderr, "backup received in %s\n", time.Since(start).Round(time.Millisecond))
+	}
+	return head, nil
+}
+
+type progressReader struct {
+	r io.Reader
+	p *progress
+	n uint64
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.n += uint64(n)
+	r.p.report(r.n)
+	return n, err
+}

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"crypto/ed25519"
+
+	"refundd/internal/audit"
+)
+
+func parseKeyForTest(b []byte) (ed25519.PrivateKey, error) { return audit.ParseSigningKey(b) }

@@ -1,0 +1,32 @@
+// Command refundctl answers auditors' and operators' questions about a
+// refundd journal: does it hold together, what happened to a reservation,
+// what was its state at a past moment, what are the figures, does it agree
+// with WeChat Pay; and it takes, checks and restores backups.
+//
+// It reads a backup file (--file), the journal of a stopped refundd
+// (--data DIR), or a hot backup it takes from a running one (--server
+// URL), always read-only: the file stays byte-identical. Only restore
+// writes, and only a new file.
+//
+// Exit status: 0 all is well; 1 the journal or the reconciliation has
+// problems (they are listed); 2 bad usage; 3 the work could not be done (a
+// file that cannot be opened or is held by a running refundd, a server that
+// does not answer).
+//
+// Run "refundctl help" for the commands, "refundctl COMMAND --help" for
+// one.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"refundd/internal/audit"
+)
+
+func statsCommand() command {
+	return command{
+		name:    "journal stats",
+		summary: "counts by event type and refund state, totals, size, oldest refund in flight",
+		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
+			var src source
+			src.register(fs, c)
+			asJSON := fs.Bool("json", false, "print the figures as JSON")
+			return func(args []string) int {
+				name := "journal stats"
+				if len(args) > 0 {
+					return c.usageError(name, "unexpected argument %q", args[0])
+				}
+				db, done, code := c.openOrExit(name, &src)
+				if db == nil {
+					return code
+				}
+				defer done()
+				p := c.progress("records read")
+				st, err := audit.ComputeStats(c.ctx, db, p.report)
+				p.done()
+				if err != nil {
+					return c.fail(name, err)
+				}
+				if *asJSON {
+					c.printJSON(st)
+				} else {
+					printStats(c, db.Path(), st)
+				}
+				if st.Undecoded > 0 {
+					fmt.Fprintf(c.stderr, "refundctl %s: %d records could not be decoded; run \"refundctl journal verify\"\n", name, st.Undecoded)
+					return exitProblems
+				}
+				return exitOK
+			}
+		},
+	}
+}
+
+func printStats(c *cli, path string, st *audit.Stats) {
+	w := c.stdout
+	fmt.Fprintf(w, "journal %s: %d bytes, %d records, epoch %d, head %d:%s\n", path, st.FileSize, st.Records, st.Epoch, st.Head.Global, st.Head.Hash)
+	if !st.AsOf.IsZero() {
+		fmt.Fprintf(w, "latest event  %s\n", st.AsOf.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "reservations  %d (%d canceled)\n", st.Reservations, st.Canceled)
+	fmt.Fprintf(w, "paid          %s\n", audit.Yuan(st.Paid))
+	fmt.Fprintf(w, "refunded      %s\n", audit.Yuan(st.Refunded))
+	fmt.Fprintf(w, "in flight     %s\n", audit.Yuan(st.InFlight))
+	fmt.Fprintf(w, "released      %s (failed refunds)\n", audit.Yuan(st.Released))
+	fmt.Fprintf(w, "refunds       %d\n", st.Refunds)
+	for _, k := range sortedKeys(st.RefundStates) {
+		fmt.Fprintf(w, "  %-12s %d\n", k, st.RefundStates[k])
+	}
+	fmt.Fprintln(w, "events")
+	for _, k := range sortedKeys(st.EventTypes) {
+		fmt.Fprintf(w, "  %-28s %d\n", k, st.EventTypes[k])
+	}
+	if o := st.OldestInFlight; o != nil {
+		fmt.Fprintf(w, "oldest in flight  %s (reservation %s) %s %s, requested %s, %s before the latest event\n",
+			o.RefundNo, o.ReservationID, o.State, audit.Yuan(o.Amount), o.CreatedAt.UTC().Format(time.RFC3339), o.Age.Round(time.Second))
+	} else {
+		fmt.Fprintln(w, "oldest in flight  none")
+	}
+	if st.LastCheckpoint != nil {
+		fmt.Fprintf(w, "last checkpoint   global %d at %s (signed: %v)\n", st.LastCheckpoint.Global, st.LastCheckpoint.Time.UTC().Format(time.RFC3339), st.LastCheckpoint.Signed())
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"refundd/internal/audit"
+	"refundd/journal"
+)
+
+// headList is the repeatable --head GLOBAL:HASH flag.
+type headList []journal.Checkpoint
+
+func (h *headList) String() string { return "" }
+
+func (h *headList) Set(v string) error {
+	g, hash, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseUint(g, 10, 64)
+	if !ok || err != nil {
+		return fmt.Errorf("want GLOBAL:HASH")
+	}
+	hh, err := journal.ParseHash(hash)
+	if err != nil {
+		return err
+	}
+	*h = append(*h, journal.Checkpoint{Global: n, Hash: hh})
+	return nil
+}
+
+// readCheckpointFile reads a recorded head: the JSON of "refundctl head
+// --json", of GET /v1/audit/head (its "head" is used), or a bare
+// checkpoint object.
+func readCheckpointFile(path string) (journal.Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return journal.Checkpoint{}, err
+	}
+	var wrapped struct {
+		Head *journal.Checkpoint `json:"head"`
+	}
+	if err := json.Unmarshal(b, &wrapped); err == nil && wrapped.Head != nil {
+		return *wrapped.Head, nil
+	}
+	var cp journal.Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return cp, fmt.Errorf("%s: not a head or checkpoint JSON: %v", path, err)
+	}
+	if cp.Global == 0 && cp.Hash.IsZero() {
+		return cp, fmt.Errorf("%s: no global and hash in it", path)
+	}
+	return cp, nil
+}
+
+// verifyOutput is the --json shape of journal verify.
+type verifyOutput struct {
+	OK     bool          `json:"ok"`
+	Source string        `json:"source"`
+	Report *audit.Report `json:"report"`
+}
+
+func verifyCommand() command {
+	return command{
+		name:    "journal verify",
+		summary: "check checksums, the hash chain, sequences, every event's decoding and transitions, invariants and indexes",
+		help: `Every problem found is listed (not just the first), each naming the
+global sequence of the record concerned. A head recorded outside the
+journal earlier (--head, or --checkpoint with the JSON saved from
+"refundctl journal head --json" or GET /v1/audit/head) proves that
+nothing up to it was changed since: the chain must pass through it.
+--public-key checks the signatures of the journal's checkpoints and of a
+signed recorded head. See docs/AUDIT.md.`,
+		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
+			var src source
+			src.register(fs, c)
+			asJSON := fs.Bool("json", false, "print the report as JSON")
+			var heads headList
+			fs.Var(&heads, "head", "a recorded head GLOBAL:HASH the chain must pass through; repeatable")
+			var cpFiles stringList
+			fs.Var(&cpFiles, "checkpoint", "a file holding a recorded head or checkpoint (JSON); repeatable")
+			pubFile := fs.String("public-key", "", "PEM Ed25519 public key that signs checkpoints")
+			maxProblems := fs.Int("max-problems", 1000, "list at most this many problems of each kind (the rest are counted)")
+			return func(args []string) int {
+				name := "journal verify"
+				if len(args) > 0 {
+					return c.usageError(name, "unexpected argument %q", args[0])
+				}
+				opts := audit.VerifyOptions{MaxProblems: *maxProblems}
+				opts.Check.MaxProblems = *maxProblems
+				opts.Check.Heads = heads
+				for _, f := range cpFiles {
+					cp, err := readCheckpointFile(f)
+					if err != nil {
+						return c.usageError(name, "--checkpoint: %v", err)
+					}
+					opts.Check.Heads = append(opts.Check.Heads, cp)
+				}
+				if *pubFile != "" {
+					b, err := os.ReadFile(*pubFile)
+					if err != nil {
+						return c.usageError(name, "--public-key: %v", err)
+					}
+					if opts.Check.PublicKey, err = audit.ParsePublicKey(b); err != nil {
+						return c.usageError(name, "--public-key %s: %v", *pubFile, err)
+					}
+				}
+				db, done, code := c.openOrExit(name, &src)
+				if db == nil {
+					return code
+				}
+				defer done()
+				p := c.progress("records checked")
+				opts.Check.Progress = p.report
+				rep, err := audit.Verify(c.ctx, db, opts)
+				p.done()
+				if err != nil {
+					return c.fail(name, err)
+				}
+				if *asJSON {
+					c.printJSON(verifyOutput{OK: rep.OK(), Source: db.Path(), Report: rep})
+				} else {
+					printVerify(c, db.Path(), rep)
+				}
+				if !rep.OK() {
+					return exitProblems
+				}
+				return exitOK
+			}
+		},
+	}
+}
+
+func printVerify(c *cli, path string, rep *audit.Report) {
+	w := c.stdout
+	j := rep.Journal
+	var formats []string
+	for f := uint8(1); f <= 255 && len(formats) < len(j.Formats); f++ {
+		if n, ok := j.Formats[f]; ok {
+			formats = append(formats, fmt.Sprintf("format %d: %d", f, n))
+		}
+	}
+	fmt.Fprintf(w, "journal %s\n", path)
+	fmt.Fprintf(w, "  records      %d (last global %d; %s), %d streams, epoch %d\n", j.Records, j.LastGlobal, strings.Join(formats, ", "), j.Streams, j.Epoch)
+	fmt.Fprintf(w, "  chain head   %d:%s\n", j.Head.Global, j.Head.Hash)
+	if j.LastCheckpoint != nil {
+		fmt.Fprintf(w, "  checkpoints  %d (%d signed), last at global %d, %s\n", j.Checkpoints, j.SignedCheckpoints,
+			j.LastCheckpoint.Global, j.LastCheckpoint.Time.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "  checkpoints  none\n")
+	}
+	if j.HeadsMatched > 0 {
+		fmt.Fprintf(w, "  recorded heads matched: %d\n", j.HeadsMatched)
+	}
+	fmt.Fprintf(w, "  reservations %d, refunds %d\n", rep.Reservations, rep.Refunds)
+	for _, p := range j.Problems {
+		if p.Global != 0 {
+			fmt.Fprintf(w, "PROBLEM global %d [%s] %s\n", p.Global, p.Kind, p.Message)
+		} else {
+			fmt.Fprintf(w, "PROBLEM [%s] %s\n", p.Kind, p.Message)
+		}
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "PROBLEM %s\n", p)
+	}
+	if rep.OK() {
+		fmt.Fprintln(w, "OK: no problems found")
+		return
+	}
+	fmt.Fprintf(w, "FAILED: %d problems in the file, %d in the events and indexes\n",
+		len(j.Problems)+j.Dropped, len(rep.Problems)+rep.Dropped)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

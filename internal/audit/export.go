@@ -1,0 +1,238 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+
+	"refundd/internal/reservation"
+	"refundd/journal"
+)
+
+// scanBatch is how many records one read transaction returns.
+const scanBatch = 2048
+
+// scanAll calls fn with every record in global order, reading in batches,
+// and progress (if set) with the count so far after each batch.
+func scanAll(ctx context.Context, db *journal.DB, progress func(uint64), fn func(journal.Record) error) error {
+	var after, n uint64
+	for {
+		recs, err := db.Scan(ctx, after, scanBatch)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+			after = r.Global
+		}
+		n += uint64(len(recs))
+		if progress != nil {
+			progress(n)
+		}
+		if len(recs) < scanBatch {
+			return nil
+		}
+	}
+}
+
+// Replay rebuilds every reservation the journal holds, in global order.
+// Events that do not decode are skipped (Verify reports them); the second
+// result counts them.
+func Replay(ctx context.Context, db *journal.DB, progress func(uint64)) (map[string]*reservation.State, int, error) {
+	undecoded := 0
+	rp := newReplayer(func(p Problem) {
+		if p.Kind == "decode" {
+			undecoded++
+		}
+	})
+	err := scanAll(ctx, db, progress, func(r journal.Record) error {
+		rp.apply(r)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return rp.states, undecoded, nil
+}
+
+// Row is one event, flattened for auditors and spreadsheets.
+type Row struct {
+	Global      uint64          `json:"global"`
+	Reservation string          `json:"reservation_id"`
+	Seq         uint64          `json:"seq"`
+	At          time.Time       `json:"at"`
+	Type        string          `json:"type"`
+	Version     uint16          `json:"version"`
+	By          string          `json:"by"`
+	RefundNo    string          `json:"refund_no,omitempty"`
+	Amount      int64           `json:"amount"`      // fen: the refund's amount, or the paid amount of a registration
+	AmountYuan  string          `json:"amount_yuan"` // the same in yuan
+	RefundState string          `json:"refund_state,omitempty"`
+	Status      string          `json:"status"` // the reservation's status after the event
+	Summary     string          `json:"summary"`
+	Data        json.RawMessage `json:"data"`
+}
+
+// RowHeader is the CSV header matching Row.CSV.
+var RowHeader = []string{"global", "reservation_id", "seq", "at", "type", "version", "by", "refund_no",
+	"amount_fen", "amount_yuan", "refund_state", "status", "summary", "data"}
+
+// CSV returns the row's fields in RowHeader order.
+func (r Row) CSV() []string {
+	return []string{itoa(r.Global), r.Reservation, itoa(r.Seq), r.At.UTC().Format(time.RFC3339Nano), r.Type,
+		itoa(uint64(r.Version)), r.By, r.RefundNo, i64toa(r.Amount), r.AmountYuan, r.RefundState, r.Status, r.Summary, string(r.Data)}
+}
+
+// ExportOptions selects the events to export.
+type ExportOptions struct {
+	// From and To bound the events' decision times: From <= At < To. Zero
+	// means unbounded.
+	From, To time.Time
+	// Progress, if set, gets the number of records read so far.
+	Progress func(uint64)
+}
+
+// Export calls emit with every event in global order that falls in the
+// range. Events that do not decode are exported with their raw type and no
+// data (Verify reports them).
+func Export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(Row) error) error {
+	rp := newReplayer(nil)
+	return scanAll(ctx, db, opts.Progress, func(r journal.Record) error {
+		e, st, ok := rp.apply(r)
+		if !ok {
+			return emit(Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, Type: r.Type, Version: r.Version,
+				Summary: "cannot decode", Data: json.RawMessage("null")})
+		}
+		if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) {
+			return nil
+		}
+		row := Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
+			By: e.By, RefundNo: refundOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
+		row.Data, _ = json.Marshal(e.Data)
+		switch {
+		case row.RefundNo != "":
+			if rf := st.Refund(row.RefundNo); rf != nil {
+				row.Amount, row.RefundState = rf.Amount, string(rf.State)
+			}
+		case r.Type == reservation.TypeRegistered:
+			row.Amount = st.Amount
+		case r.Type == reservation.TypeCanceled:
+			row.Amount = st.Refunded()
+		}
+		row.AmountYuan = Yuan(row.Amount)
+		return emit(row)
+	})
+}
+
+// Stats are the journal's figures.
+type Stats struct {
+	Records      uint64         `json:"records"`
+	Undecoded    int            `json:"undecoded"`
+	Reservations int            `json:"reservations"`
+	Canceled     int            `json:"canceled"`
+	EventTypes   map[string]int `json:"event_types"`
+	RefundStates map[string]int `json:"refund_states"`
+	Refunds      int            `json:"refunds"`
+	// Amounts in fen: paid (registered), refunded (SUCCEEDED), in flight
+	// (held, not yet succeeded), released (FAILED).
+	Paid     int64 `json:"paid"`
+	Refunded int64 `json:"refunded"`
+	InFlight int64 `json:"in_flight"`
+	Released int64 `json:"released"`
+	// AsOf is the time of the latest event: ages are measured from it, so
+	// a backup gives the same answer on any day.
+	AsOf           time.Time           `json:"as_of,omitzero"`
+	OldestInFlight *InFlightRefund     `json:"oldest_in_flight,omitempty"`
+	FileSize       int64               `json:"file_size"`
+	Epoch          uint64              `json:"epoch"`
+	Head           journal.Checkpoint  `json:"head"`
+	LastCheckpoint *journal.Checkpoint `json:"last_checkpoint,omitempty"`
+}
+
+// InFlightRefund is a refund that holds money and has not succeeded.
+type InFlightRefund struct {
+	ReservationID string        `json:"reservation_id"`
+	RefundNo      string        `json:"refund_no"`
+	State         string        `json:"state"`
+	Amount        int64         `json:"amount"`
+	CreatedAt     time.Time     `json:"created_at"`
+	Age           time.Duration `json:"age_ns"`
+}
+
+// ComputeStats reads the whole journal once.
+func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*Stats, error) {
+	st := &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}}
+	undecoded := 0
+	rp := newReplayer(func(p Problem) {
+		if p.Kind == "decode" {
+			undecoded++
+		}
+	})
+	err := scanAll(ctx, db, progress, func(r journal.Record) error {
+		st.Records++
+		st.EventTypes[r.Type]++
+		if e, _, ok := rp.apply(r); ok && e.At.After(st.AsOf) {
+			st.AsOf = e.At
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Undecoded = undecoded
+	ids := make([]string, 0, len(rp.states))
+	for id := range rp.states {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s := rp.states[id]
+		if !s.Registered() {
+			continue
+		}
+		st.Reservations++
+		if s.Status == reservation.StatusCanceled {
+			st.Canceled++
+		}
+		st.Paid += s.Amount
+		st.Refunded += s.Refunded()
+		st.InFlight += s.InFlight()
+		for _, r := range s.Refunds {
+			st.Refunds++
+			st.RefundStates[string(r.State)]++
+			if r.State == reservation.Failed {
+				st.Released += r.Amount
+			}
+			if r.State.Holds() && r.State != reservation.Succeeded &&
+				(st.OldestInFlight == nil || r.CreatedAt.Before(st.OldestInFlight.CreatedAt)) {
+				st.OldestInFlight = &InFlightRefund{ReservationID: id, RefundNo: r.No, State: string(r.State),
+					Amount: r.Amount, CreatedAt: r.CreatedAt}
+			}
+		}
+	}
+	if st.OldestInFlight != nil {
+		st.OldestInFlight.Age = st.AsOf.Sub(st.OldestInFlight.CreatedAt)
+	}
+	if st.FileSize, err = db.Size(ctx); err != nil {
+		return nil, err
+	}
+	if st.Epoch, err = db.Epoch(ctx); err != nil {
+		return nil, err
+	}
+	if st.Head, err = db.ChainHead(ctx); err != nil {
+		return nil, err
+	}
+	if cp, ok, err := db.LastCheckpoint(ctx); err != nil {
+		return nil, err
+	} else if ok {
+		st.LastCheckpoint = &cp
+	}
+	return st, nil
+}
+
+func itoa(v uint64) string  { return strconv.FormatUint(v, 10) }
+func i64toa(v int64) string { return strconv.FormatInt(v, 10) }

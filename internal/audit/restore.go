@@ -1,0 +1,193 @@
+package audit
+
+import (
+	"context"
+
+	"fmt"
+	"sort"
+	"strconv"
+
+	"refundd/internal/reservation"
+	"refundd/journal"
+)
+
+// EpochPrefix is the refund-number prefix in force in an epoch: base for
+// epoch 0, base+"E"+epoch after restores ("R" -> "RE1", "RE2", ...). A
+// restored journal has lost the refunds made after its backup; starting a
+// new prefix means their numbers are never issued again for different
+// requests. The result must stay within the 16 characters a prefix may
+// have: a base of at most 13 characters leaves room for epoch 99.
+func EpochPrefix(base string, epoch uint64) (string, error) {
+	if base == "" || (reservation.Policy{RefundNoPrefix: base}).Validate() != nil {
+		return "", fmt.Errorf("%w: refund-number prefix %q must be 1..16 of [0-9A-Za-z]", ErrInvalid, base)
+	}
+	if epoch == 0 {
+		return base, nil
+	}
+	p := base + "E" + strconv.FormatUint(epoch, 10)
+	if (reservation.Policy{RefundNoPrefix: p}).Validate() != nil {
+		return "", fmt.Errorf("%w: refund-number prefix %q of epoch %d is longer than 16 characters: use a shorter base prefix than %q",
+			ErrInvalid, p, epoch, base)
+	}
+	return p, nil
+}
+
+// EpochPrefixes returns the prefixes of epochs 0..epoch, for recognising
+// this deployment's refund numbers.
+func EpochPrefixes(base string, epoch uint64) ([]string, error) {
+	var out []string
+	for e := uint64(0); e <= epoch; e++ {
+		p, err := EpochPrefix(base, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Executor applies a command to a reservation; *actors.Engine satisfies
+// it.
+type Executor interface {
+	Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
+}
+
+// RestoreCheckOptions configures ReconcileAfterRestore.
+type RestoreCheckOptions struct {
+	// BasePrefix is refundd's configured refund-number prefix (epoch 0).
+	// Required to look for refunds lost with the restore.
+	BasePrefix string
+	// By is recorded as the cause of the outcomes applied. Empty means
+	// "reconcile".
+	By string
+	// MaxProbe bounds how many numbers past a reservation's last known one
+	// are asked about, per lost epoch. Zero means 99 (the most refunds a
+	// reservation can have).
+	MaxProbe int
+}
+
+// RestoreCheck is what ReconcileAfterRestore did.
+type RestoreCheck struct {
+	// Checked counts the refunds that were in flight in the journal and
+	// were queried; Applied counts the answers applied to them.
+	Checked int `json:"checked"`
+	Applied int `json:"applied"`
+	// Lost are refunds the provider has under numbers this deployment
+	// issued in an epoch before the restore, that the journal does not
+	// hold: made after the backup and lost with it. The journal cannot
+	// take them back in; an operator must settle them (see docs/AUDIT.md).
+	Lost []Mismatch `json:"lost"`
+	// Failed are queries without a definite answer and answers the engine
+	// refused; the reconciliation is not complete while there are any.
+	Failed []Mismatch `json:"failed"`
+}
+
+// Done reports whether every in-flight refund got a definite answer that
+// was applied, so the reconcile-required flag may be cleared.
+func (c *RestoreCheck) Done() bool { return len(c.Failed) == 0 }
+
+// ReconcileAfterRestore is what refundd runs when it starts on a restored
+// journal (journal.DB.ReconcileRequired), before it takes new refund
+// requests:
+//
+//  1. every refund the journal holds in flight (not SUCCEEDED or FAILED)
+//     is queried with the provider and the answer applied through ex, as a
+//     query outcome (so the state machine decides, and journals, as usual);
+//  2. for every reservation, the refund numbers that the epochs between
+//     the backup and the restore would have issued next are queried: a
+//     refund found there was made after the backup and is reported in
+//     Lost.
+//
+// Refunds of reservations registered after the backup are not in the
+// journal at all: only the daily bill shows them (ReconcileBill). The
+// caller clears the flag when the result is Done.
+func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Executor, opts RestoreCheckOptions) (*RestoreCheck, error) {
+	if opts.By == "" {
+		opts.By = "reconcile"
+	}
+	if opts.MaxProbe <= 0 {
+		opts.MaxProbe = 99
+	}
+	states, _, err := Replay(ctx, db, nil)
+	if err != nil {
+		return nil, err
+	}
+	info, err := db.LastRestore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := db.Epoch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &RestoreCheck{Lost: []Mismatch{}, Failed: []Mismatch{}}
+	for _, f := range Facts(states) {
+		if f.State.Terminal() {
+			continue
+		}
+		f := f
+		rep.Checked++
+		o := q.Query(ctx, f.RefundNo)
+		if o.Kind == reservation.OutcomeUnknown || o.Kind == "" {
+			rep.Failed = append(rep.Failed, Mismatch{Kind: "query_failed", RefundNo: f.RefundNo, ReservationID: f.ReservationID, Journal: &f,
+				Detail: fmt.Sprintf("no definite answer: %s %s", o.Code, o.Message)})
+			continue
+		}
+		_, _, err := ex.Execute(ctx, f.ReservationID, opts.By, reservation.RecordOutcome{RefundNo: f.RefundNo, Source: reservation.SourceQuery, Outcome: o})
+		if err != nil {
+			rep.Failed = append(rep.Failed, Mismatch{Kind: "not_applied", RefundNo: f.RefundNo, ReservationID: f.ReservationID, Journal: &f,
+				Provider: &ProviderAnswer{Kind: o.Kind, Code: o.Code, Amount: o.RefundAmount, OutTradeNo: o.OutTradeNo, ProviderID: o.ProviderID},
+				Detail:   err.Error()})
+			continue
+		}
+		rep.Applied++
+	}
+	if info == nil {
+		return rep, nil
+	}
+	if opts.BasePrefix == "" {
+		return nil, fmt.Errorf("%w: the base refund-number prefix is needed to look for lost refunds", ErrInvalid)
+	}
+	ids := make([]string, 0, len(states))
+	for id := range states {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for e := info.BackupEpoch; e < epoch; e++ {
+		prefix, err := EpochPrefix(opts.BasePrefix, e)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			s := states[id]
+			if !s.Registered() || s.Status == reservation.StatusCanceled {
+				continue
+			}
+			for n := len(s.Refunds) + 1; n <= len(s.Refunds)+opts.MaxProbe; n++ {
+				no := reservation.RefundNo(prefix, id, n)
+				if s.Refund(no) != nil {
+					continue
+				}
+				o := q.Query(ctx, no)
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if o.Kind == reservation.OutcomeNotFound {
+					break
+				}
+				m := Mismatch{RefundNo: no, ReservationID: id,
+					Provider: &ProviderAnswer{Kind: o.Kind, Code: o.Code, Amount: o.RefundAmount, OutTradeNo: o.OutTradeNo, ProviderID: o.ProviderID}}
+				if o.Kind == reservation.OutcomeUnknown || o.Kind == "" {
+					m.Kind, m.Detail = "query_failed", fmt.Sprintf("no definite answer: %s %s", o.Code, o.Message)
+					rep.Failed = append(rep.Failed, m)
+					break
+				}
+				m.Kind = "lost_refund"
+				m.Detail = fmt.Sprintf("the provider has %s %s for order %s, made after the backup (epoch %d); the journal does not hold it",
+					o.Kind, Yuan(o.RefundAmount), o.OutTradeNo, e)
+				rep.Lost = append(rep.Lost, m)
+			}
+		}
+	}
+	return rep, nil
+}
