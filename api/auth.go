@@ -35,6 +35,11 @@ var routePerms = map[string]auth.Permission{
 	"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay": auth.PermOperate,
 	"GET /v1/notify/stats":                                  auth.PermRead,
 	"GET /v1/notify/quarantine":                             auth.PermOperate,
+	"GET /v1/audit/head":                                    auth.PermAudit,
+	"GET /v1/admin/backup":                                  auth.PermOperate,
+	"GET /v1/summary":                                       auth.PermRead,
+	"GET /v1/reservations/{id}/events":                      auth.PermRead,
+	"GET /metrics":                                          auth.PermRead, // open with Options.PublicRoutes (--metrics-public)
 }
 
 // publicRoutes need no token: health for load balancers, and WeChat Pay's
@@ -44,6 +49,12 @@ var publicRoutes = map[string]bool{
 	"GET /readyz":                         true,
 	"POST /v1/notify/wechatpay/refund":    true,
 	"POST /v1/notify/wechatpay/v2/refund": true,
+	// The API description and the console's static files hold no data;
+	// everything the console shows comes through the routes above.
+	"GET /v1/openapi.json": true,
+	"GET /console":         true,
+	"GET /console/":        true,
+	"HEAD /console/":       true,
 }
 
 func routeKey(r *http.Request) string {
@@ -79,7 +90,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			perm, known = extra, true
 		}
 		if !known {
-			s.log.Error("route missing from the permission table; refused", "route", key)
+			s.log.ErrorContext(r.Context(), "route missing from the permission table; refused", "route", key)
 			s.writeError(w, r, &apiError{code: codeForbidden, msg: "no role may do this"})
 			return
 		}

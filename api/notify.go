@@ -309,7 +309,7 @@ func (n *notifier) engineFailure(err error) *notifyFailure {
 func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *notifyFailure) {
 	n.stats.add(f.outcome)
 	if f.outcome == nProbe {
-		n.log.Debug("wechatpay signature probe refused", "endpoint", endpoint)
+		n.log.DebugContext(r.Context(), "wechatpay signature probe refused", "endpoint", endpoint)
 		return
 	}
 	if q := n.cfg.Quarantine; q != nil && f.outcome != nError {
@@ -322,11 +322,11 @@ func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *noti
 		}
 		if err := q.Keep(quarantine.Entry{At: time.Now().UTC(), Endpoint: endpoint, Reason: string(f.outcome),
 			Detail: errString(f.err), Headers: headers, Body: body}); err != nil {
-			n.log.Error("could not keep a refused notification", "err", err)
+			n.log.ErrorContext(r.Context(), "could not keep a refused notification", "err", err)
 		}
 	}
 	if ok, held := n.limiter.allow(endpoint + "/" + string(f.outcome)); ok {
-		n.log.Error("wechatpay notification refused; WeChat will retry", "endpoint", endpoint,
+		n.log.ErrorContext(r.Context(), "wechatpay notification refused; WeChat will retry", "endpoint", endpoint,
 			"outcome", f.outcome, "reason", f.reason, "err", errString(f.err), "similar_suppressed", held)
 	}
 }

@@ -46,6 +46,19 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Events, if set, enables the event feed and webhook routes (events.go).
 	Events *EventsConfig
+	// Metrics, if set, serves GET /metrics (Prometheus); nil leaves the
+	// route out.
+	Metrics http.Handler
+	// Observer, if set, is told the route, status and duration of every
+	// request; nil measures nothing.
+	Observer RequestObserver
+	// Timeline, if set, serves a reservation's journal at
+	// GET /v1/reservations/{id}/events for the console; nil leaves the
+	// route out.
+	Timeline TimelineReader
+	// Audit, if set, serves the audit head and the hot backup, and pauses
+	// new refunds while a restored journal is reconciled (audit.go).
+	Audit *AuditConfig
 }
 
 // Server routes HTTP requests to the engine.
@@ -55,6 +68,9 @@ type Server struct {
 	log    *slog.Logger
 	router *mux.Router
 	notify *notifier
+	// handler is the router behind request ids, measurement and panic
+	// recovery (metrics.go).
+	handler http.Handler
 }
 
 // New builds the HTTP handler.
@@ -76,6 +92,7 @@ func New(engine Engine, opts Options) *Server {
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
 	r.Use(s.authorize)
+	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)
@@ -96,6 +113,7 @@ func New(engine Engine, opts Options) *Server {
 		s.notify.routes(s)
 	}
 	s.eventRoutes()
+	s.auditRoutes()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, &apiError{code: codeRouteNotFound, msg: "no such route"})
 	})
@@ -118,7 +136,11 @@ func (s *Server) NotifyStats() *NotifyStats {
 // by the wiring in cmd/.
 func (s *Server) Router() *mux.Router { return s.router }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serve runs the router for ServeHTTP, inside the request id and
+// measurement.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// A panic in one request answers 500 and never takes the process
 		// down.
@@ -126,7 +148,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p)
+			s.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p)
 			s.writeError(w, r, &apiError{code: codeInternal, msg: "internal error"})
 		}
 	}()
@@ -145,7 +167,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.opts.Ready(ctx); err != nil {
-			s.log.Warn("not ready", "err", err)
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "journal not writable"})
 			return
 		}

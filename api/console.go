@@ -1,0 +1,156 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"refundd/internal/reservation"
+)
+
+// TimelineReader reads a reservation's journal for the console's timeline;
+// the journal's actors.Store adapter (eventstore.Store) implements it.
+type TimelineReader interface {
+	// Load returns every event of a reservation in order, none for an
+	// unknown one, and the stream's version. Errors are internal.
+	Load(ctx context.Context, reservationID string) ([]reservation.Event, uint64, error)
+}
+
+// timelineEntry is one journaled event as the console shows it.
+type timelineEntry struct {
+	Seq      int             `json:"seq"`
+	Type     string          `json:"type"`
+	At       time.Time       `json:"at"`
+	By       string          `json:"by"`
+	RefundNo string          `json:"refund_no,omitempty"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// timeline serves GET /v1/reservations/{id}/events: the reservation's
+// journal, oldest first. The provider request bytes a submission carries
+// are replaced by their length: they repeat the refund's own fields.
+func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	if !reservation.ValidReservationID(id) {
+		s.writeError(w, r, reservation.ErrNotFound)
+		return
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	events, _, err := s.opts.Timeline.Load(ctx, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(events) == 0 {
+		s.writeError(w, r, reservation.ErrNotFound)
+		return
+	}
+	out := make([]timelineEntry, 0, len(events))
+	for i, e := range events {
+		data, err := timelineData(e.Data)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out = append(out, timelineEntry{Seq: i + 1, Type: e.Data.EventType(), At: e.At.UTC(),
+			By: e.By, RefundNo: refundNoOf(e.Data), Data: data})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "events": out})
+}
+
+func timelineData(d reservation.EventData) (json.RawMessage, error) {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	if req, ok := fields["request"]; ok {
+		var b []byte
+		_ = json.Unmarshal(req, &b)
+		delete(fields, "request")
+		fields["request_bytes"], _ = json.Marshal(len(b))
+	}
+	return json.Marshal(fields)
+}
+
+func refundNoOf(d reservation.EventData) string {
+	switch d := d.(type) {
+	case reservation.RefundRequested:
+		return d.RefundNo
+	case reservation.SubmissionStarted:
+		return d.RefundNo
+	case reservation.SubmissionScheduled:
+		return d.RefundNo
+	case reservation.QueryStarted:
+		return d.RefundNo
+	case reservation.ProviderResult:
+		return d.RefundNo
+	case reservation.Abandoned:
+		return d.RefundNo
+	case reservation.Resolved:
+		return d.RefundNo
+	case reservation.Conflict:
+		return d.RefundNo
+	case reservation.FlaggedStuck:
+		return d.RefundNo
+	}
+	return ""
+}
+
+// summaryCap bounds how far the summary counts one attention kind.
+const summaryCap = 1000
+
+type attentionCount struct {
+	Count int  `json:"count"`
+	More  bool `json:"more"` // the count stopped at its cap
+}
+
+// summary serves GET /v1/summary, the console's headline numbers: refunds
+// needing attention by kind, live actors, notification outcomes and webhook
+// lag, each present only when the server has it.
+func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	out := map[string]any{}
+	if lister, ok := s.engine.(attentionLister); ok {
+		counts := map[string]attentionCount{}
+		for _, kind := range reservation.AttentionKinds {
+			refs, err := lister.Attention(ctx, kind, "", summaryCap+1)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			counts[kind] = attentionCount{Count: min(len(refs), summaryCap), More: len(refs) > summaryCap}
+		}
+		out["attention"] = counts
+	}
+	if a, ok := s.engine.(interface{ Active() int }); ok {
+		out["active_actors"] = a.Active()
+	}
+	if st := s.NotifyStats(); st != nil {
+		out["notifications"] = st.Snapshot()
+	}
+	if ec := s.opts.Events; ec != nil && ec.Webhooks != nil {
+		lags, err := ec.Webhooks.Lag(ctx)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		views := make([]endpointView, 0, len(lags))
+		for _, l := range lags {
+			views = append(views, endpointView{Name: l.Name, Cursor: strconv.FormatUint(l.Cursor, 10), EventsBehind: l.EventsBehind,
+				Parked: l.Parked, OldestUndeliveredAgeSeconds: l.OldestUndeliveredAge.Seconds(),
+				Delivered: l.Delivered, FailedAttempts: l.FailedAttempts})
+		}
+		out["webhooks"] = views
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,457 @@
+// refundd operator console. Plain JavaScript, no dependencies.
+//
+// Every value shown comes from the JSON API and reaches the page only as
+// text: through h() below, which turns anything that is not a DOM node into
+// a Text node. Nothing here parses HTML from strings; the
+// Content-Security-Policy enforces that with Trusted Types.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'refundd.console.token';
+  const KINDS = [
+    { kind: 'stuck', title: 'Stuck', help: 'Unresolved past the stuck limit: reconcile to ask the provider now.' },
+    { kind: 'UNKNOWN', title: 'Unknown outcome', help: 'The provider did not answer clearly: only a query (reconcile) settles it; resubmit sends the same bytes again.' },
+    { kind: 'ABNORMAL', title: 'Abnormal', help: 'WeChat could not deliver the money: settle it with WeChat, then resolve.' },
+    { kind: 'REJECTED', title: 'Rejected', help: 'Refused with a business code: fix the cause and resubmit, or abandon to release the amount.' },
+  ];
+  const TERMINAL = new Set(['SUCCEEDED', 'FAILED']);
+
+  const $ = (id) => document.getElementById(id);
+  const seg = encodeURIComponent;
+
+  // h builds an element. props: class, text, on<event> handlers, anything
+  // else as an attribute. Children that are not nodes become text.
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  // --- token -------------------------------------------------------------
+
+  const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+
+  function setToken(t) {
+    if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    else sessionStorage.removeItem(TOKEN_KEY);
+    showTokenState();
+  }
+
+  function showTokenState() {
+    $('token-state').textContent = token() ? 'token set for this tab' : 'no token';
+  }
+
+  // --- API ---------------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    const t = token();
+    if (t) headers.Authorization = 'Bearer ' + t;
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      throw new APIError(0, 'network', 'refundd did not answer (' + e.message + ')');
+    }
+    let data = null;
+    try {
+      data = await res.json();
+    } catch (_) {
+      // not JSON: the status says enough
+    }
+    if (!res.ok) {
+      const err = data && data.error ? data.error : { code: String(res.status), message: res.statusText };
+      throw new APIError(res.status, err.code, err.code + ': ' + err.message);
+    }
+    return data;
+  }
+
+  const refundPath = (r) => '/v1/reservations/' + seg(r.reservation_id) + '/refunds/' + seg(r.refund_no);
+
+  // --- status line -------------------------------------------------------
+
+  function say(text, tone) {
+    const s = $('status');
+    s.textContent = text;
+    s.className = tone || '';
+  }
+
+  function explain(e, what) {
+    if (e.status === 401) {
+      say(what + ': the token is missing or was refused. Paste an operator token above.', 'error');
+      $('token').focus();
+    } else if (e.status === 403) {
+      say(what + ': this token\u2019s role may not do that (' + e.message + ').', 'error');
+    } else {
+      say(what + ': ' + e.message, 'error');
+    }
+  }
+
+  // --- formatting --------------------------------------------------------
+
+  // money formats integer fen without floating point.
+  function money(fen, currency) {
+    if (!Number.isSafeInteger(fen)) return String(fen);
+    const a = Math.abs(fen);
+    const s = (fen < 0 ? '-' : '') + Math.floor(a / 100) + '.' + String(a % 100).padStart(2, '0');
+    return currency ? s + ' ' + currency : s;
+  }
+
+  function when(t) {
+    if (!t) return '';
+    const d = new Date(t);
+    return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  }
+
+  function age(seconds) {
+    if (!seconds) return '0s';
+    if (seconds < 120) return Math.round(seconds) + 's';
+    if (seconds < 7200) return Math.round(seconds / 60) + 'm';
+    return Math.round(seconds / 3600) + 'h';
+  }
+
+  const stateBadge = (state) => h('span', { class: 'state', 'data-state': state }, state);
+
+  // --- views -------------------------------------------------------------
+
+  function show(id) {
+    for (const s of ['overview', 'reservation']) $(s).hidden = s !== id;
+  }
+
+  function route() {
+    const m = /^#\/reservation\/(.+)$/.exec(location.hash);
+    if (m) {
+      let id;
+      try {
+        id = decodeURIComponent(m[1]);
+      } catch (_) {
+        id = m[1];
+      }
+      return showReservation(id);
+    }
+    return showOverview();
+  }
+
+  async function showOverview() {
+    show('overview');
+    document.title = 'refundd console';
+    await Promise.all([loadSummary(), loadAttention()]);
+  }
+
+  function card(title, value, detail, tone) {
+    return h('div', { class: 'card' + (tone ? ' ' + tone : '') },
+      h('div', { class: 'card-title' }, title),
+      h('div', { class: 'card-value' }, value),
+      detail ? h('div', { class: 'card-detail' }, detail) : null);
+  }
+
+  async function loadSummary() {
+    const box = $('headline');
+    let s;
+    try {
+      s = await api('GET', '/v1/summary');
+    } catch (e) {
+      box.replaceChildren(h('p', { class: 'error' }, 'Summary unavailable: ' + e.message));
+      explain(e, 'Summary');
+      return;
+    }
+    const cards = [];
+    if (s.attention) {
+      for (const k of KINDS) {
+        const c = s.attention[k.kind];
+        if (!c) continue;
+        cards.push(card(k.title, String(c.count) + (c.more ? '+' : ''), 'refunds', c.count > 0 ? 'warn' : 'ok'));
+      }
+    }
+    if (typeof s.active_actors === 'number') cards.push(card('Active reservations', String(s.active_actors), 'actors in memory'));
+    if (s.notifications) {
+      const n = s.notifications;
+      const detail = Object.keys(n).sort().filter((k) => n[k] > 0).map((k) => k + ' ' + n[k]).join(' \u00b7 ');
+      const bad = (n.rejected || 0) + (n.unknown_refund || 0) + (n.mismatch || 0) + (n.error || 0);
+      cards.push(card('Notifications', String(n.applied || 0) + ' applied', detail || 'none yet', bad > 0 ? 'warn' : 'ok'));
+    }
+    if (Array.isArray(s.webhooks)) {
+      for (const w of s.webhooks) {
+        cards.push(card('Webhook ' + w.name, String(w.events_behind) + ' behind',
+          'parked ' + w.parked + ', oldest undelivered ' + age(w.oldest_undelivered_age_seconds),
+          w.parked > 0 || w.events_behind > 100 ? 'warn' : 'ok'));
+      }
+    }
+    box.replaceChildren(...cards);
+  }
+
+  async function loadAttention() {
+    const sections = await Promise.all(KINDS.map(async (k) => {
+      const sec = h('section', { class: 'kind', id: 'kind-' + k.kind, 'data-kind': k.kind });
+      let page;
+      try {
+        page = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100');
+      } catch (e) {
+        sec.append(h('h2', null, k.title), h('p', { class: 'error' }, e.message));
+        explain(e, k.title);
+        return sec;
+      }
+      const count = h('span', { class: 'count' });
+      sec.append(h('h2', null, k.title, ' ', count), h('p', { class: 'help' }, k.help));
+      if (page.refunds.length === 0) {
+        count.textContent = '0';
+        sec.append(h('p', { class: 'empty' }, 'None.'));
+        return sec;
+      }
+      const body = h('tbody');
+      const table = refundTable(body, true);
+      sec.append(table);
+      let shown = 0;
+      const add = (p) => {
+        for (const r of p.refunds) body.append(refundRow(r, true));
+        shown += p.refunds.length;
+        count.textContent = String(shown) + (p.next ? '+' : '');
+      };
+      add(page);
+      if (page.next) {
+        let next = page.next;
+        const more = h('button', {
+          type: 'button',
+          onclick: async () => {
+            more.disabled = true;
+            try {
+              const p = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100&after=' + seg(next));
+              add(p);
+              next = p.next;
+              if (!next) more.remove();
+            } catch (e) {
+              explain(e, 'More');
+            } finally {
+              more.disabled = false;
+            }
+          },
+        }, 'Show more');
+        sec.append(more);
+      }
+      return sec;
+    }));
+    $('attention').replaceChildren(...sections);
+  }
+
+  function refundTable(body, withReservation) {
+    const cols = ['Refund', 'Amount', 'State', 'Provider code', 'Reason', 'Attempts', 'Updated', 'Actions'];
+    if (withReservation) cols.unshift('Reservation');
+    return h('table', null, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), body);
+  }
+
+  function refundRow(r, withReservation) {
+    const tr = h('tr', { 'data-refund-no': r.refund_no, 'data-state': r.state });
+    if (withReservation) {
+      tr.append(h('td', { class: 'mono' }, h('a', { href: '#/reservation/' + seg(r.reservation_id) }, r.reservation_id)));
+    }
+    tr.append(
+      h('td', { class: 'mono' }, r.refund_no),
+      h('td', { class: 'num' }, money(r.amount)),
+      h('td', { class: 'state-cell' }, stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null,
+        r.conflicts ? h('span', { class: 'tag' }, 'conflicts ' + r.conflicts) : null),
+      h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null),
+      h('td', { class: 'reason' }, r.reason || ''),
+      h('td', { class: 'num' }, String(r.attempts)),
+      h('td', null, when(r.updated_at)),
+      h('td', null, actions(r, tr)));
+    return tr;
+  }
+
+  function actions(r, row) {
+    const box = h('div', { class: 'actions' });
+    if (TERMINAL.has(r.state)) return box;
+    box.append(h('button', {
+      type: 'button', class: 'primary', 'data-action': 'reconcile',
+      title: 'Ask the provider about this refund now',
+      onclick: () => act(r, 'reconcile', undefined, row),
+    }, 'Reconcile'));
+    if (r.state === 'REJECTED' || r.state === 'UNKNOWN') {
+      box.append(h('button', {
+        type: 'button', 'data-action': 'resubmit',
+        title: 'Send the same request again under the same refund number',
+        onclick: () => act(r, 'resubmit', undefined, row),
+      }, 'Resubmit'));
+    }
+    if (r.state === 'REJECTED') box.append(withReason(r, row, 'abandon', 'Abandon', false));
+    if (r.state === 'ABNORMAL') box.append(withReason(r, row, 'resolve', 'Resolve', true));
+    return box;
+  }
+
+  // withReason is a button that opens a small form asking for a reason.
+  function withReason(r, row, action, label, required) {
+    const wrap = h('span');
+    const open = h('button', { type: 'button', class: 'danger', 'data-action': action }, label + '\u2026');
+    open.addEventListener('click', () => {
+      const input = h('input', { maxlength: '80', placeholder: required ? 'reason (required)' : 'reason', 'aria-label': label + ' reason' });
+      const form = h('form', null, input,
+        h('button', { type: 'submit', class: 'danger', 'data-action': action + '-confirm' }, label),
+        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
+      form.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const reason = input.value.trim();
+        if (required && !reason) {
+          say(label + ' needs a reason.', 'error');
+          input.focus();
+          return;
+        }
+        act(r, action, reason ? { reason } : undefined, row);
+      });
+      wrap.replaceChildren(form);
+      input.focus();
+    });
+    wrap.append(open);
+    return wrap;
+  }
+
+  async function act(r, action, body, row) {
+    const buttons = row ? row.querySelectorAll('button') : [];
+    for (const b of buttons) b.disabled = true;
+    say(action + ' ' + r.refund_no + '\u2026', 'info');
+    try {
+      let now = await api('POST', refundPath(r) + '/' + action, body);
+      if (!TERMINAL.has(now.state) && action !== 'resolve' && action !== 'abandon') {
+        say(action + ' ' + r.refund_no + ': journaled; waiting for the provider\u2026', 'info');
+        now = await api('GET', refundPath(r) + '?wait=10s');
+      }
+      say(r.refund_no + ' is now ' + now.state + (now.code ? ' (' + now.code + ')' : ''), TERMINAL.has(now.state) ? 'ok' : 'info');
+      if (row) {
+        row.setAttribute('data-state', now.state);
+        const cell = row.querySelector('.state-cell');
+        if (cell) cell.replaceChildren(stateBadge(now.state));
+      }
+    } catch (e) {
+      explain(e, action + ' ' + r.refund_no);
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+    await refreshView();
+  }
+
+  async function refreshView() {
+    const status = $('status');
+    const text = status.textContent;
+    const tone = status.className;
+    await route();
+    // Keep the outcome of the last action in view after reloading lists.
+    if (status.className !== 'error') say(text, tone);
+  }
+
+  async function showReservation(id) {
+    show('reservation');
+    document.title = 'Reservation ' + id + ' \u2013 refundd console';
+    const box = $('reservation');
+    box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
+    let res;
+    let events = null;
+    let timelineError = null;
+    try {
+      res = await api('GET', '/v1/reservations/' + seg(id));
+    } catch (e) {
+      box.replaceChildren(h('p', null, h('a', { href: '#/' }, '\u2190 Needs attention')),
+        h('p', { class: 'error' }, 'Reservation ', h('span', { class: 'mono' }, id), ': ' + e.message));
+      explain(e, 'Reservation');
+      return;
+    }
+    try {
+      events = (await api('GET', '/v1/reservations/' + seg(id) + '/events')).events;
+    } catch (e) {
+      timelineError = e;
+    }
+    const facts = h('dl', { class: 'facts' });
+    const fact = (k, v) => facts.append(h('dt', null, k), h('dd', null, v));
+    fact('Status', stateBadge(res.status));
+    fact('User', res.user_id);
+    fact('Order (out_trade_no)', h('span', { class: 'mono' }, res.out_trade_no));
+    if (res.transaction_id) fact('Transaction', h('span', { class: 'mono' }, res.transaction_id));
+    fact('Paid', money(res.amount, res.currency));
+    fact('Refunded', money(res.refunded, res.currency));
+    fact('In flight', money(res.in_flight, res.currency));
+    fact('Refundable', money(res.refundable, res.currency));
+    if (res.paid_at) fact('Paid at', when(res.paid_at));
+    fact('Registered', when(res.registered_at));
+
+    const refunds = h('div', { class: 'panel' }, h('h2', null, 'Refunds'));
+    if (res.refunds.length === 0) {
+      refunds.append(h('p', { class: 'empty' }, 'No refunds.'));
+    } else {
+      const body = h('tbody');
+      for (const r of res.refunds) body.append(refundRow(r, false));
+      refunds.append(refundTable(body, false));
+    }
+
+    const timeline = h('div', { class: 'panel', id: 'timeline' }, h('h2', null, 'Journal timeline'));
+    if (timelineError) {
+      timeline.append(h('p', { class: 'error' }, 'Timeline unavailable: ' + timelineError.message));
+    } else {
+      const list = h('ol', { class: 'timeline' });
+      for (const ev of events) {
+        list.append(h('li', { 'data-type': ev.type },
+          h('div', { class: 'ev-head' },
+            h('span', { class: 'mono muted' }, '#' + ev.seq),
+            h('span', { class: 'ev-type' }, ev.type),
+            ev.refund_no ? h('span', { class: 'mono' }, ev.refund_no) : null,
+            h('span', { class: 'muted' }, when(ev.at)),
+            h('span', { class: 'muted' }, 'by ' + ev.by)),
+          h('pre', { class: 'ev-data' }, JSON.stringify(ev.data, null, 1))));
+      }
+      timeline.append(list);
+    }
+
+    box.replaceChildren(
+      h('p', null, h('a', { href: '#/' }, '\u2190 Needs attention')),
+      h('div', { class: 'title-row' }, h('h1', null, 'Reservation ', h('span', { class: 'mono' }, res.id)),
+        h('button', { type: 'button', onclick: () => refreshView() }, 'Refresh')),
+      h('div', { class: 'panel' }, facts),
+      refunds,
+      timeline);
+  }
+
+  // --- wiring ------------------------------------------------------------
+
+  document.addEventListener('DOMContentLoaded', () => {
+    showTokenState();
+    $('token-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const input = $('token');
+      setToken(input.value.trim());
+      input.value = '';
+      say(token() ? 'Token set for this tab.' : 'Token cleared.', 'ok');
+      route();
+    });
+    $('token-forget').addEventListener('click', () => {
+      setToken('');
+      say('Token forgotten.', 'ok');
+      route();
+    });
+    $('lookup').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const id = $('lookup-id').value.trim();
+      if (id) location.hash = '#/reservation/' + seg(id);
+    });
+    $('refresh').addEventListener('click', () => refreshView());
+    window.addEventListener('hashchange', () => route());
+    route();
+  });
+})();

@@ -1,0 +1,476 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"refundd/internal/reservation"
+	"refundd/internal/simprovider"
+)
+
+// The console in a real browser: Debian's chromium, headless, driven over
+// the DevTools protocol on a pipe (--remote-debugging-pipe: NUL-separated
+// JSON on fds 3 and 4), with the standard library only.
+//
+// An operator logs in with a token, finds a stuck refund created through
+// the simulated provider (its reason is an HTML injection attempt, shown as
+// text), clicks Reconcile and sees it resolve, then reads its timeline.
+//
+// The test skips when no browser is installed, except under CI, where it
+// fails: scripts/install-chromium installs one. REFUNDD_CHROMIUM overrides
+// the browser's path; REFUNDD_CONSOLE_SCREENSHOT names where the screenshot
+// goes (default: the test's temporary directory, logged).
+func TestConsole_InBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	const payload = `<img src=x onerror=alert(1)>`
+	var providerDown atomic.Bool
+	providerDown.Store(true)
+	fault := func(op, no string, _ int) (simprovider.Injected, bool) {
+		switch {
+		case op == "submit" && strings.Contains(no, "-hotel-42-"):
+			// The provider books the refund (and succeeds) but the answer is
+			// lost: UNKNOWN.
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}, Apply: true}, true
+		case op == "submit" && strings.Contains(no, "-tour-7-"):
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH", Message: "merchant balance too low"}}, true
+		case op == "query" && providerDown.Load():
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "SYSTEM_ERROR"}}, true
+		}
+		return simprovider.Injected{}, false
+	}
+	e := newOpsEnv(t, opsOptions{
+		fault:  fault,
+		tokens: "operator:" + tokOperator + ",service:" + tokService,
+		policy: reservation.Policy{RefundNoPrefix: "T", MaxAttempts: 1, RecheckAfter: time.Hour,
+			QueryBackoff: []time.Duration{time.Hour}, StuckAfter: time.Millisecond},
+	})
+	svc := bearer(tokService)
+	for _, id := range []string{"hotel-42", "tour-7"} {
+		if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody(id, 88800), svc...); r.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", id, r.status, r.body)
+		}
+	}
+	stuck := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/hotel-42/refunds",
+		`{"user_id":"u-hotel-42","amount":12345,"reason":"`+payload+`"}`, append(svc, "Idempotency-Key", "cancel-1")...), http.StatusAccepted)
+	rejected := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/tour-7/refunds",
+		`{"user_id":"u-tour-7","amount":500,"reason":"weather"}`, append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
+	refund := func(id, no string) refundJSON {
+		return decodeRefund(t, e.do(t, http.MethodGet, "/v1/reservations/"+id+"/refunds/"+no, "", svc...), http.StatusOK)
+	}
+	waitFor(t, "UNKNOWN", func() bool { return refund("hotel-42", stuck.RefundNo).State == "UNKNOWN" })
+	waitFor(t, "REJECTED", func() bool { return refund("tour-7", rejected.RefundNo).State == "REJECTED" })
+	// Its check falls due (the scheduler, fast-forwarded): it is flagged
+	// stuck and queried, and the provider is still down.
+	if _, err := e.engine.FireDue(t.Context(), time.Now().Add(2*time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stuck flag", func() bool {
+		st, err := e.engine.Get(t.Context(), "hotel-42")
+		return err == nil && st.Refund(stuck.RefundNo).Stuck
+	})
+
+	b := launch(t, chromium)
+	page := b.newPage(t)
+	page.navigate(t, e.srv.URL+"/console/")
+	page.waitTrue(t, "the 401 hint", `document.getElementById('status').textContent.includes('token is missing')`)
+
+	page.click(t, "#token")
+	page.insertText(t, tokOperator)
+	page.click(t, "#token-use")
+	row := `#kind-stuck tr[data-refund-no="` + stuck.RefundNo + `"]`
+	page.waitTrue(t, "the stuck refund listed", `!!document.querySelector('`+row+`')`)
+	page.waitTrue(t, "the rejected refund listed", `!!document.querySelector('#kind-REJECTED tr[data-refund-no="`+rejected.RefundNo+`"]')`)
+	page.waitTrue(t, "headline numbers", `document.getElementById('headline').textContent.includes('Stuck')`)
+
+	// The injected reason is text, not an element: no <img>, no alert.
+	if got := page.eval(t, `document.querySelector('`+row+` td.reason').textContent`); got != payload {
+		t.Fatalf("reason cell shows %q", got)
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements in the page", n)
+	}
+	if got := page.eval(t, `sessionStorage.getItem('refundd.console.token') === '`+tokOperator+`'`); got != true {
+		t.Fatal("the token is not kept in sessionStorage")
+	}
+
+	shot := os.Getenv("REFUNDD_CONSOLE_SCREENSHOT")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "console.png")
+	}
+	page.screenshot(t, shot)
+	t.Logf("screenshot of the console: %s", shot)
+
+	// One click: reconcile asks the provider, which is back.
+	providerDown.Store(false)
+	page.click(t, row+` button[data-action="reconcile"]`)
+	page.waitTrue(t, "the outcome", `document.getElementById('status').textContent.includes('`+stuck.RefundNo+` is now SUCCEEDED')`)
+	page.waitTrue(t, "the refund gone from the stuck list", `!document.querySelector('`+row+`') && !!document.getElementById('kind-stuck')`)
+	if got := refund("hotel-42", stuck.RefundNo); got.State != "SUCCEEDED" {
+		t.Fatalf("after reconcile the API says %s", got.State)
+	}
+
+	// The reservation page: state and journal timeline.
+	page.click(t, "#lookup-id")
+	page.insertText(t, "hotel-42")
+	page.click(t, `#lookup button[type="submit"]`)
+	page.waitTrue(t, "the timeline", `document.querySelectorAll('#timeline li').length >= 7`)
+	text := page.eval(t, `document.getElementById('reservation').textContent`).(string)
+	for _, want := range []string{"refund.flagged_stuck", "refund.query_started", "SUCCEEDED", "operator:", payload} {
+		if !strings.Contains(text, want) {
+			t.Errorf("reservation page lacks %q", want)
+		}
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the reservation page", n)
+	}
+
+	// Nothing was blocked by the policy and nothing threw: the console
+	// lives within its own CSP.
+	for _, ev := range b.eventsNamed("Log.entryAdded", "Runtime.exceptionThrown", "Page.javascriptDialogOpening") {
+		s := string(ev.Params)
+		if ev.Method != "Log.entryAdded" || strings.Contains(s, "Content Security Policy") || strings.Contains(s, "Trusted Type") {
+			t.Errorf("%s: %s", ev.Method, s)
+		}
+	}
+	// The browser enforces the policy: an HTML string sink throws.
+	if got := page.eval(t, `(() => { try { document.createElement('div').innerHTML = '<i>x</i>'; return 'allowed'; } catch (e) { return e.name; } })()`); got != "TypeError" {
+		t.Fatalf("innerHTML with a string: %v, want TypeError (Trusted Types)", got)
+	}
+}
+
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("REFUNDD_CHROMIUM")
+	if p == "" {
+		p = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but there is no browser at %s: run scripts/install-chromium (apt-get install -y chromium) first", p)
+		}
+		t.Skipf("no browser at %s: install Debian's chromium (scripts/install-chromium) to run the console's browser test", p)
+	}
+	return p
+}
+
+// cdpMessage is one DevTools protocol message in either direction.
+type cdpMessage struct {
+	ID        int64           `json:"id,omitempty"`
+	Method    string          `json:"method,omitempty"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	SessionID string          `json:"sessionId,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+type browser struct {
+	cmd    *exec.Cmd
+	w      *os.File // the browser reads fd 3
+	stderr *bytes.Buffer
+
+	mu      sync.Mutex
+	next    int64
+	waiting map[int64]chan cdpMessage
+	events  []cdpMessage
+	readErr error
+	done    chan struct{}
+}
+
+func launch(t *testing.T, path string) *browser {
+	t.Helper()
+	toR, toW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromR, fromW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{w: toW, stderr: &bytes.Buffer{}, waiting: map[int64]chan cdpMessage{}, done: make(chan struct{})}
+	b.cmd = exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+		"--disable-extensions", "--disable-dev-shm-usage", "--window-size=1280,960",
+		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "about:blank")
+	b.cmd.ExtraFiles = []*os.File{toR, fromW} // fds 3 and 4
+	b.cmd.Stderr = b.stderr
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helpers die with it
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	toR.Close()
+	fromW.Close()
+	go b.read(fromR)
+	t.Cleanup(func() { b.close(t) })
+	return b
+}
+
+func (b *browser) read(r *os.File) {
+	defer close(b.done)
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadBytes(0)
+		if err != nil {
+			b.mu.Lock()
+			b.readErr = err
+			for id, ch := range b.waiting {
+				close(ch)
+				delete(b.waiting, id)
+			}
+			b.mu.Unlock()
+			return
+		}
+		var m cdpMessage
+		if err := json.Unmarshal(line[:len(line)-1], &m); err != nil {
+			continue
+		}
+		b.mu.Lock()
+		if m.ID != 0 {
+			if ch, ok := b.waiting[m.ID]; ok {
+				ch <- m
+				delete(b.waiting, m.ID)
+			}
+		} else {
+			b.events = append(b.events, m)
+		}
+		b.mu.Unlock()
+		if m.Method == "Page.javascriptDialogOpening" {
+			// An alert would block the page: dismiss it (the test fails on
+			// the recorded event).
+			go func() { _, _ = b.call(m.SessionID, "Page.handleJavaScriptDialog", map[string]any{"accept": false}) }()
+		}
+	}
+}
+
+// call sends one command and waits for its answer.
+func (b *browser) call(session, method string, params any) (json.RawMessage, error) {
+	b.mu.Lock()
+	if b.readErr != nil {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("browser gone: %w", b.readErr)
+	}
+	b.next++
+	id := b.next
+	ch := make(chan cdpMessage, 1)
+	b.waiting[id] = ch
+	b.mu.Unlock()
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	msg, _ := json.Marshal(cdpMessage{ID: id, Method: method, Params: raw, SessionID: session})
+	if _, err := b.w.Write(append(msg, 0)); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("%s: browser gone", method)
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, m.Error.Message)
+		}
+		return m.Result, nil
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("%s: no answer in 30s", method)
+	}
+}
+
+func (b *browser) eventsNamed(methods ...string) []cdpMessage {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []cdpMessage
+	for _, ev := range b.events {
+		for _, m := range methods {
+			if ev.Method == m {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
+}
+
+func (b *browser) close(t *testing.T) {
+	_, _ = b.call("", "Browser.close", struct{}{})
+	exited := make(chan error, 1)
+	go func() { exited <- b.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) // the group this test started
+		<-exited
+	}
+	b.w.Close()
+	<-b.done
+	if t.Failed() && b.stderr.Len() > 0 {
+		t.Logf("chromium stderr (tail):\n%s", tail(b.stderr.String(), 2000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// page is one tab, attached with a flat session.
+type page struct {
+	b       *browser
+	session string
+}
+
+func (b *browser) newPage(t *testing.T) *page {
+	t.Helper()
+	res, err := b.call("", "Target.createTarget", map[string]any{"url": "about:blank"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tail(b.stderr.String(), 2000))
+	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	_ = json.Unmarshal(res, &target)
+	res, err = b.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(res, &att)
+	p := &page{b: b, session: att.SessionID}
+	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
+		p.must(t, m, struct{}{})
+	}
+	p.must(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 960, "deviceScaleFactor": 1, "mobile": false})
+	return p
+}
+
+func (p *page) must(t *testing.T, method string, params any) json.RawMessage {
+	t.Helper()
+	res, err := p.b.call(p.session, method, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (p *page) navigate(t *testing.T, url string) {
+	t.Helper()
+	p.must(t, "Page.navigate", map[string]any{"url": url})
+	p.waitTrue(t, "the page to load", `document.readyState === 'complete' && !!document.getElementById('status')`)
+}
+
+// evalErr evaluates an expression in the page and returns its JSON value.
+func (p *page) evalErr(expr string) (any, error) {
+	res, err := p.b.call(p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true})
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Result struct {
+			Value any `json:"value"`
+		} `json:"result"`
+		Exception *struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	if err := json.Unmarshal(res, &out); err != nil {
+		return nil, err
+	}
+	if out.Exception != nil {
+		return nil, errors.New("exception: " + out.Exception.Text)
+	}
+	return out.Result.Value, nil
+}
+
+func (p *page) eval(t *testing.T, expr string) any {
+	t.Helper()
+	v, err := p.evalErr(expr)
+	if err != nil {
+		t.Fatalf("eval %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitTrue polls a boolean expression until it holds or 15s pass.
+func (p *page) waitTrue(t *testing.T, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		v, err := p.evalErr(expr)
+		if err == nil && v == true {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			status, _ := p.evalErr(`document.getElementById('status') && document.getElementById('status').textContent`)
+			t.Fatalf("timed out waiting for %s (%s): last %v %v; status line %q", what, expr, v, err, status)
+		case <-tick.C:
+		}
+	}
+}
+
+// click presses and releases the left mouse button at the element's
+// centre, as a user would.
+func (p *page) click(t *testing.T, selector string) {
+	t.Helper()
+	p.waitTrue(t, selector, `(() => { const el = document.querySelector('`+selector+`'); return !!el && !el.disabled; })()`)
+	v := p.eval(t, `(() => { const el = document.querySelector('`+selector+`'); el.scrollIntoView({block: 'center'});
+		const r = el.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()`)
+	xy, ok := v.([]any)
+	if !ok || len(xy) != 2 {
+		t.Fatalf("position of %s: %v", selector, v)
+	}
+	for _, typ := range []string{"mouseMoved", "mousePressed", "mouseReleased"} {
+		p.must(t, "Input.dispatchMouseEvent", map[string]any{"type": typ, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1})
+	}
+}
+
+// insertText types into the focused element.
+func (p *page) insertText(t *testing.T, text string) {
+	t.Helper()
+	p.must(t, "Input.insertText", map[string]any{"text": text})
+}
+
+func (p *page) screenshot(t *testing.T, path string) {
+	t.Helper()
+	res := p.must(t, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true})
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := json.Unmarshal(res, &shot); err != nil {
+		t.Fatal(err)
+	}
+	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"refundd/api/console"
+	"refundd/internal/logs"
+)
+
+// RequestObserver is told about every answered request; metrics.Metrics
+// implements it. Calls come from many goroutines at once.
+type RequestObserver interface {
+	// ObserveRequest records one request: its method, the route template
+	// that matched ("" when none did), the status sent and how long it
+	// took.
+	ObserveRequest(method, route string, status int, d time.Duration)
+}
+
+// HeaderRequestID carries the request id: taken from the request when it
+// is sane (a gateway's), generated otherwise, and always sent back.
+const HeaderRequestID = "X-Request-Id"
+
+// operability registers the operator routes (metrics, the OpenAPI
+// document, the console and its data) and returns the server's outer
+// handler: request id and measurement around panic recovery and the
+// router. New calls it once, before the notifier copies the logger.
+func (s *Server) operability() http.Handler {
+	s.log = slog.New(logs.NewHandler(s.log.Handler())) // request_id on every line of a request
+	r := s.router
+	if s.opts.Metrics != nil {
+		r.Handle("/metrics", s.opts.Metrics).Methods(http.MethodGet)
+	}
+	r.HandleFunc("/v1/openapi.json", s.openAPI).Methods(http.MethodGet)
+	r.HandleFunc("/v1/summary", s.summary).Methods(http.MethodGet)
+	if s.opts.Timeline != nil {
+		r.HandleFunc("/v1/reservations/{id}/events", s.timeline).Methods(http.MethodGet)
+	}
+	r.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently)).Methods(http.MethodGet)
+	r.PathPrefix("/console/").Handler(http.StripPrefix("/console", console.Handler())).Methods(http.MethodGet, http.MethodHead)
+	return s.instrument(http.HandlerFunc(s.serve))
+}
+
+// instrument gives the request its id (header, context for logs) and
+// reports the route, status and duration to the observer.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(HeaderRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(HeaderRequestID, id)
+		r = r.WithContext(logs.WithRequestID(r.Context(), id))
+		obs := s.opts.Observer
+		if obs == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusWriter{ResponseWriter: w}
+		defer func() {
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK // nothing written: net/http sends 200
+			}
+			obs.ObserveRequest(r.Method, s.routeOf(r), status, time.Since(start))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// routeOf returns the template of the route r matches, or "" (unknown path
+// or method): a bounded label, unlike the path.
+func (s *Server) routeOf(r *http.Request) string {
+	var m mux.RouteMatch
+	if s.router.Match(r, &m) && m.Route != nil {
+		if tpl, err := m.Route.GetPathTemplate(); err == nil {
+			return tpl
+		}
+	}
+	return ""
+}
+
+// validRequestID accepts ids a gateway might send (UUIDs, hex, base64url)
+// and nothing that could forge log lines.
+func validRequestID(id string) bool {
+	if len(id) < 8 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported systems
+	return hex.EncodeToString(b[:])
+}
+
+// statusWriter remembers the status a handler sent.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes through for handlers that stream.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

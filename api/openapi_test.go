@@ -1,0 +1,251 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"refundd/journal"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/mux"
+
+	"refundd/internal/feed"
+	"refundd/internal/reservation"
+	"refundd/internal/webhook"
+)
+
+// fullServer has every optional route family switched on, so the walk sees
+// every route the API can have.
+func fullServer(t *testing.T) *Server {
+	t.Helper()
+	return New(nopEngine{}, Options{
+		Notify:   &NotifyConfig{APIv2Key: []byte("k")},
+		Events:   &EventsConfig{Feed: nopFeed{}, Webhooks: nopWebhooks{}},
+		Metrics:  http.NotFoundHandler(),
+		Timeline: nopTimeline{},
+		Audit:    &AuditConfig{Journal: nopAudit{}},
+	})
+}
+
+type nopAudit struct{}
+
+func (nopAudit) ChainHead(context.Context) (journal.Checkpoint, error) {
+	return journal.Checkpoint{}, nil
+}
+func (nopAudit) LastCheckpoint(context.Context) (journal.Checkpoint, bool, error) {
+	return journal.Checkpoint{}, false, nil
+}
+func (nopAudit) Epoch(context.Context) (uint64, error) { return 0, nil }
+func (nopAudit) ReconcileRequired(context.Context) (*journal.RestoreInfo, error) {
+	return nil, nil
+}
+func (nopAudit) Snapshot(context.Context) (*journal.Snapshot, error) { return nil, errors.New("none") }
+
+type nopEngine struct{}
+
+func (nopEngine) Execute(context.Context, string, string, reservation.Command) (*reservation.State, []reservation.Event, error) {
+	return nil, nil, reservation.ErrNotFound
+}
+func (nopEngine) Get(context.Context, string) (*reservation.State, error) {
+	return nil, reservation.ErrNotFound
+}
+func (nopEngine) Await(context.Context, string, func(*reservation.State) bool) (*reservation.State, error) {
+	return nil, reservation.ErrNotFound
+}
+
+type nopFeed struct{}
+
+func (nopFeed) Read(context.Context, uint64, int, []string) ([]feed.Event, uint64, error) {
+	return nil, 0, nil
+}
+func (nopFeed) Wait(context.Context, uint64) error   { return nil }
+func (nopFeed) Last(context.Context) (uint64, error) { return 0, nil }
+
+type nopWebhooks struct{}
+
+func (nopWebhooks) Lag(context.Context) ([]webhook.EndpointLag, error) { return nil, nil }
+func (nopWebhooks) Parked(context.Context, string) ([]webhook.ParkedEvent, error) {
+	return nil, nil
+}
+func (nopWebhooks) Replay(context.Context, string, string) error   { return nil }
+func (nopWebhooks) ReplayAll(context.Context, string) (int, error) { return 0, nil }
+func (nopTimeline) Load(context.Context, string) ([]reservation.Event, uint64, error) {
+	return nil, 0, nil
+}
+
+type nopTimeline struct{}
+
+// openAPIDoc is the part of the document the tests read.
+type openAPIDoc struct {
+	OpenAPI    string                                 `json:"openapi"`
+	Paths      map[string]map[string]openAPIOperation `json:"paths"`
+	Components struct {
+		Schemas map[string]struct {
+			Enum []string `json:"enum"`
+		} `json:"schemas"`
+	} `json:"components"`
+}
+
+type openAPIOperation struct {
+	OperationID string            `json:"operationId"`
+	Security    *[]map[string]any `json:"security"`
+	Permission  string            `json:"x-permission"`
+	Responses   map[string]any    `json:"responses"`
+}
+
+func loadOpenAPI(t *testing.T) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	return doc
+}
+
+// routes walks the router: "METHOD /template" for every route.
+func routes(t *testing.T, s *Server) []string {
+	t.Helper()
+	var out []string
+	err := s.Router().Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			t.Errorf("route %s has no methods: every route must name its methods", tpl)
+			return nil
+		}
+		for _, m := range methods {
+			out = append(out, m+" "+tpl)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func described(doc openAPIDoc) []string {
+	var out []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			out = append(out, strings.ToUpper(method)+" "+path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestOpenAPI_EveryRouteIsDescribed(t *testing.T) {
+	doc := loadOpenAPI(t)
+	have := described(doc)
+	for _, r := range routes(t, fullServer(t)) {
+		if !slices.Contains(have, r) {
+			t.Errorf("route %s is not in api/openapi.json", r)
+		}
+	}
+}
+
+func TestOpenAPI_EveryDescribedRouteExists(t *testing.T) {
+	doc := loadOpenAPI(t)
+	have := routes(t, fullServer(t))
+	for _, d := range described(doc) {
+		if !slices.Contains(have, d) {
+			t.Errorf("api/openapi.json describes %s, which the router does not have", d)
+		}
+	}
+}
+
+// The document's security agrees with the one permission table: public
+// routes say security: [], the others name the permission auth.go checks.
+func TestOpenAPI_PermissionsMatchTheAuthTable(t *testing.T) {
+	doc := loadOpenAPI(t)
+	s := fullServer(t)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			key := strings.ToUpper(method) + " " + path
+			public := op.Security != nil && len(*op.Security) == 0
+			isPublic := publicRoutes[key] || s.opts.PublicRoutes[key]
+			perm, ok := s.opts.RoutePerms[key] // route families may add their own (authorize reads both)
+			if !ok {
+				perm = routePerms[key]
+			}
+			if public != isPublic {
+				t.Errorf("%s: public in the document %v, in auth.go %v", key, public, isPublic)
+			}
+			if !public && op.Permission != string(perm) {
+				t.Errorf("%s: x-permission %q, auth.go %q", key, op.Permission, perm)
+			}
+			if op.OperationID == "" || len(op.Responses) == 0 {
+				t.Errorf("%s: needs an operationId and responses", key)
+			}
+		}
+	}
+}
+
+// The error codes the document lists are exactly the ones the API maps to
+// a status.
+func TestOpenAPI_ErrorCodes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	enum := slices.Clone(doc.Components.Schemas["ErrorCode"].Enum)
+	var codes []string
+	for c := range statusOf {
+		codes = append(codes, c)
+	}
+	sort.Strings(enum)
+	sort.Strings(codes)
+	if !slices.Equal(enum, codes) {
+		t.Fatalf("ErrorCode enum %v\nstatusOf        %v", enum, codes)
+	}
+}
+
+// Every $ref points at something that exists.
+func TestOpenAPI_RefsResolve(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				var node any = doc
+				for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+					m, _ := node.(map[string]any)
+					node = m[part]
+				}
+				if node == nil {
+					t.Errorf("dangling $ref %s", ref)
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+}
+
+func TestOpenAPI_Served(t *testing.T) {
+	rec := httptest.NewRecorder()
+	fullServer(t).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/openapi.json", nil))
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != string(openAPIDocument) {
+		t.Fatalf("GET /v1/openapi.json: %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+}

@@ -1,0 +1,37 @@
+// Package metrics holds refundd's Prometheus registry and instruments, and
+// the decorators that feed them: Store (around actors.Store) and Provider
+// (around actors.Provider). Values that already live elsewhere (live
+// actors, the attention index, notification counts, webhook lag) are read
+// at scrape time from Sources, so nothing is counted twice.
+//
+// Metrics, all prefixed refundd_:
+//
+//	http_request_duration_seconds{method,route,code}   histogram; route is the mux template, "unmatched" for 404/405
+//	journal_append_duration_seconds{result}              histogram; an actor's append, queue wait and group commit included
+//	journal_commit_batch_size                            histogram; appends per bbolt transaction (ObserveCommit)
+//	journal_commit_duration_seconds                      histogram; the whole transaction (ObserveCommit)
+//	journal_sync_duration_seconds                        histogram; its commit to disk: page writes and fsync (ObserveCommit)
+//	journal_commit_errors_total                          counter
+//	journal_events_total{type}                           counter; events appended, by event type
+//	actors_active                                        gauge; live reservation actors
+//	actor_activations_total                              counter; every activation loads its journal once
+//	actor_passivations_total                             counter; activations minus live actors
+//	actor_load_duration_seconds                          histogram; recovering one reservation from the journal
+//	refund_transitions_total{from,to}                    counter; refund state changes journaled since start ("NEW" for a new refund)
+//	refunds_attention{kind}                              gauge; refunds needing attention: UNKNOWN, REJECTED, ABNORMAL, stuck (the reconciler's stuck count)
+//	timers_overdue                                       gauge; due times more than OverdueAfter late (a stalled scheduler)
+//	notifications_total{outcome}                         counter; WeChat Pay notifications by outcome
+//	provider_calls_total{op,outcome}                     counter; submit/query by outcome
+//	provider_call_duration_seconds{op}                   histogram
+//	webhook_events_behind{endpoint}                      gauge; journal records not yet delivered or parked
+//	webhook_oldest_undelivered_age_seconds{endpoint}     gauge
+//	webhook_parked{endpoint}                             gauge
+//	webhook_delivered_total{endpoint}                    counter
+//	webhook_failed_attempts_total{endpoint}              counter
+//
+// plus the Go runtime and process collectors.
+//
+// Refund states are not kept as a full gauge (that would need a journal
+// scan): the states that need people are exact gauges from the attention
+// index, and the flow between states is the transitions counter.
+package metrics

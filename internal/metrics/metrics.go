@@ -1,0 +1,175 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "refundd"
+
+// Options configure New.
+type Options struct {
+	// Logger receives errors of reading a source at scrape time; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// ScrapeTimeout bounds reading the sources for one scrape; zero means
+	// 5s.
+	ScrapeTimeout time.Duration
+	// AttentionCap stops counting one attention kind at this many refunds,
+	// so a scrape stays cheap however bad things are; zero means 100000.
+	AttentionCap int
+	// OverdueAfter is how late a due time must be to count as overdue;
+	// zero means 1 minute.
+	OverdueAfter time.Duration
+	// NoRuntime leaves out the Go runtime and process collectors (tests).
+	NoRuntime bool
+}
+
+// Metrics is refundd's registry and instruments. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	opts Options
+	log  *slog.Logger
+	reg  *prometheus.Registry
+
+	httpDuration     *prometheus.HistogramVec
+	appendDuration   *prometheus.HistogramVec
+	commitBatch      prometheus.Histogram
+	commitDuration   prometheus.Histogram
+	syncDuration     prometheus.Histogram
+	commitErrors     prometheus.Counter
+	events           *prometheus.CounterVec
+	loadDuration     prometheus.Histogram
+	transitions      *prometheus.CounterVec
+	providerCalls    *prometheus.CounterVec
+	providerDuration *prometheus.HistogramVec
+
+	activations atomic.Uint64
+	watched     atomic.Bool
+}
+
+// Bucket sets: requests include long-polls of up to 30 s; commits are
+// dominated by one fsync.
+var (
+	requestBuckets  = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	diskBuckets     = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	batchBuckets    = prometheus.ExponentialBuckets(1, 2, 11) // 1 .. 1024 (journal.Options.MaxBatch)
+	providerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+)
+
+// New returns a registry with every instrument registered.
+func New(opts Options) *Metrics {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ScrapeTimeout <= 0 {
+		opts.ScrapeTimeout = 5 * time.Second
+	}
+	if opts.AttentionCap <= 0 {
+		opts.AttentionCap = 100000
+	}
+	if opts.OverdueAfter <= 0 {
+		opts.OverdueAfter = time.Minute
+	}
+	m := &Metrics{opts: opts, log: opts.Logger, reg: prometheus.NewRegistry()}
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "http_request_duration_seconds", Help: "HTTP requests by method, route template and status code.",
+		Buckets: requestBuckets}, []string{"method", "route", "code"})
+	m.appendDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "journal_append_duration_seconds", Help: "Journal appends by reservation actors, group commit wait included, by result (ok, conflict, taken, error).",
+		Buckets: diskBuckets}, []string{"result"})
+	m.commitBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "journal_commit_batch_size", Help: "Appends committed together in one journal transaction.", Buckets: batchBuckets})
+	m.commitDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "journal_commit_duration_seconds", Help: "Journal transactions of the group committer, start to durable.", Buckets: diskBuckets})
+	m.syncDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "journal_sync_duration_seconds", Help: "The commit-to-disk part of a journal transaction: page writes and fsync.", Buckets: diskBuckets})
+	m.commitErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace,
+		Name: "journal_commit_errors_total", Help: "Journal transactions that failed."})
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "journal_events_total", Help: "Reservation events appended to the journal, by type."}, []string{"type"})
+	m.loadDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "actor_load_duration_seconds", Help: "Loading a reservation's events when its actor activates.", Buckets: diskBuckets})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "refund_transitions_total", Help: "Refund state changes journaled since start; from is NEW for a new refund."}, []string{"from", "to"})
+	m.providerCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "provider_calls_total", Help: "Provider calls by operation (submit, query) and outcome."}, []string{"op", "outcome"})
+	m.providerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "provider_call_duration_seconds", Help: "Provider call latency by operation.", Buckets: providerBuckets}, []string{"op"})
+	m.reg.MustRegister(m.httpDuration, m.appendDuration, m.commitBatch, m.commitDuration, m.syncDuration,
+		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "actor_activations_total",
+			Help: "Reservation actor activations; each loads the reservation from the journal."},
+			func() float64 { return float64(m.activations.Load()) }))
+	if !opts.NoRuntime {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+// Registry returns the registry, to add collectors or gather in tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format. A source that
+// fails is logged and left out; the other metrics are still served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{m.log},
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // counts the handler's own errors
+	})
+}
+
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) { l.log.Warn("metrics: " + fmt.Sprint(v...)) }
+
+// ObserveRequest records one answered HTTP request; it implements
+// api.RequestObserver. route is the route template, or "" when none
+// matched; unknown methods are counted as "OTHER" so clients cannot grow
+// the label set.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+	default:
+		method = "OTHER"
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// ObserveCommit records one transaction of the journal's group committer:
+// how many appends it held, its whole duration, the part spent committing
+// to disk (page writes and fsync) and its error. It is meant for a
+// journal.Options commit callback and is cheap enough for the committer's
+// goroutine.
+func (m *Metrics) ObserveCommit(batch int, total, sync time.Duration, err error) {
+	if err != nil {
+		m.commitErrors.Inc()
+		return
+	}
+	m.commitBatch.Observe(float64(batch))
+	m.commitDuration.Observe(total.Seconds())
+	m.syncDuration.Observe(sync.Seconds())
+}
+
+// ErrWatched is returned by Watch when called a second time.
+var ErrWatched = errors.New("metrics: sources already watched")
+
+// scrapeContext bounds reading the sources of one scrape.
+func (m *Metrics) scrapeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
+}

@@ -1,0 +1,175 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+	"refundd/internal/webhook"
+)
+
+// Sources are read at every scrape. Method values of the engine, the API
+// server's notification stats and the webhook dispatcher fit them; a nil
+// field leaves its metrics out.
+type Sources struct {
+	// Active returns the number of live reservation actors
+	// (actors.Engine.Active).
+	Active func() int
+	// Attention lists refunds needing attention of one kind after a cursor
+	// (actors.Engine.Attention).
+	Attention func(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
+	// DueBefore lists due timers at or before a time (actors.Store.DueBefore).
+	DueBefore func(ctx context.Context, t time.Time, limit int) ([]actors.Timer, error)
+	// Notifications returns notification counts by outcome
+	// (api.NotifyStats.Snapshot).
+	Notifications func() map[string]int64
+	// Webhooks returns each webhook endpoint's lag (webhook.Dispatcher.Lag).
+	Webhooks func(ctx context.Context) ([]webhook.EndpointLag, error)
+	// Now is the clock for overdue timers; nil means time.Now.
+	Now func() time.Time
+}
+
+// Watch registers the metrics read from src at scrape time. It fails with
+// ErrWatched if called again.
+func (m *Metrics) Watch(src Sources) error {
+	if !m.watched.CompareAndSwap(false, true) {
+		return ErrWatched
+	}
+	if src.Now == nil {
+		src.Now = time.Now
+	}
+	c := &sourceCollector{m: m, src: src}
+	if src.Active != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace,
+			Name: "actor_passivations_total", Help: "Reservation actors stopped (passivated, or at shutdown): activations minus live actors."},
+			c.passivations))
+	}
+	return m.reg.Register(c)
+}
+
+var (
+	descActive = prometheus.NewDesc(namespace+"_actors_active", "Live reservation actors.", nil, nil)
+	descAttn   = prometheus.NewDesc(namespace+"_refunds_attention",
+		"Refunds needing attention by kind (UNKNOWN, REJECTED, ABNORMAL, stuck), from the attention index; stuck is the reconciler's stuck count.",
+		[]string{"kind"}, nil)
+	descOverdue = prometheus.NewDesc(namespace+"_timers_overdue",
+		"Journaled due times that are overdue by more than the configured margin: a scheduler that is not keeping up.", nil, nil)
+	descNotify       = prometheus.NewDesc(namespace+"_notifications_total", "WeChat Pay refund notifications by outcome.", []string{"outcome"}, nil)
+	descHookBehind   = prometheus.NewDesc(namespace+"_webhook_events_behind", "Journal records after the endpoint's cursor.", []string{"endpoint"}, nil)
+	descHookAge      = prometheus.NewDesc(namespace+"_webhook_oldest_undelivered_age_seconds", "Age of the oldest event not yet delivered to the endpoint.", []string{"endpoint"}, nil)
+	descHookParked   = prometheus.NewDesc(namespace+"_webhook_parked", "Events parked after exhausting retries.", []string{"endpoint"}, nil)
+	descHookDeliver  = prometheus.NewDesc(namespace+"_webhook_delivered_total", "Webhook deliveries that succeeded since start.", []string{"endpoint"}, nil)
+	descHookFailures = prometheus.NewDesc(namespace+"_webhook_failed_attempts_total", "Webhook delivery attempts that failed since start.", []string{"endpoint"}, nil)
+)
+
+// sourceCollector reads Sources at scrape time.
+type sourceCollector struct {
+	m   *Metrics
+	src Sources
+	// passMax keeps the derived passivation counter monotonic while an
+	// activation is between joining the live set and loading.
+	passMax atomic.Uint64
+}
+
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descActive, descAttn, descOverdue, descNotify,
+		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures} {
+		ch <- d
+	}
+}
+
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := c.m.scrapeContext()
+	defer cancel()
+	if c.src.Active != nil {
+		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(c.src.Active()))
+	}
+	if c.src.Attention != nil {
+		for _, kind := range reservation.AttentionKinds {
+			n, err := c.countAttention(ctx, kind)
+			if err != nil {
+				ch <- prometheus.NewInvalidMetric(descAttn, fmt.Errorf("attention %s: %w", kind, err))
+				break
+			}
+			ch <- prometheus.MustNewConstMetric(descAttn, prometheus.GaugeValue, float64(n), kind)
+		}
+	}
+	if c.src.DueBefore != nil {
+		timers, err := c.src.DueBefore(ctx, c.src.Now().Add(-c.m.opts.OverdueAfter), c.m.opts.AttentionCap)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(descOverdue, fmt.Errorf("due timers: %w", err))
+		} else {
+			ch <- prometheus.MustNewConstMetric(descOverdue, prometheus.GaugeValue, float64(len(timers)))
+		}
+	}
+	if c.src.Notifications != nil {
+		counts := c.src.Notifications()
+		outcomes := make([]string, 0, len(counts))
+		for o := range counts {
+			outcomes = append(outcomes, o)
+		}
+		sort.Strings(outcomes)
+		for _, o := range outcomes {
+			ch <- prometheus.MustNewConstMetric(descNotify, prometheus.CounterValue, float64(counts[o]), o)
+		}
+	}
+	if c.src.Webhooks != nil {
+		lags, err := c.src.Webhooks(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(descHookBehind, fmt.Errorf("webhook lag: %w", err))
+			return
+		}
+		for _, l := range lags {
+			ch <- prometheus.MustNewConstMetric(descHookBehind, prometheus.GaugeValue, float64(l.EventsBehind), l.Name)
+			ch <- prometheus.MustNewConstMetric(descHookAge, prometheus.GaugeValue, l.OldestUndeliveredAge.Seconds(), l.Name)
+			ch <- prometheus.MustNewConstMetric(descHookParked, prometheus.GaugeValue, float64(l.Parked), l.Name)
+			ch <- prometheus.MustNewConstMetric(descHookDeliver, prometheus.CounterValue, float64(l.Delivered), l.Name)
+			ch <- prometheus.MustNewConstMetric(descHookFailures, prometheus.CounterValue, float64(l.FailedAttempts), l.Name)
+		}
+	}
+}
+
+// countAttention counts one kind page by page, up to AttentionCap.
+func (c *sourceCollector) countAttention(ctx context.Context, kind string) (int, error) {
+	const page = 1000
+	n, after := 0, ""
+	for n < c.m.opts.AttentionCap {
+		want := min(page, c.m.opts.AttentionCap-n)
+		refs, err := c.src.Attention(ctx, kind, after, want)
+		if err != nil {
+			return n, err
+		}
+		n += len(refs)
+		if len(refs) < want {
+			break
+		}
+		last := refs[len(refs)-1]
+		after = last.ReservationID + "/" + last.RefundNo
+	}
+	return n, nil
+}
+
+// passivations is activations minus live actors, never going down.
+func (c *sourceCollector) passivations() float64 {
+	act := c.m.activations.Load()
+	live := uint64(max(c.src.Active(), 0))
+	var v uint64
+	if act > live {
+		v = act - live
+	}
+	for {
+		old := c.passMax.Load()
+		if v <= old {
+			return float64(old)
+		}
+		if c.passMax.CompareAndSwap(old, v) {
+			return float64(v)
+		}
+	}
+}

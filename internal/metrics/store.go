@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+)
+
+// Store wraps the engine's store to time appends and loads, count
+// activations (an actor loads its reservation exactly once when it
+// activates) and count the events and refund transitions that were
+// journaled. Give the result to actors.Config.Store only: any other Load
+// through it would count as an activation.
+func (m *Metrics) Store(next actors.Store) actors.Store { return &store{Store: next, m: m} }
+
+type store struct {
+	actors.Store
+	m *Metrics
+}
+
+func (s *store) Load(ctx context.Context, id string) ([]reservation.Event, uint64, error) {
+	start := time.Now()
+	events, version, err := s.Store.Load(ctx, id)
+	s.m.activations.Add(1)
+	if err == nil {
+		s.m.loadDuration.Observe(time.Since(start).Seconds())
+	}
+	return events, version, err
+}
+
+func (s *store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
+	start := time.Now()
+	err := s.Store.Append(ctx, id, expected, events)
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, actors.ErrVersionConflict):
+		result = "conflict"
+	case errors.Is(err, reservation.ErrOutTradeNoTaken):
+		result = "taken"
+	default:
+		result = "error"
+	}
+	s.m.appendDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if err == nil {
+		s.m.countEvents(events)
+	}
+	return err
+}
+
+// countEvents counts journaled events by type and the refund transitions
+// they carry. A resubmission (REJECTED or UNKNOWN back to PROCESSING) does
+// not say which state it left, so it shows as a refund.submission_started
+// event and in the attention gauges, not as a transition.
+func (m *Metrics) countEvents(events []reservation.Event) {
+	for _, e := range events {
+		if e.Data == nil {
+			continue
+		}
+		m.events.WithLabelValues(e.Data.EventType()).Inc()
+		var from, to reservation.RefundState
+		switch d := e.Data.(type) {
+		case reservation.RefundRequested:
+			from, to = "NEW", reservation.Processing
+		case reservation.ProviderResult:
+			from, to = d.From, d.To
+		case reservation.Abandoned:
+			from, to = reservation.Rejected, reservation.Failed
+		case reservation.Resolved:
+			from, to = reservation.Abnormal, reservation.Succeeded
+		}
+		if from != to {
+			m.transitions.WithLabelValues(string(from), string(to)).Inc()
+		}
+	}
+}
