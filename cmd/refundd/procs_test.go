@@ -87,7 +87,14 @@ func startDaemon(t *testing.T, bin, ready string, env []string, logs *lockedWrit
 		logs = &lockedWriter{}
 	}
 	d := &daemon{cmd: exec.Command(bin, args...), out: &lockedWriter{}, logs: logs, exited: make(chan struct{})}
-	d.cmd.Env = append(os.Environ(), env...)
+	// Settings come from flags and env only, never from the developer's
+	// shell (a stray REFUNDD_CRASH_AT would crash every incarnation).
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REFUNDD_") {
+			d.cmd.Env = append(d.cmd.Env, kv)
+		}
+	}
+	d.cmd.Env = append(d.cmd.Env, env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, logs
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

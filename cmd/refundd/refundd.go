@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,12 +14,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"refundd/actors"
 	"refundd/api"
+	"refundd/internal/audit"
+	"refundd/internal/config"
 	"refundd/internal/eventstore"
 	"refundd/internal/feed"
+	"refundd/internal/logs"
+	"refundd/internal/metrics"
 	"refundd/internal/quarantine"
 	"refundd/internal/reservation"
 	"refundd/internal/webhook"
@@ -29,31 +35,37 @@ var errHelp = errors.New("help requested")
 
 // Config is refundd's effective configuration.
 type Config struct {
-	Listen            string
-	DataDir           string
-	RefundNoPrefix    string
-	IdleTimeout       time.Duration
-	ReconcileAfter    time.Duration
-	ReconcileSchedule string
-	StuckAfter        time.Duration
-	MaxAttempts       int
-	RetryBackoff      time.Duration
-	RetryBackoffMax   time.Duration
-	RefundSpacing     time.Duration
-	RefundWindow      time.Duration
-	SchedulerInterval time.Duration
-	SandboxDelay      time.Duration
-	SandboxTimeFactor float64
-	ShutdownTimeout   time.Duration
-	LockTimeout       time.Duration
-	LogFormat         string
-	LogLevel          string
-	Provider          string
-	Wechatpay         WechatpayConfig
-	WebhooksFile      string
-	TokensFile        string
-	ReadHeaderTimeout time.Duration
-	TLSCert, TLSKey   string
+	Listen             string
+	DataDir            string
+	RefundNoPrefix     string
+	IdleTimeout        time.Duration
+	ReconcileAfter     time.Duration
+	ReconcileSchedule  string
+	StuckAfter         time.Duration
+	MaxAttempts        int
+	RetryBackoff       time.Duration
+	RetryBackoffMax    time.Duration
+	RefundSpacing      time.Duration
+	RefundWindow       time.Duration
+	SchedulerInterval  time.Duration
+	SandboxDelay       time.Duration
+	SandboxTimeFactor  float64
+	ShutdownTimeout    time.Duration
+	LockTimeout        time.Duration
+	LogFormat          string
+	ConfigFile         string // optional key = value file beneath flags and REFUNDD_* variables
+	MetricsPublic      bool   // /metrics without a token
+	LogLevel           string
+	Provider           string
+	Wechatpay          WechatpayConfig
+	WebhooksFile       string
+	TokensFile         string
+	CheckpointKeyFile  string
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+	BackupSpoolDir     string
+	ReadHeaderTimeout  time.Duration
+	TLSCert, TLSKey    string
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -74,7 +86,13 @@ type Main struct {
 	hooksDone chan struct{}
 	feedDone  chan struct{}
 	getenv    func(string) string
-	bg        sync.WaitGroup
+	// refundsPaused holds why refund requests are refused (a restored
+	// journal being reconciled); nil when they are taken.
+	refundsPaused atomic.Pointer[string]
+	stopReconcile context.CancelFunc
+	metrics       *metrics.Metrics
+	effective     config.Settings // the effective configuration, secrets masked, logged at start
+	bg            sync.WaitGroup
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -86,8 +104,9 @@ func NewMain() *Main {
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
 			RefundWindow: 365 * 24 * time.Hour, ReadHeaderTimeout: 5 * time.Second,
+			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
-			LogFormat: "text", LogLevel: "info", Provider: providerSandbox,
+			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -166,9 +185,26 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&c.TokensFile, "tokens-file", "REFUNDD_TOKENS_FILE",
 		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
 	dur(&c.ReadHeaderTimeout, "read-header-timeout", "REFUNDD_READ_HEADER_TIMEOUT", "drop connections that do not finish their headers in time (slow-header clients)")
+	str(&c.CheckpointKeyFile, "checkpoint-key", "REFUNDD_CHECKPOINT_KEY", "Ed25519 private key (PKCS#8 PEM, from refundctl keygen) signing journal checkpoints and /v1/audit/head; empty: unsigned")
+	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "write a journal checkpoint every this many records (env REFUNDD_CHECKPOINT_EVERY)")
+	if v := getenv("REFUNDD_CHECKPOINT_EVERY"); v != "" {
+		if err := fs.Set("checkpoint-every", v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("REFUNDD_CHECKPOINT_EVERY=%q: not a number", v))
+		}
+	}
+	dur(&c.CheckpointInterval, "checkpoint-interval", "REFUNDD_CHECKPOINT_INTERVAL", "write a journal checkpoint with the first append this long after the last")
+	str(&c.BackupSpoolDir, "backup-spool-dir", "REFUNDD_BACKUP_SPOOL_DIR", "copy hot backups here before sending them, so a slow client cannot hold up appends; empty: stream")
 	str(&c.TLSCert, "tls-cert", "REFUNDD_TLS_CERT", "serve HTTPS with this certificate PEM (with --tls-key)")
 	str(&c.TLSKey, "tls-key", "REFUNDD_TLS_KEY", "private key PEM for --tls-cert")
-	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "text or json")
+	str(&c.LogFormat, "log-format", "REFUNDD_LOG_FORMAT", "auto (JSON unless stderr is a terminal), json or text")
+	str(&c.ConfigFile, "config", "REFUNDD_CONFIG",
+		"optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
+	fs.BoolVar(&c.MetricsPublic, "metrics-public", false, "serve /metrics without a token (env REFUNDD_METRICS_PUBLIC)")
+	if v := getenv("REFUNDD_METRICS_PUBLIC"); v != "" {
+		if err := fs.Set("metrics-public", v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("REFUNDD_METRICS_PUBLIC=%q: not a boolean", v))
+		}
+	}
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -179,6 +215,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := errors.Join(envErrs...); err != nil {
 		return err
 	}
+	copts := config.Options{Getenv: getenv, Reserved: []string{"config"},
+		EnvNames: map[string]string{"wechatpay-platform-cert": "REFUNDD_WECHATPAY_PLATFORM_CERTS"}}
+	src, err := config.Load(fs, args, c.ConfigFile, copts)
+	if err != nil {
+		return err
+	}
+	m.effective = config.Effective(fs, src, copts)
 	w.PlatformCerts = certs
 	providerSet := false
 	fs.Visit(func(f *flag.Flag) { providerSet = providerSet || f.Name == "provider" })
@@ -198,6 +241,9 @@ func (c *Config) validate() error {
 	if _, err := c.policy(); err != nil {
 		return err
 	}
+	if c.CheckpointEvery < 1 {
+		return errors.New("--checkpoint-every must be at least 1")
+	}
 	if c.MaxAttempts < 1 {
 		return errors.New("--retry-max-attempts must be at least 1")
 	}
@@ -206,7 +252,7 @@ func (c *Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
-		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
+		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -225,8 +271,8 @@ func (c *Config) validate() error {
 	default:
 		return errors.New("--provider must be sandbox, wechatpay or memory")
 	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return errors.New("--log-format must be text or json")
+	if c.LogFormat != logs.FormatAuto && c.LogFormat != logs.FormatText && c.LogFormat != logs.FormatJSON {
+		return errors.New("--log-format must be auto, text or json")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -257,13 +303,11 @@ func (c *Config) policy() (reservation.Policy, error) {
 }
 
 func (m *Main) logger() *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(m.Config.LogLevel))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if m.Config.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(m.Stderr, opts))
+	log, err := logs.New(m.Stderr, m.Config.LogFormat, m.Config.LogLevel)
+	if err != nil { // validate() has checked both
+		return slog.New(logs.NewHandler(slog.NewTextHandler(m.Stderr, nil)))
 	}
-	return slog.New(slog.NewTextHandler(m.Stderr, opts))
+	return log
 }
 
 // Run opens the journal, starts the engine, the scheduler and the HTTP
@@ -271,8 +315,22 @@ func (m *Main) logger() *slog.Logger {
 func (m *Main) Run(ctx context.Context) error {
 	c := m.Config
 	m.log = m.logger()
+	m.log.Info("effective configuration", "config", m.effective)
+	m.metrics = metrics.New(metrics.Options{Logger: m.log})
 	path := filepath.Join(c.DataDir, "refundd.db")
-	db, err := journal.Open(path, &journal.Options{Timeout: c.LockTimeout, Logger: m.log})
+	var signKey ed25519.PrivateKey
+	if c.CheckpointKeyFile != "" {
+		b, err := os.ReadFile(c.CheckpointKeyFile)
+		if err != nil {
+			return fmt.Errorf("--checkpoint-key: %w", err)
+		}
+		if signKey, err = audit.ParseSigningKey(b); err != nil {
+			return fmt.Errorf("--checkpoint-key %s: %w", c.CheckpointKeyFile, err)
+		}
+	}
+	db, err := journal.Open(path, &journal.Options{Timeout: c.LockTimeout, Logger: m.log,
+		SigningKey: signKey, CheckpointEvery: c.CheckpointEvery, CheckpointInterval: c.CheckpointInterval,
+		OnCommit: func(ci journal.CommitInfo) { m.metrics.ObserveCommit(ci.Batch, ci.Duration, ci.Sync, ci.Err) }})
 	if err != nil {
 		if errors.Is(err, journal.ErrLocked) {
 			return fmt.Errorf("%s is in use by another refundd process (only one may own a data directory): %w", path, err)
@@ -285,6 +343,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		m.Close()
 		return err
+	}
+	// A restored journal starts a new refund-number epoch (R, then RE1,
+	// RE2, ...): no number handed out after the backup can be reissued.
+	epoch, err := db.Epoch(ctx)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	if policy.RefundNoPrefix, err = audit.EpochPrefix(c.RefundNoPrefix, epoch); err != nil {
+		m.Close()
+		return fmt.Errorf("--refund-prefix in journal epoch %d: %w", epoch, err)
 	}
 	// Listen first: the provider needs our notification URL.
 	ln, err := net.Listen("tcp", c.Listen)
@@ -299,8 +368,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.provider = wired
+	store := eventstore.New(db)
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: wired.provider, Logger: m.log,
+		Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Logger: m.log,
 		Policy:      policy,
 		IdleTimeout: c.IdleTimeout,
 	})
@@ -321,6 +391,28 @@ func (m *Main) Run(ctx context.Context) error {
 	opts := api.Options{Logger: m.log, Ready: func(ctx context.Context) error {
 		// A tiny fsynced write proves the journal's disk takes writes.
 		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: store}
+	if c.MetricsPublic {
+		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
+	}
+	pending, err := db.ReconcileRequired(ctx)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	if pending != nil {
+		reason := fmt.Sprintf("refunds are paused: the journal was restored from a backup (epoch %d) and is being reconciled with WeChat Pay", pending.Epoch)
+		m.refundsPaused.Store(&reason)
+		rctx, stop := context.WithCancel(context.Background())
+		m.stopReconcile = stop
+		m.bg.Add(1)
+		go func() { defer m.bg.Done(); m.reconcileRestore(rctx, db, wired.provider, engine) }()
+	}
+	opts.Audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: func() string {
+		if p := m.refundsPaused.Load(); p != nil {
+			return *p
+		}
+		return ""
 	}}
 	tokens, err := m.loadTokens()
 	if err != nil {
@@ -352,8 +444,20 @@ func (m *Main) Run(ctx context.Context) error {
 	if wired.onRegister != nil {
 		handlerEngine = registerHook{Engine: engine, after: wired.onRegister}
 	}
+	srv := api.New(handlerEngine, opts)
+	sources := metrics.Sources{Active: engine.Active, Attention: engine.Attention, DueBefore: store.DueBefore}
+	if st := srv.NotifyStats(); st != nil {
+		sources.Notifications = st.Snapshot
+	}
+	if hooks != nil {
+		sources.Webhooks = hooks.Lag
+	}
+	if err := m.metrics.Watch(sources); err != nil {
+		m.Close()
+		return err
+	}
 	m.server = &http.Server{
-		Handler:           api.New(handlerEngine, opts),
+		Handler:           srv,
 		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: 15 * time.Second, MaxHeaderBytes: 32 << 10,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
@@ -372,13 +476,49 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 	m.log.Info("refundd started", "listen", ln.Addr().String(), "journal", path,
-		"provider", wired.describe, "refund_prefix", c.RefundNoPrefix)
+		"provider", wired.describe, "refund_prefix", policy.RefundNoPrefix, "epoch", epoch)
 	scheme := "http"
 	if c.TLSCert != "" {
 		scheme = "https"
 	}
 	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s\n", scheme, ln.Addr())
 	return nil
+}
+
+// reconcileRestore settles, after a restore, every refund the journal holds
+// as in flight by asking WeChat Pay, reports refunds the backup lost, and
+// only then lets refund requests in again.
+func (m *Main) reconcileRestore(ctx context.Context, db *journal.DB, q audit.Querier, ex audit.Executor) {
+	wait := time.Second
+	for {
+		rc, err := audit.ReconcileAfterRestore(ctx, db, q, ex, audit.RestoreCheckOptions{BasePrefix: m.Config.RefundNoPrefix, By: actors.EnginePrincipal})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			m.log.Error("reconciliation after restore failed; retrying", "err", err, "retry_in", wait)
+		case !rc.Done():
+			m.log.Warn("reconciliation after restore incomplete; retrying", "checked", rc.Checked, "applied", rc.Applied, "failed", len(rc.Failed), "retry_in", wait)
+		default:
+			for _, l := range rc.Lost {
+				m.log.Error("refund lost with the restore: made after the backup, not in the journal; settle it outside refundd (docs/AUDIT.md)",
+					"refund_no", l.RefundNo, "reservation", l.ReservationID, "detail", l.Detail)
+			}
+			if err := db.ClearReconcileRequired(ctx); err != nil {
+				m.log.Error("clearing the reconcile flag failed; retrying", "err", err)
+				break
+			}
+			m.refundsPaused.Store(nil)
+			m.log.Info("reconciliation after restore done; refunds resume", "checked", rc.Checked, "applied", rc.Applied, "lost", len(rc.Lost))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
 }
 
 // startWebhooks starts the webhook dispatcher when endpoints are configured.
@@ -452,6 +592,9 @@ func (m *Main) Close() error {
 	if m.stopSch != nil {
 		m.stopSch()
 	}
+	if m.stopReconcile != nil {
+		m.stopReconcile()
+	}
 	m.bg.Wait()
 	if m.engine != nil {
 		errs = append(errs, m.engine.Close(ctx))
@@ -460,6 +603,9 @@ func (m *Main) Close() error {
 		m.provider.close()
 	}
 	if m.db != nil {
+		if _, err := m.db.WriteCheckpoint(ctx); err != nil {
+			m.log.Warn("final checkpoint not written", "err", err)
+		}
 		errs = append(errs, m.db.Close())
 	}
 	return errors.Join(errs...)
