@@ -58,7 +58,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out = append(out, timelineEntry{Seq: i + 1, Type: e.Data.EventType(), At: e.At.UTC(),
-			By: e.By, RefundNo: refundNoOf(e.Data), Data: data})
+			By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Data: data})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "events": out})
 }
@@ -79,30 +79,6 @@ func timelineData(d reservation.EventData) (json.RawMessage, error) {
 		fields["request_bytes"], _ = json.Marshal(len(b))
 	}
 	return json.Marshal(fields)
-}
-
-func refundNoOf(d reservation.EventData) string {
-	switch d := d.(type) {
-	case reservation.RefundRequested:
-		return d.RefundNo
-	case reservation.SubmissionStarted:
-		return d.RefundNo
-	case reservation.SubmissionScheduled:
-		return d.RefundNo
-	case reservation.QueryStarted:
-		return d.RefundNo
-	case reservation.ProviderResult:
-		return d.RefundNo
-	case reservation.Abandoned:
-		return d.RefundNo
-	case reservation.Resolved:
-		return d.RefundNo
-	case reservation.Conflict:
-		return d.RefundNo
-	case reservation.FlaggedStuck:
-		return d.RefundNo
-	}
-	return ""
 }
 
 // summaryCap bounds how far the summary counts one attention kind.

@@ -111,7 +111,7 @@ func Export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 			return nil
 		}
 		row := Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
-			By: e.By, RefundNo: refundOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
+			By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
 		row.Data, _ = json.Marshal(e.Data)
 		switch {
 		case row.RefundNo != "":

@@ -48,7 +48,7 @@ func Timeline(ctx context.Context, db *journal.DB, id string) ([]Entry, error) {
 		}
 		data, _ := json.Marshal(e.Data)
 		out = append(out, Entry{Global: r.Global, Seq: r.Seq, At: e.At, By: e.By, Type: r.Type, Version: r.Version,
-			Refund: refundOf(e.Data), Summary: Describe(e), Data: data, Problems: probs, State: View(st)})
+			Refund: reservation.RefundNoOf(e.Data), Summary: Describe(e), Data: data, Problems: probs, State: View(st)})
 	}
 	return out, nil
 }
@@ -100,31 +100,6 @@ func load(ctx context.Context, db *journal.DB, id string) ([]journal.Record, err
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return recs, nil
-}
-
-// refundOf returns the refund number an event is about, if any.
-func refundOf(d reservation.EventData) string {
-	switch d := d.(type) {
-	case reservation.RefundRequested:
-		return d.RefundNo
-	case reservation.SubmissionStarted:
-		return d.RefundNo
-	case reservation.SubmissionScheduled:
-		return d.RefundNo
-	case reservation.QueryStarted:
-		return d.RefundNo
-	case reservation.ProviderResult:
-		return d.RefundNo
-	case reservation.Abandoned:
-		return d.RefundNo
-	case reservation.Resolved:
-		return d.RefundNo
-	case reservation.Conflict:
-		return d.RefundNo
-	case reservation.FlaggedStuck:
-		return d.RefundNo
-	}
-	return ""
 }
 
 // Describe says in a line what an event did.

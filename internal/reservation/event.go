@@ -147,3 +147,29 @@ func (Conflict) EventType() string            { return TypeConflict }
 func (FlaggedStuck) EventType() string        { return TypeFlaggedStuck }
 func (SubmissionScheduled) EventType() string { return TypeSubmissionWaits }
 func (Resolved) EventType() string            { return TypeResolved }
+
+// RefundNoOf returns the refund number an event is about, or "" for the
+// reservation's own events.
+func RefundNoOf(d EventData) string {
+	switch d := d.(type) {
+	case RefundRequested:
+		return d.RefundNo
+	case SubmissionStarted:
+		return d.RefundNo
+	case SubmissionScheduled:
+		return d.RefundNo
+	case QueryStarted:
+		return d.RefundNo
+	case ProviderResult:
+		return d.RefundNo
+	case Abandoned:
+		return d.RefundNo
+	case Resolved:
+		return d.RefundNo
+	case Conflict:
+		return d.RefundNo
+	case FlaggedStuck:
+		return d.RefundNo
+	}
+	return ""
+}
