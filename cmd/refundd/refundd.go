@@ -133,6 +133,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			}
 		}
 	}
+	// fromEnv applies a REFUNDD_* variable to an already defined flag.
+	fromEnv := func(name, env, kind string) {
+		if v := getenv(env); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not %s", env, v, kind))
+			}
+		}
+	}
 	str(&c.Listen, "listen", "REFUNDD_LISTEN", "HTTP listen address; port 0 picks a free one")
 	str(&c.DataDir, "data", "REFUNDD_DATA", "data directory holding the journal (refundd.db)")
 	str(&c.RefundNoPrefix, "refund-prefix", "REFUNDD_REFUND_PREFIX",
@@ -142,11 +150,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&c.ReconcileSchedule, "reconcile-schedule", "REFUNDD_RECONCILE_SCHEDULE", "waits between reconciliation queries; the last repeats")
 	dur(&c.StuckAfter, "stuck-after", "REFUNDD_STUCK_AFTER", "flag a refund unresolved this long after it was requested")
 	fs.IntVar(&c.MaxAttempts, "retry-max-attempts", c.MaxAttempts, "submissions of one refund with unknown answers before it is left to reconciliation (env REFUNDD_RETRY_MAX_ATTEMPTS)")
-	if v := getenv("REFUNDD_RETRY_MAX_ATTEMPTS"); v != "" {
-		if err := fs.Set("retry-max-attempts", v); err != nil {
-			envErrs = append(envErrs, fmt.Errorf("REFUNDD_RETRY_MAX_ATTEMPTS=%q: not a number", v))
-		}
-	}
+	fromEnv("retry-max-attempts", "REFUNDD_RETRY_MAX_ATTEMPTS", "a number")
 	dur(&c.RetryBackoff, "retry-backoff", "REFUNDD_RETRY_BACKOFF", "wait before the second attempt; doubles per attempt, with jitter")
 	dur(&c.RetryBackoffMax, "retry-backoff-max", "REFUNDD_RETRY_BACKOFF_MAX", "cap of the retry wait")
 	dur(&c.RefundSpacing, "refund-spacing", "REFUNDD_REFUND_SPACING", "minimum time between first submissions of two refunds of one order (WeChat Pay rule); 0 disables")
@@ -154,11 +158,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	dur(&c.SchedulerInterval, "scheduler-interval", "REFUNDD_SCHEDULER_INTERVAL", "how often due timers are drained")
 	dur(&c.SandboxDelay, "sandbox-delay", "REFUNDD_SANDBOX_DELAY", "built-in sandbox: time from acceptance to the refund's outcome")
 	fs.Float64Var(&c.SandboxTimeFactor, "sandbox-time-factor", 1, "built-in sandbox: scales its notification retry schedule (15s, 15s, 30s, 3m, ...) and delay (env REFUNDD_SANDBOX_TIME_FACTOR)")
-	if v := getenv("REFUNDD_SANDBOX_TIME_FACTOR"); v != "" {
-		if err := fs.Set("sandbox-time-factor", v); err != nil {
-			envErrs = append(envErrs, fmt.Errorf("REFUNDD_SANDBOX_TIME_FACTOR=%q: not a number", v))
-		}
-	}
+	fromEnv("sandbox-time-factor", "REFUNDD_SANDBOX_TIME_FACTOR", "a number")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "REFUNDD_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight work")
 	dur(&c.LockTimeout, "lock-timeout", "REFUNDD_LOCK_TIMEOUT", "how long to wait for the journal file lock")
 	str(&c.Provider, "provider", "REFUNDD_PROVIDER",
@@ -187,11 +187,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	dur(&c.ReadHeaderTimeout, "read-header-timeout", "REFUNDD_READ_HEADER_TIMEOUT", "drop connections that do not finish their headers in time (slow-header clients)")
 	str(&c.CheckpointKeyFile, "checkpoint-key", "REFUNDD_CHECKPOINT_KEY", "Ed25519 private key (PKCS#8 PEM, from refundctl keygen) signing journal checkpoints and /v1/audit/head; empty: unsigned")
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "write a journal checkpoint every this many records (env REFUNDD_CHECKPOINT_EVERY)")
-	if v := getenv("REFUNDD_CHECKPOINT_EVERY"); v != "" {
-		if err := fs.Set("checkpoint-every", v); err != nil {
-			envErrs = append(envErrs, fmt.Errorf("REFUNDD_CHECKPOINT_EVERY=%q: not a number", v))
-		}
-	}
+	fromEnv("checkpoint-every", "REFUNDD_CHECKPOINT_EVERY", "a number")
 	dur(&c.CheckpointInterval, "checkpoint-interval", "REFUNDD_CHECKPOINT_INTERVAL", "write a journal checkpoint with the first append this long after the last")
 	str(&c.BackupSpoolDir, "backup-spool-dir", "REFUNDD_BACKUP_SPOOL_DIR", "copy hot backups here before sending them, so a slow client cannot hold up appends; empty: stream")
 	str(&c.TLSCert, "tls-cert", "REFUNDD_TLS_CERT", "serve HTTPS with this certificate PEM (with --tls-key)")
@@ -200,11 +196,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&c.ConfigFile, "config", "REFUNDD_CONFIG",
 		"optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
 	fs.BoolVar(&c.MetricsPublic, "metrics-public", false, "serve /metrics without a token (env REFUNDD_METRICS_PUBLIC)")
-	if v := getenv("REFUNDD_METRICS_PUBLIC"); v != "" {
-		if err := fs.Set("metrics-public", v); err != nil {
-			envErrs = append(envErrs, fmt.Errorf("REFUNDD_METRICS_PUBLIC=%q: not a boolean", v))
-		}
-	}
+	fromEnv("metrics-public", "REFUNDD_METRICS_PUBLIC", "a boolean")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
