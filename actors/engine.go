@@ -66,13 +66,15 @@ const shardCount = 64
 // Engine routes messages to reservation actors by id, activating them on
 // demand.
 type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	system *actor.ActorSystem
-	seed   maphash.Seed
-	shards [shardCount]shard
-	gen    atomic.Uint64
-	closed atomic.Bool
+	cfg       Config
+	log       *slog.Logger
+	system    *actor.ActorSystem
+	seed      maphash.Seed
+	shards    [shardCount]shard
+	gen       atomic.Uint64
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 
 	// work tracks provider calls and result deliveries in flight, so that
 	// Close can let them finish and journal their results.
@@ -317,7 +319,13 @@ func (e *Engine) goWork(f func(ctx context.Context)) {
 // Close lets in-flight provider calls finish and journal their results
 // (bounded by ctx), then stops every actor. The caller closes the Store
 // afterwards.
+// Calling it again returns the first call's result.
 func (e *Engine) Close(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *Engine) close(ctx context.Context) error {
 	var err error
 drain:
 	for {

@@ -418,3 +418,17 @@ func TestEngine_AwaitWakesOnChange(t *testing.T) {
 		t.Fatalf("Await returned %+v", s)
 	}
 }
+
+func TestEngine_CloseTwice(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.register("r1", 100)
+	if err := h.engine.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.engine.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := h.engine.Get(context.Background(), "r1"); !errors.Is(err, actors.ErrClosed) {
+		t.Fatalf("Get after Close: %v, want ErrClosed", err)
+	}
+}
