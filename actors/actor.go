@@ -199,6 +199,10 @@ func (a *reservationActor) decide(cmd reservation.Command, env reservation.Env) 
 func (a *reservationActor) sideEffects(events []reservation.Event) {
 	for _, ev := range events {
 		switch d := ev.Data.(type) {
+		case reservation.FlaggedStuck:
+			r := a.state.Refund(d.RefundNo)
+			a.log.Error("refund stuck: unresolved past the stuck limit; an operator should look",
+				"refund_no", d.RefundNo, "state", r.State, "attempts", r.Attempts, "queries", r.Queries, "requested_at", r.CreatedAt)
 		case reservation.SubmissionStarted:
 			r := a.state.Refund(d.RefundNo)
 			if r == nil || len(r.Request) == 0 {
