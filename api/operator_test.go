@@ -118,3 +118,29 @@ func TestReadyz_FollowsTheProbe(t *testing.T) {
 		t.Fatalf("recovered: %d %s", r.status, r.body)
 	}
 }
+
+// Ids that look like paths are refused like any unknown id; nothing is
+// cleaned into another reservation's path and nothing is journaled.
+func TestHostile_PathLikeIDs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.register(t, "victim", 1000)
+	for _, p := range []string{
+		"/v1/reservations/x/../victim",
+		"/v1/reservations/..%2fvictim",
+		"/v1/reservations/%2e%2e",
+		"/v1/reservations/victim%00",
+		"/v1/reservations/" + strings.Repeat("a", 41),
+	} {
+		r := e.do(t, http.MethodGet, p, "")
+		if r.status != http.StatusNotFound || !strings.Contains(string(r.body), `"error"`) {
+			t.Errorf("GET %s: %d %s, want a JSON 404", p, r.status, r.body)
+		}
+	}
+	r := e.do(t, http.MethodPost, "/v1/reservations/x/../victim/refunds", `{"user_id":"u-victim"}`, "Idempotency-Key", "k")
+	if r.status != http.StatusNotFound {
+		t.Fatalf("refund through a path trick: %d %s", r.status, r.body)
+	}
+	if got := e.get(t, "victim"); len(got.Refunds) != 0 {
+		t.Fatalf("a refund was journaled through a path trick: %+v", got.Refunds)
+	}
+}
