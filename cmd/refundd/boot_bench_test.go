@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"refundd/internal/eventstore"
+	"refundd/internal/reservation"
+	"refundd/journal"
+)
+
+// writeHistory fills a journal with n reservations of about ten events each
+// (registration, three refunds each submitted and answered), written through
+// the real event store so claims, due times and marks are there too. The
+// last refund of every tenth reservation stays in flight with a due time.
+func writeHistory(b *testing.B, path string, n int) (events int) {
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	store := eventstore.New(db)
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).UTC()
+	for i := range n {
+		id := "boot-" + strconv.Itoa(i)
+		st := &reservation.State{}
+		var batch []reservation.Event
+		run := func(cmd reservation.Command) {
+			env := reservation.Env{Now: t0, By: "bench", Policy: reservation.Policy{RefundNoPrefix: "B"}}
+			evs, err := reservation.Decide(st, cmd, env)
+			if err != nil {
+				b.Fatalf("%s: %v", id, err)
+			}
+			for _, e := range evs {
+				reservation.Apply(st, e)
+			}
+			batch = append(batch, evs...)
+		}
+		run(reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "BOOT" + strconv.Itoa(i), Amount: 3000, Currency: "CNY"})
+		for k := 1; k <= 3; k++ {
+			amount := int64(1000)
+			run(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k" + strconv.Itoa(k), Amount: &amount})
+			no := st.Refunds[k-1].No
+			run(reservation.StartSubmission{RefundNo: no, Request: []byte(`{"out_refund_no":"` + no + `"}`)})
+			if k == 3 && i%10 == 0 {
+				continue // in flight: its due time is in the index
+			}
+			run(reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: 1,
+				Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: "wx" + no}})
+		}
+		if err := store.Append(ctx, id, 0, batch); err != nil {
+			b.Fatal(err)
+		}
+		events += len(batch)
+	}
+	return events
+}
+
+// BenchmarkBootToReady measures how long refundd takes from Run to a 200 on
+// /readyz with a large journal: the state is rebuilt lazily, so this must
+// not grow with the journal. BOOT_RESERVATIONS sets the size (default
+// 100,000 reservations, about a million events).
+//
+//	go test -run='^$' -bench=BootToReady -benchtime=3x ./cmd/refundd/
+func BenchmarkBootToReady(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("BOOT_RESERVATIONS")); err == nil && v > 0 {
+		n = v
+	}
+	dir := b.TempDir()
+	start := time.Now()
+	events := writeHistory(b, filepath.Join(dir, "refundd.db"), n)
+	b.Logf("wrote %d events for %d reservations in %s", events, n, time.Since(start).Round(time.Millisecond))
+	b.ResetTimer()
+	for range b.N {
+		m := NewMain()
+		m.Stdout, m.Stderr = io.Discard, io.Discard
+		if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", dir, "--provider", "memory"}, testEnv); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := m.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := http.Get("http://" + m.Addr() + "/readyz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("readyz: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		ready := time.Since(t0)
+		b.ReportMetric(float64(ready.Microseconds())/1000, "ms-to-ready")
+		// A cold reservation's first read replays it from the journal.
+		t1 := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s/v1/reservations/boot-%d", m.Addr(), n/2), nil)
+		req.Header.Set("Authorization", "Bearer "+testServiceToken)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("cold read: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		b.ReportMetric(float64(time.Since(t1).Microseconds())/1000, "ms-cold-read")
+		b.StopTimer()
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
