@@ -1,66 +1,32 @@
-package journal_test
+package journal
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"refundd/journal"
 )
-
-// benchData makes each stored record about 216 bytes, the size the layout
-// in docs/BENCHMARKS.md was measured with.
-var benchData = make([]byte, 180)
-
-// runWriters runs b.N appends split over writers goroutines, each taking
-// the next unit of work from a shared counter, and reports events/s.
-func runWriters(b *testing.B, writers int, appendOne func(w int) error) {
-	b.Helper()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				if err := appendOne(w); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
-}
 
 // BenchmarkAppend measures the group-committing journal, fsync on: each
 // writer appends one event per call to its own stream.
 func BenchmarkAppend(b *testing.B) {
 	for _, writers := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			db, err := journal.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
+			db, err := Open(filepath.Join(b.TempDir(), "bench.db"), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer db.Close()
 			heads := make([]uint64, writers) // each owned by one writer goroutine
 			ctx := context.Background()
-			runWriters(b, writers, func(w int) error {
-				last, err := db.Append(ctx, journal.AppendRequest{
+			gcRun(b, writers, func(w int) error {
+				last, err := db.Append(ctx, AppendRequest{
 					Stream:   fmt.Sprintf("reservation-%03d", w),
 					Expected: heads[w],
-					Events:   []journal.Event{{Type: "refund.requested", Version: 1, Data: benchData}},
+					Events:   []Event{{Type: "refund.requested", Version: 1, Data: gcData}},
 				})
 				heads[w] = last
 				return err
@@ -90,7 +56,7 @@ func BenchmarkAppendOneTxPerEvent(b *testing.B) {
 				b.Fatal(err)
 			}
 			value := make([]byte, 216)
-			runWriters(b, writers, func(w int) error {
+			gcRun(b, writers, func(w int) error {
 				stream := []byte(fmt.Sprintf("reservation-%03d", w))
 				return bdb.Update(func(tx *bolt.Tx) error {
 					log := tx.Bucket([]byte("log"))
