@@ -156,14 +156,37 @@ func validate(req *AppendRequest) error {
 	return nil
 }
 
-// commitLoop is the single committer. It exits when Close closes the queue
-// and everything queued before that has been committed.
+// commitLoop is the single committer. Between commits it flushes the
+// index tail when it is due (index.go), and when the queue is quiet it
+// waits no longer than the tail's flush delay. It exits when Close closes
+// the queue and everything queued before that has been committed, after a
+// last flush of the whole tail.
 func (db *DB) commitLoop() {
 	defer close(db.committerDone)
 	batch := make([]*pending, 0, min(db.opts.MaxBatch, maxQueue))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		first, ok := <-db.queue
+		var first *pending
+		ok := true
+		if since, waiting := db.tail.oldest(); waiting && !db.opts.ReadOnly && db.opts.IndexFlushDelay >= 0 {
+			if since.Before(db.flushRetry) {
+				since = db.flushRetry
+			}
+			timer.Reset(time.Until(since.Add(db.opts.IndexFlushDelay)))
+			select {
+			case first, ok = <-db.queue:
+			case <-timer.C:
+				db.maybeFlush()
+				continue
+			}
+		} else {
+			first, ok = <-db.queue
+		}
 		if !ok {
+			if !db.opts.ReadOnly {
+				_ = db.flushAll()
+			}
 			db.committed.stop()
 			return
 		}
@@ -183,6 +206,20 @@ func (db *DB) commitLoop() {
 		db.commit(batch)
 		for i := range batch {
 			batch[i] = nil
+		}
+		db.maybeFlush()
+	}
+}
+
+func (db *DB) maybeFlush() {
+	now := time.Now()
+	if now.Before(db.flushRetry) {
+		return
+	}
+	if n, due := db.flushDue(now); due {
+		if err := db.flushIndex(n); err != nil {
+			// Logged by flushIndex. Appends go on; the tail waits.
+			db.flushRetry = now.Add(time.Second)
 		}
 	}
 }
@@ -231,16 +268,25 @@ func (db *DB) commit(batch []*pending) {
 		}
 		var end tip
 		var cp *Checkpoint
+		var adds []tailAdd
 		obs := db.startCommit(len(live))
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			var err error
-			end, cp, err = db.writeBatch(tx, live)
+			end, cp, adds, err = db.writeBatch(tx, live)
 			return obs.wrote(tx, err)
 		})
 		obs.done(err)
 		db.commits.Add(1)
 		if err == nil {
 			db.tip = end
+			// Before any waiter wakes: a Load after Append returns must
+			// find the records.
+			now := time.Now()
+			db.tail.mu.Lock()
+			for _, a := range adds {
+				db.tail.add(a.stream, a.seq, a.global, now)
+			}
+			db.tail.mu.Unlock()
 			if cp != nil {
 				db.cpMu.Lock()
 				if cp.Global >= db.lastCP.Global {
@@ -292,7 +338,7 @@ func isDone(p *pending) bool {
 // due. It only sets fields of live entries from scratch, and the chain end
 // it returns is adopted only after the commit succeeds, so the transaction
 // may run again.
-func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, error) {
+func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, []tailAdd, error) {
 	b := txBuckets(tx)
 	// The log only ever grows at its end: full pages waste nothing. The
 	// setting lasts for this transaction's bucket handle only.
@@ -303,14 +349,15 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, error)
 		// failed one): read it from the log.
 		var err error
 		if cur, err = tipInTx(tx); err != nil {
-			return tip{}, nil, err
+			return tip{}, nil, nil, err
 		}
 	}
+	idx := &indexState{tail: db.tail, heads: b.heads, batch: map[string]uint64{}}
 	for i, p := range live {
 		p.last, p.err = 0, nil
-		last, verr, err := writeOne(b, &p.req, &cur)
+		last, verr, err := writeOne(b, idx, &p.req, &cur)
 		if err != nil {
-			return tip{}, nil, &internalError{i: i, err: err}
+			return tip{}, nil, nil, &internalError{i: i, err: err}
 		}
 		p.last, p.err = last, verr
 	}
@@ -322,13 +369,13 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, error)
 		now = last.Time // a clock stepped back: checkpoint times never do
 	}
 	if !db.checkpointDue(cur, last, now) {
-		return cur, nil, nil
+		return cur, nil, idx.adds, nil
 	}
 	cp := db.newCheckpoint(cur, now)
 	if err := putCheckpoint(tx, cp); err != nil {
-		return tip{}, nil, err
+		return tip{}, nil, nil, err
 	}
-	return cur, &cp, nil
+	return cur, &cp, idx.adds, nil
 }
 
 type buckets struct {
@@ -349,8 +396,8 @@ func txBuckets(tx *bolt.Tx) buckets {
 // writeOne validates req against the stored state and, if it passes, writes
 // it. verr is a validation failure (nothing written); err is an unexpected
 // failure after writing may have started (the transaction must be dropped).
-func writeOne(b buckets, req *AppendRequest, chain *tip) (last uint64, verr, err error) {
-	head, err := readHead(b.heads, req.Stream)
+func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip) (last uint64, verr, err error) {
+	head, err := idx.head(req.Stream)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -382,12 +429,7 @@ func writeOne(b buckets, req *AppendRequest, chain *tip) (last uint64, verr, err
 			return 0, nil, err
 		}
 		*chain = tip{global: g, hash: h}
-		if err := b.streams.Put(streamKey(req.Stream, seq), gk); err != nil {
-			return 0, nil, err
-		}
-	}
-	if err := b.heads.Put([]byte(req.Stream), be64(seq)); err != nil {
-		return 0, nil, err
+		idx.put(req.Stream, seq, g) // indexed later, by an index flush
 	}
 	stream := []byte(req.Stream)
 	for _, k := range claimKeys {

@@ -60,7 +60,8 @@
 // A few large buckets, never one bucket per stream (bbolt copies whole
 // pages per commit; one shared append-only bucket keeps that cost flat):
 //
-//	meta         "format" -> be32 format version; "epoch" -> be64;
+//	meta         "format" -> be32 file format (3); "epoch" -> be64;
+//	             "indexed" -> be64 index watermark (index.go);
 //	             "restore", "reconcile" -> JSON RestoreInfo
 //	log          be64(global) -> encoded record (format byte, fields,
 //	             chain hash, CRC-32C)
@@ -79,6 +80,18 @@
 // without waiting, validates and writes them in one bbolt transaction,
 // fsyncs once, and wakes every waiter with its own result. There is no timer:
 // a lone writer pays one commit, and many writers share one.
+//
+// # Index tail
+//
+// The commit that acknowledges an append writes the log, claims, dues and
+// marks; the streams index and heads of its records are written later by
+// index flushes that cover many commits (a stream-keyed index dirties a
+// page per stream per commit, the log does not). Until then the entries
+// live in memory, and reads merge them. The log stays the only truth:
+// "indexed" in meta says up to where the index is complete, and Open
+// re-reads the log after it, so a crash loses nothing and boot reads only
+// the unflushed tail (Options.IndexFlushEntries, IndexFlushDelay). Format 3
+// files are refused by builds that predate the tail.
 //
 // # Concurrency
 //

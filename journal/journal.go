@@ -55,6 +55,16 @@ type Options struct {
 	CheckpointInterval time.Duration
 	// Now is the clock for checkpoint times. Nil means time.Now.
 	Now func() time.Time
+	// IndexFlushEntries and IndexFlushDelay bound the index tail: the
+	// per-stream index entries of committed records that are not yet
+	// written to the streams index (index.go). The committer flushes part
+	// of the tail once it holds IndexFlushEntries entries or its oldest
+	// entry is IndexFlushDelay old, and all of it on Close. Smaller means
+	// a shorter log read at Open after a crash, larger means fewer index
+	// writes. Zero means 8192 entries and 100 ms; a negative delay means
+	// flush by count only.
+	IndexFlushEntries int
+	IndexFlushDelay   time.Duration
 	// OnCommit, when set, is called by the committer after each
 	// transaction with its size and timings (metrics). It must return
 	// quickly: the next commit waits for it. Nil means none.
@@ -83,6 +93,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if v.Now == nil {
 		v.Now = time.Now
+	}
+	if v.IndexFlushEntries <= 0 {
+		v.IndexFlushEntries = defaultIndexFlushEntries
+	}
+	if v.IndexFlushDelay == 0 {
+		v.IndexFlushDelay = defaultIndexFlushDelay
 	}
 	return v
 }
@@ -154,6 +170,13 @@ type DB struct {
 	// tip is the chain's end as of the last successful commit; only the
 	// committer uses it (after Open), and checks it against the log.
 	tip tip
+	// tail holds index entries not yet in the streams index (index.go).
+	tail *tail
+	// flushRetry delays the next index flush after a failed one; only the
+	// committer uses it.
+	flushRetry   time.Time
+	flushStreams int           // streams per ordinary flush; tests lower it
+	indexFlushes atomic.Uint64 // index flush transactions, for tests
 	// lastCP is the newest stored checkpoint, guarded by cpMu.
 	cpMu   sync.Mutex
 	lastCP Checkpoint
@@ -211,22 +234,32 @@ func Open(path string, opts *Options) (*DB, error) {
 		bolt:          bdb,
 		queue:         make(chan *pending, min(o.MaxBatch, maxQueue)),
 		committerDone: make(chan struct{}),
+		tail:          newTail(),
+		flushStreams:  indexFlushStreams,
 	}
-	if !o.ReadOnly {
-		// The committer chains new records onto the current end, and
-		// counts checkpoints from the last one.
-		err = bdb.View(func(tx *bolt.Tx) error {
+	// The committer chains new records onto the current end, and counts
+	// checkpoints from the last one. Records the streams index does not
+	// hold yet (the tail at a crash) are found in the log after the
+	// watermark, read-only too, so reads see every record.
+	err = bdb.View(func(tx *bolt.Tx) error {
+		if !o.ReadOnly {
 			var err error
 			if db.tip, err = tipInTx(tx); err != nil {
 				return err
 			}
-			db.lastCP, _, err = lastCheckpointInTx(tx)
-			return err
-		})
-		if err != nil {
-			_ = bdb.Close()
-			return nil, fmt.Errorf("journal: open %s: %w", path, err)
+			if db.lastCP, _, err = lastCheckpointInTx(tx); err != nil {
+				return err
+			}
 		}
+		skipped, _, err := loadTail(tx, db.tail, time.Now(), !o.ReadOnly)
+		if skipped > 0 {
+			db.log.Warn("journal: records after the index watermark are damaged; reads skip them (run a check)", "skipped", skipped)
+		}
+		return err
+	})
+	if err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	go db.commitLoop()
 	db.log.Debug("journal opened", "max_batch", o.MaxBatch, "no_sync", o.NoSync, "read_only", o.ReadOnly)
@@ -260,8 +293,8 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if len(v) != 4 {
 			return fmt.Errorf("%w: meta format version is %d bytes, want 4", ErrCorrupt, len(v))
 		}
-		if format = binary.BigEndian.Uint32(v); format > formatVersion {
-			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, formatVersion)
+		if format = binary.BigEndian.Uint32(v); format > fileFormat {
+			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, fileFormat)
 		} else if format == 0 {
 			return fmt.Errorf("%w: meta format version 0", ErrCorrupt)
 		}
@@ -282,15 +315,23 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if err != nil {
 			return err
 		}
-		if fresh || format < formatVersion {
-			v := make([]byte, 4)
-			binary.BigEndian.PutUint32(v, formatVersion)
-			if err := meta.Put(metaFormatKey, v); err != nil {
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+		if fresh || format < fileFormat {
+			// Files before format 3 indexed every record in its commit:
+			// their watermark is their end. Format 3 keeps it from now on,
+			// and a build that does not know it refuses the file.
+			if meta.Get(metaIndexedKey) == nil {
+				if err := meta.Put(metaIndexedKey, be64(tx.Bucket(bucketLog).Sequence())); err != nil {
+					return err
+				}
+			}
+			v := make([]byte, 4)
+			binary.BigEndian.PutUint32(v, fileFormat)
+			if err := meta.Put(metaFormatKey, v); err != nil {
 				return err
 			}
 		}
@@ -363,30 +404,23 @@ func (db *DB) Load(ctx context.Context, stream string, afterSeq uint64) ([]Recor
 	if afterSeq == math.MaxUint64 {
 		return recs, nil
 	}
+	// The tail first: an entry flushed after this copy is in the index
+	// the read transaction below sees (the tail drops entries only after
+	// their flush commits).
+	tailFirst, tailGlobals := db.tail.entriesAfter(stream, afterSeq)
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		logB := tx.Bucket(bucketLog)
-		prefix := streamPrefix(stream)
-		c := tx.Bucket(bucketStreams).Cursor()
 		want := afterSeq + 1
-		for k, v := c.Seek(streamKey(stream, want)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		read := func(seq, g uint64) error {
 			if len(recs)%1024 == 1023 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			// Streams have no NUL, so every key under prefix is this stream's.
-			if len(k) != len(prefix)+8 {
-				return fmt.Errorf("%w: stream %q: index key of %d bytes", ErrCorrupt, stream, len(k))
-			}
-			_, seq, _ := parseStreamKey(k)
-			if len(v) != 8 {
-				return fmt.Errorf("%w: stream %q seq %d: index value is %d bytes", ErrCorrupt, stream, seq, len(v))
-			}
 			if seq != want {
 				return fmt.Errorf("%w: stream %q: seq %d follows %d", ErrCorrupt, stream, seq, want-1)
 			}
-			g := binary.BigEndian.Uint64(v)
-			raw := logB.Get(v)
+			raw := logB.Get(be64(g))
 			if raw == nil {
 				return fmt.Errorf("%w: stream %q seq %d points to missing global %d", ErrCorrupt, stream, seq, g)
 			}
@@ -400,6 +434,29 @@ func (db *DB) Load(ctx context.Context, stream string, afterSeq uint64) ([]Recor
 			}
 			recs = append(recs, r)
 			want++
+			return nil
+		}
+		prefix := streamPrefix(stream)
+		c := tx.Bucket(bucketStreams).Cursor()
+		for k, v := c.Seek(streamKey(stream, want)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			// Streams have no NUL, so every key under prefix is this stream's.
+			if len(k) != len(prefix)+8 {
+				return fmt.Errorf("%w: stream %q: index key of %d bytes", ErrCorrupt, stream, len(k))
+			}
+			_, seq, _ := parseStreamKey(k)
+			if len(v) != 8 {
+				return fmt.Errorf("%w: stream %q seq %d: index value is %d bytes", ErrCorrupt, stream, seq, len(v))
+			}
+			if err := read(seq, binary.BigEndian.Uint64(v)); err != nil {
+				return err
+			}
+		}
+		for i, g := range tailGlobals {
+			if seq := tailFirst + uint64(i); seq >= want { // else flushed and read above
+				if err := read(seq, g); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -419,7 +476,14 @@ func (db *DB) Head(ctx context.Context, stream string) (uint64, error) {
 	if err := checkStream(stream); err != nil {
 		return 0, fmt.Errorf("journal: head: %w", err)
 	}
-	var head uint64
+	db.tail.mu.RLock()
+	head, ok := db.tail.headOf(stream)
+	db.tail.mu.RUnlock()
+	if ok {
+		return head, nil
+	}
+	// Not in the tail: the stored head is current (a flush stores a
+	// stream's head before it leaves the tail).
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		var err error
 		head, err = readHead(tx.Bucket(bucketHeads), stream)

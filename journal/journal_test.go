@@ -459,7 +459,7 @@ func TestVerify_Inconsistent(t *testing.T) {
 		}, "encodes global 3"},
 		{"global gap", func(tx *bolt.Tx) error { return tx.Bucket([]byte("log")).Delete(be64(2)) }, "global 3 follows 1"},
 		{"head too high", func(tx *bolt.Tx) error { return tx.Bucket([]byte("heads")).Put([]byte("s"), be64(4)) }, "head of stream"},
-		{"missing head", func(tx *bolt.Tx) error { return tx.Bucket([]byte("heads")).Delete([]byte("s")) }, "heads for"},
+		{"missing head", func(tx *bolt.Tx) error { return tx.Bucket([]byte("heads")).Delete([]byte("s")) }, "not covered by its head"},
 		{"index points elsewhere", func(tx *bolt.Tx) error {
 			return tx.Bucket([]byte("streams")).Put(append([]byte("s\x00"), be64(2)...), be64(3))
 		}, "index entry"},
@@ -494,21 +494,21 @@ func TestOpen_FormatTooNew(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		path := writeThree(t)
 		patchFile(t, path, func(tx *bolt.Tx) error {
-			// 3: one past the format this build writes (2).
-			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 3))
+			// 4: one past the format this build writes (3).
+			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 4))
 		})
 		_, err := journal.Open(path, nil)
 		if !errors.Is(err, journal.ErrFormatTooNew) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("Open: %v, want ErrFormatTooNew naming the path", err)
 		}
-		// The refused file was not touched: still format 3.
+		// The refused file was not touched: still format 4.
 		bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer bdb.Close()
 		_ = bdb.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 3 {
+			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 4 {
 				t.Errorf("format rewritten to %x", v)
 			}
 			return nil

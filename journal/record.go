@@ -8,13 +8,20 @@ import (
 	"time"
 )
 
-// formatVersion is the version of both the file layout (meta "format") and
-// the record encoding (first byte of every log value) that this build
-// writes. It reads every version from format1 up to it:
+// formatVersion is the version of the record encoding (first byte of every
+// log value) that this build writes; files up to format 2 also used it as
+// their layout version (fileFormat). It reads every version from format1
+// up to it:
 //
 //	1  fields and CRC-32C
 //	2  fields, the record's SHA-256 chain hash, CRC-32C
 const formatVersion = 2
+
+// fileFormat is the file layout version in meta "format". Format 3 added
+// the index tail (index.go): the streams index and heads may lag the log
+// up to meta "indexed", which a build reading only format 2 would take for
+// the whole truth, so such a build must refuse the file.
+const fileFormat = 3
 
 // format1 is the first record format, without a stored chain hash. Its
 // records are still read, and their chain hash is computed.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -245,6 +246,24 @@ func (c *checker) run() error {
 	if err != nil {
 		return err
 	}
+	// The streams index and heads may lag the log (index.go): every record
+	// at or before the watermark, and every record its stream's stored
+	// head covers, must be indexed; no other may be.
+	watermark := uint64(math.MaxUint64)
+	if v := meta.Get(metaIndexedKey); len(v) == 8 {
+		watermark = binary.BigEndian.Uint64(v)
+	} else if v != nil {
+		c.add("meta", 0, ErrCorrupt, "meta indexed is %d bytes, want 8", len(v))
+	}
+	stored := map[string]uint64{}
+	storedHead := func(stream string) uint64 {
+		h, ok := stored[stream]
+		if !ok {
+			h, _ = readHead(b.heads, stream) // a malformed head is reported by indexes
+			stored[stream] = h
+		}
+		return h
+	}
 
 	// Log: gap-free globals, valid records, per-stream gap-free seqs, each
 	// with its index entry, and the chain.
@@ -318,8 +337,17 @@ func (c *checker) run() error {
 			c.add("sequence", g, ErrCorrupt, "global %d: stream %q seq %d, want %d", g, r.Stream, r.Seq, want)
 		}
 		seqs[r.Stream] = r.Seq
-		if iv := b.streams.Get(streamKey(r.Stream, r.Seq)); len(iv) != 8 || binary.BigEndian.Uint64(iv) != g {
-			c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry %x does not point to global %d", r.Stream, r.Seq, iv, g)
+		iv := b.streams.Get(streamKey(r.Stream, r.Seq))
+		switch {
+		case r.Seq <= storedHead(r.Stream):
+			if len(iv) != 8 || binary.BigEndian.Uint64(iv) != g {
+				c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry %x does not point to global %d", r.Stream, r.Seq, iv, g)
+			}
+		case g <= watermark:
+			c.add("index", g, ErrCorrupt, "stream %q seq %d at global %d: not covered by its head (%d) though the index watermark is %d",
+				r.Stream, r.Seq, g, storedHead(r.Stream), watermark)
+		case iv != nil:
+			c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry beyond the stream's head %d", r.Stream, r.Seq, storedHead(r.Stream))
 		}
 
 		computed := ChainHash(prev, r)
@@ -352,6 +380,9 @@ func (c *checker) run() error {
 	}
 	if s := b.log.Sequence(); s != last {
 		c.add("sequence", 0, ErrCorrupt, "log sequence is %d but last global is %d", s, last)
+	}
+	if watermark != math.MaxUint64 && watermark > last {
+		c.add("index", 0, ErrCorrupt, "index watermark %d is beyond the end of the log (global %d)", watermark, last)
 	}
 	return c.indexes(b, seqs)
 }
@@ -416,8 +447,9 @@ func (c *checker) marks() ([]mark, error) {
 // what the log walk found.
 func (c *checker) indexes(b buckets, seqs map[string]uint64) error {
 	// Streams index: no entries beyond those checked with the records.
-	// Every record has its own entry, so equal counts means no extras.
-	var indexed uint64
+	// Every record a head covers has its own entry, so equal counts means
+	// no extras.
+	var indexed, covered uint64
 	if err := b.streams.ForEach(func(k, _ []byte) error {
 		if _, _, ok := parseStreamKey(k); !ok {
 			c.add("index", 0, ErrCorrupt, "malformed stream index key %x", k)
@@ -427,28 +459,25 @@ func (c *checker) indexes(b buckets, seqs map[string]uint64) error {
 	}); err != nil {
 		return err
 	}
-	if indexed != c.res.Records {
-		c.add("index", 0, ErrCorrupt, "stream index has %d entries for %d records", indexed, c.res.Records)
-	}
 
-	// Heads: exactly one per stream, equal to its last seq.
-	var heads int
+	// Heads: at most one per stream of the log, never past its last seq.
+	// (A stream whose records all lie past the watermark may have none.)
 	if err := b.heads.ForEach(func(k, v []byte) error {
-		heads++
 		h, err := readHead(b.heads, string(k))
 		if err != nil {
 			c.addErr("index", 0, err)
 			return nil
 		}
-		if want, ok := seqs[string(k)]; !ok || h != want {
+		covered += h
+		if want, ok := seqs[string(k)]; !ok || h > want || h == 0 {
 			c.add("index", 0, ErrCorrupt, "head of stream %q is %d, log says %d", k, h, want)
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	if heads != len(seqs) {
-		c.add("index", 0, ErrCorrupt, "%d heads for %d streams", heads, len(seqs))
+	if indexed != covered {
+		c.add("index", 0, ErrCorrupt, "stream index has %d entries for the %d records the heads cover", indexed, covered)
 	}
 
 	// Claims: owned by a stream that exists.
