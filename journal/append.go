@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -191,6 +192,11 @@ func (db *DB) commitLoop() {
 			return
 		}
 		batch = append(batch[:0], first)
+		// Let writers woken by the last commit queue their next append
+		// before the drain: at 64 writers this raised events per commit
+		// from ~32 to ~44 and events/s by 6-13% (A/B, same run). A yield,
+		// not a timer: a lone writer is not delayed.
+		runtime.Gosched()
 	drain:
 		for len(batch) < db.opts.MaxBatch {
 			select {
