@@ -1,7 +1,15 @@
-// Package eventstore adapts the bbolt journal to the actors' Store: it
-// encodes reservation events into journal records and derives the unique
-// claims (order number, refund number) and due times each event carries, so
-// they commit atomically with it.
+// Package eventstore adapts a journal (the bbolt journal, or the PostgreSQL
+// one in cluster mode) to the actors' Store: it encodes reservation events
+// into journal records and derives the unique claims (order number, refund
+// number) and due times each event carries, so they commit atomically with
+// it.
+//
+// On a journal that fences appends by ownership (Activator, implemented by
+// pgjournal), loading a reservation first activates its stream: the actor
+// that loads takes the reservation over, and an append of an actor that was
+// taken over fails with an error matching both actors.ErrVersionConflict
+// and pgjournal.ErrFenced; the actor then replies with an error and
+// passivates, and the next request reloads (and re-activates) it.
 package eventstore
 
 import (
@@ -14,6 +22,7 @@ import (
 	"refundd/actors"
 	"refundd/internal/reservation"
 	"refundd/journal"
+	"refundd/journal/pgjournal"
 )
 
 // Claim namespaces in the journal.
@@ -22,18 +31,50 @@ const (
 	NamespaceRefundNo   = "refund_no"
 )
 
-// Store implements actors.Store on a journal.DB.
-type Store struct {
-	db *journal.DB
+// Journal is what Store needs from a journal. *journal.DB and
+// *pgjournal.DB implement it, with the error contracts documented there.
+// Implementations must be safe for concurrent use.
+type Journal interface {
+	Append(ctx context.Context, req journal.AppendRequest) (uint64, error)
+	Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error)
+	Lookup(ctx context.Context, namespace, key string) (string, error)
+	DueBefore(ctx context.Context, t time.Time, limit int) ([]journal.Due, error)
+	DeleteDue(ctx context.Context, dues []journal.Due) error
+	Marks(ctx context.Context, prefix, after string, limit int) ([]string, error)
 }
 
-// New wraps db. The caller keeps ownership of db and closes it.
-func New(db *journal.DB) *Store { return &Store{db: db} }
+// Activator is implemented by a journal whose appends are fenced by
+// ownership (*pgjournal.DB): Activate makes this process the stream's
+// owner, waiting for an append of the previous owner that is in flight.
+type Activator interface {
+	Activate(ctx context.Context, stream string) (epoch uint64, err error)
+}
+
+var (
+	_ Journal   = (*journal.DB)(nil)
+	_ Journal   = (*pgjournal.DB)(nil)
+	_ Activator = (*pgjournal.DB)(nil)
+)
+
+// Store implements actors.Store on a Journal.
+type Store struct {
+	db Journal
+}
+
+// New wraps db (a *journal.DB or a *pgjournal.DB). The caller keeps
+// ownership of db and closes it.
+func New(db Journal) *Store { return &Store{db: db} }
 
 var _ actors.Store = (*Store)(nil)
 
-// Load implements actors.Store.
+// Load implements actors.Store. On an Activator it activates the stream
+// first, so the caller (the actor starting) owns it from then on.
 func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint64, error) {
+	if a, ok := s.db.(Activator); ok {
+		if _, err := a.Activate(ctx, id); err != nil {
+			return nil, 0, fmt.Errorf("eventstore: activate %s: %w", id, err)
+		}
+	}
 	recs, err := s.db.Load(ctx, id, 0)
 	if err != nil {
 		return nil, 0, err
@@ -86,6 +127,10 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 		return reservation.ErrOutTradeNoTaken
 	case errors.Is(err, journal.ErrSequenceMismatch):
 		return fmt.Errorf("%w: %v", actors.ErrVersionConflict, err)
+	case errors.Is(err, pgjournal.ErrFenced):
+		// Another node took the reservation over: this actor's state is
+		// stale, like after a sequence conflict.
+		return fmt.Errorf("eventstore: %s: %w: %w", id, actors.ErrVersionConflict, err)
 	}
 	return err
 }
