@@ -23,6 +23,22 @@ const (
 	scanBatch = 256
 )
 
+// Journal is what the feed reads: *journal.DB and, in cluster mode,
+// *pgjournal.DB implement it. Implementations must be safe for concurrent
+// use.
+type Journal interface {
+	// Scan returns up to limit records with Global > afterGlobal in global
+	// order (limit <= 0: all).
+	Scan(ctx context.Context, afterGlobal uint64, limit int) ([]journal.Record, error)
+	// Load returns a stream's records with Seq > afterSeq.
+	Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error)
+	// LastGlobal returns the Global of the last committed record.
+	LastGlobal(ctx context.Context) (uint64, error)
+	// WaitGlobal returns once a record with Global > after is committed,
+	// or with ctx's error.
+	WaitGlobal(ctx context.Context, after uint64) error
+}
+
 // Read returns up to limit events derived from the records with Global >
 // after, in global order, keeping only the given types (none means all),
 // and the cursor to pass as after next time.
@@ -38,7 +54,7 @@ const (
 // in Types() fails with ErrUnknownType. A record this build cannot decode
 // (written by a newer refundd) fails with reservation.ErrUnknownEvent
 // rather than being skipped.
-func Read(ctx context.Context, db *journal.DB, after uint64, limit int, types []string) ([]Event, uint64, error) {
+func Read(ctx context.Context, db Journal, after uint64, limit int, types []string) ([]Event, uint64, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
@@ -84,7 +100,7 @@ func Read(ctx context.Context, db *journal.DB, after uint64, limit int, types []
 // record being turned into an event. Scan returns a stream's records in seq
 // order, so each stream is loaded once and folded forward.
 type states struct {
-	db *journal.DB
+	db Journal
 	m  map[string]*stream
 }
 
@@ -148,11 +164,11 @@ func (c *states) stateAt(ctx context.Context, r journal.Record, e reservation.Ev
 // Feed is Read bound to one journal, with waiting for new records: what the
 // HTTP feed serves. It is safe for concurrent use.
 type Feed struct {
-	db *journal.DB
+	db Journal
 }
 
 // New returns a Feed over db. The caller keeps ownership of db.
-func New(db *journal.DB) *Feed { return &Feed{db: db} }
+func New(db Journal) *Feed { return &Feed{db: db} }
 
 // Read is the package's Read on f's journal.
 func (f *Feed) Read(ctx context.Context, after uint64, limit int, types []string) ([]Event, uint64, error) {

@@ -15,6 +15,7 @@ import (
 	"refundd/internal/reservation"
 	"refundd/journal"
 	"refundd/journal/journaltest"
+	"refundd/journal/pgjournal/pgtest"
 )
 
 var bg = context.Background()
@@ -26,7 +27,7 @@ type tb interface {
 }
 
 // readAll reads every page from after with the given limit and filter.
-func readAll(t tb, db *journal.DB, after uint64, limit int, types []string) []feed.Event {
+func readAll(t tb, db feed.Journal, after uint64, limit int, types []string) []feed.Event {
 	t.Helper()
 	var all []feed.Event
 	for {
@@ -224,6 +225,22 @@ func TestRead_ScanBudget(t *testing.T) {
 // and filter, the pages concatenated equal the matching tail of one full
 // read, which equals the history's own bookkeeping; and so again after the
 // journal is closed and reopened.
+// TestRead_PostgresJournal: the feed of the same history reads the same from
+// the PostgreSQL journal as from bbolt (skips without a server outside CI).
+func TestRead_PostgresJournal(t *testing.T) {
+	for _, name := range []string{"bbolt", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			var db feedtest.Journal = journaltest.Open(t)
+			if name == "postgres" {
+				db = pgtest.Open(t)
+			}
+			h := feedtest.New(t, db, 11)
+			h.Steps(120)
+			checkWant(t, readAll(t, db.(feed.Journal), 0, 7, nil), h.Want)
+		})
+	}
+}
+
 func TestRead_AnyCursor(t *testing.T) {
 	db := journaltest.Open(t)
 	h := feedtest.New(t, db, 6)

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,11 +32,24 @@ type Endpoint struct {
 	FromNow bool
 }
 
+// Journal is what the dispatcher needs: the feed's reads, the signal of
+// new commits, and the key-value area for cursors and parked events.
+type Journal interface {
+	feed.Journal
+	// Committed returns a channel closed by the next commit.
+	Committed() <-chan struct{}
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(ctx context.Context, key string, value []byte) error
+	List(ctx context.Context, prefix string) ([]journal.KV, error)
+	WriteKV(ctx context.Context, put []journal.KV, del []string) error
+}
+
 // Config configures a Dispatcher.
 type Config struct {
-	// DB is the journal to read and to keep cursors in; required. The
-	// caller keeps ownership and closes it after Run has returned.
-	DB *journal.DB
+	// DB is the journal to read and to keep cursors in (*journal.DB, or
+	// *pgjournal.DB in cluster mode); required. The caller keeps ownership
+	// and closes it after Run has returned.
+	DB Journal
 	// Endpoints to deliver to; may be empty (Run then only waits).
 	Endpoints []Endpoint
 	// MaxAttempts is how many POSTs one event gets before it is parked.

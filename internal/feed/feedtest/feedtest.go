@@ -12,7 +12,6 @@ import (
 
 	"refundd/internal/eventstore"
 	"refundd/internal/reservation"
-	"refundd/journal"
 )
 
 // Want is a consumer event a history must produce.
@@ -30,7 +29,7 @@ type Want struct {
 // Want up to date. It assumes it is the journal's only writer.
 type History struct {
 	t     testing.TB
-	db    *journal.DB
+	db    Journal
 	store *eventstore.Store
 	rng   *rand.Rand
 	now   time.Time
@@ -57,8 +56,15 @@ type refund struct {
 	state  reservation.RefundState
 }
 
+// Journal is a journal History can write to: *journal.DB, or
+// *pgjournal.DB (whose streams History activates before writing).
+type Journal interface {
+	eventstore.Journal
+	LastGlobal(ctx context.Context) (uint64, error)
+}
+
 // New returns a History writing to db; seed drives Steps.
-func New(t testing.TB, db *journal.DB, seed uint64) *History {
+func New(t testing.TB, db Journal, seed uint64) *History {
 	return &History{
 		t: t, db: db, store: eventstore.New(db), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC), res: map[string]*res{},
@@ -67,7 +73,7 @@ func New(t testing.TB, db *journal.DB, seed uint64) *History {
 
 // Reopen makes h write to db from now on: the same journal file, opened
 // again after a restart.
-func (h *History) Reopen(db *journal.DB) {
+func (h *History) Reopen(db Journal) {
 	h.db, h.store = db, eventstore.New(db)
 }
 
@@ -82,6 +88,11 @@ func (h *History) appendEvents(id string, data ...reservation.EventData) []uint6
 		events[i] = reservation.Event{At: h.now, By: "feedtest", Data: d}
 	}
 	ctx := context.Background()
+	if a, ok := h.db.(eventstore.Activator); ok && r.version == 0 {
+		if _, err := a.Activate(ctx, id); err != nil {
+			h.t.Fatalf("feedtest: activate %s: %v", id, err)
+		}
+	}
 	if err := h.store.Append(ctx, id, r.version, events); err != nil {
 		h.t.Fatalf("feedtest: append to %s: %v", id, err)
 	}
