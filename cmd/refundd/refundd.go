@@ -66,6 +66,10 @@ type Config struct {
 	BackupSpoolDir     string
 	ReadHeaderTimeout  time.Duration
 	TLSCert, TLSKey    string
+	Cluster            ClusterConfig // cluster mode (cluster.go); zero: single node
+	// Pprof is a loopback address serving net/http/pprof; empty (the
+	// default) serves nothing.
+	Pprof string
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -80,6 +84,7 @@ type Main struct {
 	engine    *actors.Engine
 	server    *http.Server
 	ln        net.Listener
+	pprof     *http.Server
 	stopSch   context.CancelFunc
 	provider  *wiredProvider
 	hooksStop context.CancelFunc
@@ -93,6 +98,7 @@ type Main struct {
 	metrics       *metrics.Metrics
 	effective     config.Settings // the effective configuration, secrets masked, logged at start
 	bg            sync.WaitGroup
+	cl            *clusterMode // cluster mode only
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -107,6 +113,7 @@ func NewMain() *Main {
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
+			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -198,6 +205,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.MetricsPublic, "metrics-public", false, "serve /metrics without a token (env REFUNDD_METRICS_PUBLIC)")
 	fromEnv("metrics-public", "REFUNDD_METRICS_PUBLIC", "a boolean")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
+	clusterFlags(fs, &c.Cluster, str)
+	str(&c.Pprof, "pprof", "REFUNDD_PPROF", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
@@ -233,6 +242,9 @@ func (c *Config) validate() error {
 	if _, err := c.policy(); err != nil {
 		return err
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if c.CheckpointEvery < 1 {
 		return errors.New("--checkpoint-every must be at least 1")
 	}
@@ -254,6 +266,11 @@ func (c *Config) validate() error {
 	}
 	if c.SandboxDelay < 0 {
 		return errors.New("--sandbox-delay must not be negative")
+	}
+	if c.Pprof != "" {
+		if err := loopbackAddr(c.Pprof); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -309,6 +326,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log = m.logger()
 	m.log.Info("effective configuration", "config", m.effective)
 	m.metrics = metrics.New(metrics.Options{Logger: m.log})
+	if c.Cluster.on() {
+		return m.runCluster(ctx)
+	}
 	path := filepath.Join(c.DataDir, "refundd.db")
 	var signKey ed25519.PrivateKey
 	if c.CheckpointKeyFile != "" {
@@ -467,6 +487,12 @@ func (m *Main) Run(ctx context.Context) error {
 			m.log.Error("http server stopped", "err", err)
 		}
 	}()
+	if c.Pprof != "" {
+		if err := m.startPprof(c.Pprof); err != nil {
+			m.Close()
+			return err
+		}
+	}
 	m.log.Info("refundd started", "listen", ln.Addr().String(), "journal", path,
 		"provider", wired.describe, "refund_prefix", policy.RefundNoPrefix, "epoch", epoch)
 	scheme := "http"
@@ -575,6 +601,9 @@ func (m *Main) Close() error {
 	} else if m.ln != nil {
 		m.ln.Close()
 	}
+	if m.pprof != nil {
+		errs = append(errs, m.pprof.Close())
+	}
 	if m.hooksStop != nil {
 		// It aborts in-flight deliveries and saves its cursor: before the
 		// journal closes.
@@ -591,6 +620,7 @@ func (m *Main) Close() error {
 	if m.engine != nil {
 		errs = append(errs, m.engine.Close(ctx))
 	}
+	errs = append(errs, m.cl.closeNode(ctx))
 	if m.provider != nil {
 		m.provider.close()
 	}
@@ -600,5 +630,6 @@ func (m *Main) Close() error {
 		}
 		errs = append(errs, m.db.Close())
 	}
+	errs = append(errs, m.cl.closeJournal())
 	return errors.Join(errs...)
 }

@@ -1,0 +1,130 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/actors/cluster"
+	"refundd/internal/reservation"
+	"refundd/internal/simprovider"
+)
+
+// testLogger is quiet unless CLUSTER_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("CLUSTER_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// freePorts returns n ports free on loopback right now.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// world is what the nodes of a test share: the journal and the provider.
+type world struct {
+	t        testing.TB
+	journal  *memJournal
+	provider *simprovider.Provider
+}
+
+func newWorld(t testing.TB) *world {
+	return &world{t: t, journal: newMemJournal(), provider: simprovider.New(simprovider.Options{})}
+}
+
+func (w *world) start(name string, m cluster.Membership) *cluster.Node {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := cluster.Start(ctx, cluster.Config{
+		Engine: actors.Config{
+			Store: w.journal.node(name), Provider: w.provider,
+			Policy:      reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
+			IdleTimeout: time.Minute,
+		},
+		Membership: m, Name: "test", Logger: testLogger().With("node", name),
+		RequestTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		w.t.Fatalf("start %s: %v", name, err)
+	}
+	w.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func register(t testing.TB, n *cluster.Node, id string, amount int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := n.Execute(ctx, id, "test", reservation.Register{
+		ReservationID: id, UserID: "u-" + id, OutTradeNo: "ORD-" + id, Amount: amount, Currency: "CNY",
+	}); err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+}
+
+func refund(n *cluster.Node, id, key string, amount int64) (*reservation.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a *int64
+	if amount > 0 {
+		a = &amount
+	}
+	st, _, err := n.Execute(ctx, id, "test", reservation.RequestRefund{UserID: "u-" + id, IdempotencyKey: key, Amount: a})
+	return st, err
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+)
+
+// errFenced is the shared journal's refusal of a stale owner's append.
+var errFenced = errors.New("memjournal: fenced")
+
+// memJournal is a shared journal in memory with the semantics the cluster
+// relies on from journal/pgjournal: loading a stream activates it (a new
+// epoch), and an append is refused unless it carries the stream's current
+// epoch and head. Each node gets its own view (node), like each node's
+// pgjournal.DB.
+type memJournal struct {
+	mu      sync.Mutex
+	streams map[string]*memStream
+	claims  map[string]string // namespace/key -> stream
+	dues    map[actors.Timer]bool
+	marks   map[string]bool
+	fenced  int // appends refused for a stale epoch
+}
+
+type memStream struct {
+	events []reservation.Event
+	epoch  uint64
+	// writers records, per event, the node and epoch it was written under.
+	writers []string
+}
+
+func newMemJournal() *memJournal {
+	return &memJournal{streams: map[string]*memStream{}, claims: map[string]string{}, dues: map[actors.Timer]bool{}, marks: map[string]bool{}}
+}
+
+// node returns a node's view of the journal.
+func (j *memJournal) node(name string) *memNode {
+	return &memNode{j: j, name: name, epochs: map[string]uint64{}}
+}
+
+func (j *memJournal) fencedCount() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.fenced
+}
+
+// check verifies each stream was written only under its current epochs, in
+// order: an event's epoch never decreases along the stream.
+func (j *memJournal) check() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for id, s := range j.streams {
+		var last uint64
+		for i, w := range s.writers {
+			var node string
+			var epoch uint64
+			if _, err := fmt.Sscanf(strings.Replace(w, "@", " ", 1), "%s %d", &node, &epoch); err != nil {
+				return err
+			}
+			if epoch < last {
+				return fmt.Errorf("%s: event %d written under epoch %d after epoch %d", id, i+1, epoch, last)
+			}
+			last = epoch
+		}
+	}
+	return nil
+}
+
+type memNode struct {
+	j      *memJournal
+	name   string
+	mu     sync.Mutex
+	epochs map[string]uint64
+}
+
+var _ actors.Store = (*memNode)(nil)
+
+func (n *memNode) Load(_ context.Context, id string) ([]reservation.Event, uint64, error) {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	s := n.j.streams[id]
+	if s == nil {
+		s = &memStream{}
+		n.j.streams[id] = s
+	}
+	s.epoch++
+	n.mu.Lock()
+	n.epochs[id] = s.epoch
+	n.mu.Unlock()
+	return append([]reservation.Event(nil), s.events...), uint64(len(s.events)), nil
+}
+
+func (n *memNode) Append(_ context.Context, id string, expected uint64, events []reservation.Event) error {
+	n.mu.Lock()
+	mine := n.epochs[id]
+	n.mu.Unlock()
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	s := n.j.streams[id]
+	if s == nil || mine == 0 || s.epoch != mine {
+		n.j.fenced++
+		return fmt.Errorf("%w: %s on %s", errFenced, id, n.name)
+	}
+	if uint64(len(s.events)) != expected {
+		return fmt.Errorf("%w: %s at %d, expected %d", actors.ErrVersionConflict, id, len(s.events), expected)
+	}
+	var claims []string
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case reservation.Registered:
+			k := "out_trade_no/" + d.OutTradeNo
+			if o, ok := n.j.claims[k]; ok && o != id {
+				return reservation.ErrOutTradeNoTaken
+			}
+			claims = append(claims, k)
+		case reservation.RefundRequested:
+			k := "refund_no/" + d.RefundNo
+			if _, ok := n.j.claims[k]; ok {
+				return fmt.Errorf("memjournal: refund number %s claimed twice", d.RefundNo)
+			}
+			claims = append(claims, k)
+		}
+	}
+	for _, k := range claims {
+		n.j.claims[k] = id
+	}
+	for _, e := range events {
+		if no, at, ok := reservation.DueOf(e.Data); ok {
+			n.j.dues[actors.Timer{ReservationID: id, RefundNo: no, DueAt: at.UTC()}] = true
+		}
+		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
+			for _, k := range remove {
+				delete(n.j.marks, k+"/"+id+"/"+no)
+			}
+			for _, k := range add {
+				n.j.marks[k+"/"+id+"/"+no] = true
+			}
+		}
+		s.events = append(s.events, e)
+		s.writers = append(s.writers, fmt.Sprintf("%s@%d", n.name, mine))
+	}
+	return nil
+}
+
+func (n *memNode) LookupRefund(_ context.Context, no string) (string, error) {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	if id, ok := n.j.claims["refund_no/"+no]; ok {
+		return id, nil
+	}
+	return "", reservation.ErrNotFound
+}
+
+func (n *memNode) DueBefore(_ context.Context, t time.Time, limit int) ([]actors.Timer, error) {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	var out []actors.Timer
+	for d := range n.j.dues {
+		if !d.DueAt.After(t) {
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].DueAt.Equal(out[b].DueAt) {
+			return out[a].DueAt.Before(out[b].DueAt)
+		}
+		return out[a].ReservationID+out[a].RefundNo < out[b].ReservationID+out[b].RefundNo
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (n *memNode) DeleteDue(_ context.Context, timers []actors.Timer) error {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	for _, t := range timers {
+		t.DueAt = t.DueAt.UTC()
+		delete(n.j.dues, t)
+	}
+	return nil
+}
+
+func (n *memNode) Attention(_ context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	var keys []string
+	for k := range n.j.marks {
+		if rest, ok := strings.CutPrefix(k, kind+"/"); ok && rest > after {
+			keys = append(keys, rest)
+		}
+	}
+	sort.Strings(keys)
+	var out []actors.RefundRef
+	for _, k := range keys {
+		if len(out) == limit {
+			break
+		}
+		id, no, _ := strings.Cut(k, "/")
+		out = append(out, actors.RefundRef{ReservationID: id, RefundNo: no})
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/reservation"
+)
+
+func sampleState() *reservation.State {
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	amount := int64(3000)
+	st := reservation.Replay(nil)
+	env := reservation.Env{Now: at, By: "test", Policy: reservation.Policy{RefundNoPrefix: "T"}}
+	apply := func(cmd reservation.Command) {
+		events, err := reservation.Decide(st, cmd, env)
+		if err != nil {
+			panic(err)
+		}
+		for _, e := range events {
+			reservation.Apply(st, e)
+		}
+	}
+	apply(reservation.Register{ReservationID: "r1", UserID: "u", OutTradeNo: "O1", Amount: 10000, Currency: "CNY", PaidAt: at})
+	apply(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k1", Amount: &amount, Reason: "why"})
+	apply(reservation.StartSubmission{RefundNo: st.Refunds[0].No, Request: []byte(`{"x":1}`)})
+	apply(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k2", Amount: &amount})
+	return st
+}
+
+// A State decoded from the wire equals the original, private indexes
+// included (Refund and RefundByKey work).
+func TestWire_StateRoundTrip(t *testing.T) {
+	st := sampleState()
+	r := &reply{}
+	if err := encodeState(st, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeState(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st.Clone()) {
+		t.Fatalf("round trip changed the state:\n got %+v\nwant %+v", got, st)
+	}
+	for _, rf := range st.Refunds {
+		if got.Refund(rf.No) != got.Refunds[rf.Number-1] || got.RefundByKey(rf.IdempotencyKey) == nil {
+			t.Fatalf("refund %s not indexed after the round trip", rf.No)
+		}
+	}
+	r.Refunds[0].Key = "other"
+	if _, err := decodeState(r); !errors.Is(err, ErrWire) {
+		t.Fatalf("mismatched index: %v, want ErrWire", err)
+	}
+}
+
+func TestWire_CommandRoundTrip(t *testing.T) {
+	amount := int64(5)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, cmd := range []reservation.Command{
+		reservation.Register{ReservationID: "r", UserID: "u", OutTradeNo: "o", TransactionID: "t", Amount: 1, Currency: "CNY", PaidAt: at},
+		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: &amount, Reason: "x"},
+		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k"},
+		reservation.StartSubmission{RefundNo: "n", Request: []byte{0, 1, 2}},
+		reservation.Resubmit{RefundNo: "n"},
+		reservation.Abandon{RefundNo: "n", Reason: "r"},
+		reservation.RecordOutcome{RefundNo: "n", Source: reservation.SourceQuery, Attempt: 2, Outcome: reservation.Outcome{
+			Kind: reservation.OutcomeSucceeded, Code: "c", ProviderID: "p", OutTradeNo: "o", RefundAmount: 3, TotalAmount: 4, SuccessTime: at}},
+		reservation.FireTimer{RefundNo: "n", DueAt: at},
+		reservation.Resolve{RefundNo: "n", Reason: "r"},
+		reservation.CheckProvider{RefundNo: "n"},
+	} {
+		name, data, err := encodeCommand(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeCommand(name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, cmd) {
+			t.Fatalf("%s: got %#v, want %#v", name, got, cmd)
+		}
+	}
+	if _, err := decodeCommand("launch_rockets", nil); !errors.Is(err, ErrWire) {
+		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+func TestWire_Errors(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{reservation.ErrInsufficientRefundable, reservation.ErrInsufficientRefundable},
+		{reservation.ErrOutTradeNoTaken, reservation.ErrOutTradeNoTaken},
+		{actors.ErrUnavailable, actors.ErrUnavailable},
+		{errors.New("boom"), actors.ErrUnavailable},
+	} {
+		got := decodeError(encodeError(tc.err))
+		if !errors.Is(got, tc.want) {
+			t.Errorf("%v came back as %v", tc.err, got)
+		}
+	}
+	if decodeError(encodeError(nil)) != nil {
+		t.Error("nil error did not stay nil")
+	}
+}
+
+func TestWire_RefusesOtherVersions(t *testing.T) {
+	m, _ := marshal(&request{V: wireVersion + 1, Op: opGet, ID: "r"})
+	req := &request{}
+	if err := unmarshal(m, req, &req.V); !errors.Is(err, ErrWire) {
+		t.Fatalf("newer version: %v, want ErrWire", err)
+	}
+}
+
+// A reply sent to another node carries the same answer as the local one.
+func TestWire_ReplyRemoteEqualsLocal(t *testing.T) {
+	st := sampleState()
+	events := []reservation.Event{{At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), By: "x", Data: reservation.Canceled{Refunded: 5}}}
+	local := &reply{st: st, events: events, err: reservation.ErrCanceled}
+	w := *local
+	if err := w.wire(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := marshal(&w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &reply{remote: true}
+	if err := unmarshal(m, remote, &remote.V); err != nil {
+		t.Fatal(err)
+	}
+	lst, lev, lerr := local.values()
+	rst, rev, rerr := remote.values()
+	if !reflect.DeepEqual(lst, rst) || !reflect.DeepEqual(lev, rev) || !errors.Is(rerr, lerr) {
+		t.Fatalf("remote answer differs:\n%+v %+v %v\n%+v %+v %v", lst, lev, lerr, rst, rev, rerr)
+	}
+	if lst == st {
+		t.Fatal("a local answer must be a copy: de-duplicated answers are shared")
+	}
+}

@@ -1,0 +1,97 @@
+// Package devetcd runs a single-member etcd server inside the process, for
+// tests and the local cluster demo: cluster mode keeps its membership in
+// etcd, and this spares a developer from installing one. Production uses
+// a real etcd cluster (docs/CLUSTER.md).
+package devetcd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Dir holds etcd's data; required.
+	Dir string
+	// ClientAddr is the host:port clients connect to; empty means a free
+	// port on 127.0.0.1.
+	ClientAddr string
+	// PeerAddr is the host:port of the (unused) peer listener; empty means
+	// a free port on 127.0.0.1.
+	PeerAddr string
+	// StartTimeout bounds waiting for the server to be ready; zero means 30s.
+	StartTimeout time.Duration
+}
+
+// Server is a running embedded etcd.
+type Server struct {
+	etcd     *embed.Etcd
+	endpoint string
+}
+
+// ErrNotReady is returned when the server did not become ready in time.
+var ErrNotReady = errors.New("devetcd: server not ready in time")
+
+// Start starts a server and returns once it serves clients.
+func Start(opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("devetcd: Options.Dir is required")
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	var err error
+	if opts.ClientAddr == "" {
+		if opts.ClientAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.PeerAddr == "" {
+		if opts.PeerAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	cu := url.URL{Scheme: "http", Host: opts.ClientAddr}
+	pu := url.URL{Scheme: "http", Host: opts.PeerAddr}
+	cfg := embed.NewConfig()
+	cfg.Dir = opts.Dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{"stderr"}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("devetcd: start: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("devetcd: start: %w", err)
+	case <-time.After(opts.StartTimeout):
+		e.Close()
+		return nil, ErrNotReady
+	}
+	return &Server{etcd: e, endpoint: cu.Host}, nil
+}
+
+// Endpoint is the host:port clients connect to.
+func (s *Server) Endpoint() string { return s.endpoint }
+
+// Close stops the server.
+func (s *Server) Close() { s.etcd.Close() }
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("devetcd: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
