@@ -357,13 +357,20 @@ func (n *Node) call(ctx context.Context, req *request) (*reply, error) {
 	backoff := 5 * time.Millisecond
 	why := "no member owns it yet"
 	for {
-		if m := n.cur.Load(); m != nil {
-			r, retry, err := m.request(ctx, req.ID, msgs, time.Until(dl))
-			if !retry {
-				return r, err
-			}
-			why = err.Error()
+		m := n.cur.Load()
+		if m == nil {
+			// Fenced and rejoining: this node may not know the placement
+			// for seconds. Say so now, so the client (or its load
+			// balancer, which also sees /readyz fail) retries through
+			// another node instead of waiting out its timeout here.
+			return nil, fmt.Errorf("%w: %s %s: this node lost its cluster membership and is rejoining; retry through another node",
+				ErrUnavailable, req.Op, req.ID)
 		}
+		r, retry, err := m.request(ctx, req.ID, msgs, time.Until(dl))
+		if !retry {
+			return r, err
+		}
+		why = err.Error()
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %s %s: %s (%v)", ErrUnavailable, req.Op, req.ID, why, ctx.Err())
