@@ -94,9 +94,6 @@ func (c *Config) validateCluster() error {
 		return errors.New("cluster mode needs --provider wechatpay (WeChat Pay, or cmd/wxpaysim to try it): " +
 			"the built-in sandbox and the memory provider keep their books inside one process, and every node must talk to the same WeChat Pay")
 	}
-	if c.WebhooksFile != "" {
-		return errors.New("--webhooks-file is not supported in cluster mode yet (docs/CLUSTER.md)")
-	}
 	if c.CheckpointKeyFile != "" {
 		return errors.New("--checkpoint-key is not supported in cluster mode yet (docs/CLUSTER.md)")
 	}
@@ -207,8 +204,17 @@ func (m *Main) runCluster(ctx context.Context) error {
 	// serves the same feed.
 	m.feedDone = make(chan struct{})
 	opts.Events = &api.EventsConfig{Feed: feed.New(pg), Done: m.feedDone}
-	srv := api.New(node, opts)
 	sources := metrics.Sources{Active: node.Active, Attention: node.Attention, DueBefore: store.DueBefore}
+	if c.WebhooksFile != "" {
+		// One node at a time dispatches: the leader (cluster_webhook.go).
+		hooks, err := m.startClusterWebhooks(node, pg, membership, nodeID, ln.Addr().String())
+		if err != nil {
+			m.Close()
+			return err
+		}
+		opts.Events.Webhooks, sources.Webhooks = hooks, hooks.leaderLag
+	}
+	srv := api.New(node, opts)
 	if st := srv.NotifyStats(); st != nil {
 		sources.Notifications = st.Snapshot
 	}

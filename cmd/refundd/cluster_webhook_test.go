@@ -1,0 +1,773 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"refundd/actors/cluster"
+	"refundd/internal/feed/feedtest"
+	"refundd/internal/reservation"
+	"refundd/internal/webhook"
+	"refundd/journal/pgjournal"
+	"refundd/journal/pgjournal/pgtest"
+)
+
+// leaderTerms records the terms of several electors in one test.
+type leaderTerms struct {
+	mu   sync.Mutex
+	list []leaderTerm
+	quit map[string]chan struct{} // closing one makes that node's current term return on its own
+}
+
+type leaderTerm struct {
+	node       string
+	start, end time.Time
+	cause      error
+}
+
+func (ts *leaderTerms) run(node string) func(context.Context) {
+	return func(ctx context.Context) {
+		ts.mu.Lock()
+		ts.list = append(ts.list, leaderTerm{node: node, start: time.Now()})
+		i := len(ts.list) - 1
+		quit := ts.quit[node]
+		ts.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-quit:
+		}
+		ts.mu.Lock()
+		ts.list[i].end, ts.list[i].cause = time.Now(), context.Cause(ctx)
+		if ctx.Err() == nil {
+			ts.quit[node] = nil // once
+		}
+		ts.mu.Unlock()
+	}
+}
+
+// leader waits until exactly one term runs, term number from or later,
+// and returns its node and number.
+func (ts *leaderTerms) leader(t *testing.T, from int) (string, int) {
+	t.Helper()
+	var node string
+	var num int
+	waitFor(t, 15*time.Second, fmt.Sprintf("one leader in term %d or later", from), func() (bool, string) {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		var running []int
+		for i, l := range ts.list {
+			if l.end.IsZero() {
+				running = append(running, i)
+			}
+		}
+		if len(running) == 1 && running[0] >= from {
+			node, num = ts.list[running[0]].node, running[0]
+			return true, ""
+		}
+		return false, fmt.Sprintf("running terms: %v", running)
+	})
+	return node, num
+}
+
+func (ts *leaderTerms) last(node string) leaderTerm {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for i := len(ts.list) - 1; i >= 0; i-- {
+		if ts.list[i].node == node {
+			return ts.list[i]
+		}
+	}
+	return leaderTerm{}
+}
+
+// The advisory-lock election (automanaged membership) on PostgreSQL: a
+// holder that went quiet loses the lock when the server ends its idle
+// session; a holder whose session is terminated ends its term; a holder
+// whose work stops, or whose campaign is cancelled, hands over.
+func TestCluster_WebhookLeaderLock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	key := advisoryKey("test_"+hex.EncodeToString(rnd[:]), "refundd")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+
+	// A frozen holder: it took the lock on a session that times out after
+	// 1s of silence, and says nothing more.
+	frozen, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close(context.Background())
+	var got bool
+	if _, err := frozen.Exec(ctx, "SET idle_session_timeout = 1000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := frozen.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
+		t.Fatalf("frozen holder's lock: %v %v", got, err)
+	}
+
+	ts := &leaderTerms{quit: map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}}
+	stops := map[string]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+		wg.Wait()
+	}()
+	for _, name := range []string{"a", "b"} {
+		lctx, stop := context.WithCancel(ctx)
+		stops[name] = stop
+		el := &lockElector{dsn: dsn, key: key, value: name, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			ttl: 2 * time.Second, poll: 50 * time.Millisecond}
+		wg.Go(func() {
+			if err := el.lead(lctx, ts.run(name)); err != nil {
+				t.Errorf("lead %s: %v", name, err)
+			}
+		})
+	}
+	first, n0 := ts.leader(t, 0)
+	if _, err := frozen.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatalf("%s leads while the frozen holder's session is still open", first)
+	}
+
+	// The server ends the leader's session: its term ends at once (the
+	// node may well win the next one).
+	var terminated int
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND classid = (($1::bigint >> 32) & 4294967295)::oid
+  AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1`, key).Scan(&terminated); err != nil || terminated != 1 {
+		t.Fatalf("terminate the leader's session: %d sessions, %v", terminated, err)
+	}
+	second, n1 := ts.leader(t, n0+1)
+	ts.mu.Lock()
+	ended := ts.list[n0]
+	ts.mu.Unlock()
+	if !errors.Is(ended.cause, cluster.ErrLeadershipLost) {
+		t.Errorf("%s's term ended with cause %v; want ErrLeadershipLost", first, ended.cause)
+	}
+	t.Logf("session of %s terminated: its term ended, %s's began %s later", first, second,
+		ts.last(second).start.Sub(ended.end).Round(time.Millisecond))
+
+	// The leader's work stops on its own: it releases the lock and the
+	// other node takes it.
+	ts.mu.Lock()
+	close(ts.quit[second])
+	ts.mu.Unlock()
+	third, n2 := ts.leader(t, n1+1)
+	if third == second {
+		t.Fatalf("%s resigned and leads again at once", second)
+	}
+	// The leader's campaign is cancelled: the lock goes with its session.
+	stops[third]()
+	if fourth, _ := ts.leader(t, n2+1); fourth != second {
+		t.Fatalf("after %s stopped, %s leads; want %s", third, fourth, second)
+	}
+	// No overlap, except possibly right after the termination: the
+	// server frees the lock before the holder reads that its session is
+	// gone.
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for i := n1 + 1; i < len(ts.list); i++ {
+		if ts.list[i].start.Before(ts.list[i-1].end) {
+			t.Errorf("term %d (%s) began before term %d (%s) ended", i, ts.list[i].node, i-1, ts.list[i-1].node)
+		}
+	}
+}
+
+// hookSink is a webhook consumer for the cluster tests: it verifies
+// signatures, records every accepted delivery in arrival order, and holds
+// the attempts numbered in hold (1-based) until the sender gives up, so a
+// test can stop the leader in the middle of a delivery.
+type hookSink struct {
+	mu       sync.Mutex
+	attempts int
+	hold     map[int]chan struct{} // closed once that attempt is being held
+	got      []delivered
+}
+
+func (s *hookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if err := webhook.Verify([]byte("whsec-test-0123456789abcdef"), r.Header.Get("Refundd-Timestamp"), body,
+		r.Header.Get("Refundd-Signature"), 5*time.Minute, time.Now()); err != nil {
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	var e struct {
+		ID            string  `json:"id"`
+		ReservationID string  `json:"reservation_id"`
+		Global        float64 `json:"global"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.attempts++
+	held := s.hold[s.attempts]
+	s.mu.Unlock()
+	if held != nil {
+		close(held)
+		select {
+		case <-r.Context().Done(): // the sender stopped: not delivered
+		case <-time.After(20 * time.Second):
+		}
+		http.Error(w, "held", http.StatusServiceUnavailable)
+		return
+	}
+	s.mu.Lock()
+	s.got = append(s.got, delivered{e.ID, e.ReservationID, e.Global})
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *hookSink) deliveries() []delivered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// getText GETs a route with the service token and returns the body.
+func getText(ctx context.Context, base, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+testServiceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// TestCluster_WebhookFailover runs three refundd nodes (processes) with
+// the same --webhooks-file on one PostgreSQL journal and an embedded
+// etcd. Exactly one node dispatches (refundd_webhook_leader 1). The
+// leader is SIGKILLed in the middle of a delivery: another node takes
+// over once its election lease expires, from the cursor stored in the
+// journal. The restarted node rejoins as a candidate; the second leader
+// is stopped gracefully in the middle of a delivery and hands over at
+// once. In the end every event of the feed was delivered, in order per
+// reservation, with few duplicates (from zero, there would be dozens).
+func TestCluster_WebhookFailover(t *testing.T) {
+	store := pgtest.New(t) // skips without REFUNDD_TEST_POSTGRES (fails under CI=true)
+	sink := &hookSink{hold: map[int]chan struct{}{30: make(chan struct{}), 65: make(chan struct{})}}
+	recv := httptest.NewServer(sink)
+	defer recv.Close()
+	bin, wxBin, etcdBin := buildClusterBinaries(t)
+	dir := t.TempDir()
+	hooks := filepath.Join(dir, "webhooks")
+	if err := os.WriteFile(hooks, []byte("ledger "+recv.URL+" env:TEST_WEBHOOK_SECRET start=beginning\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSim(t, wxBin, dir, simOptions{processingDelay: "100ms", timeFactor: "0.01"})
+	etcd := startDaemon(t, etcdBin, "devetcd listening on ", nil, nil, "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0")
+	etcdAddr := strings.TrimSpace(strings.TrimPrefix(etcd.out.String(), "devetcd listening on "))
+
+	const n = 3
+	procs := make([]*refunddProc, n)
+	daemons := make([]*daemon, n)
+	env := "TEST_WEBHOOK_SECRET=whsec-test-0123456789abcdef"
+	for i := range procs {
+		procs[i] = newRefundd(bin, filepath.Join(dir, fmt.Sprintf("node%d", i)), freeAddr(t), sim, false,
+			"--journal", store.DSN, "--journal-schema", store.Schema, "--cluster", "etcd://"+etcdAddr+"?ttl=2s",
+			"--cluster-listen", freeAddr(t), "--node-id", fmt.Sprintf("node%d", i), "--webhooks-file", hooks)
+	}
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { daemons[i] = procs[i].start(t, env) })
+	}
+	wg.Wait()
+	base := func(i int) string { return "http://" + procs[i].addr }
+	alive := map[int]bool{0: true, 1: true, 2: true}
+	// leader returns the one live node whose gauge says it leads, failing
+	// if two do at once.
+	leader := func(not int) int {
+		t.Helper()
+		who := -1
+		waitFor(t, 20*time.Second, "one webhook leader", func() (bool, string) {
+			var leading []int
+			for i := range procs {
+				if !alive[i] {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, text, err := getText(ctx, base(i), "/metrics")
+				cancel()
+				if err != nil {
+					return false, err.Error()
+				}
+				if strings.Contains(text, "\nrefundd_webhook_leader 1\n") {
+					leading = append(leading, i)
+				}
+			}
+			if len(leading) > 1 {
+				t.Fatalf("nodes %v all lead webhook dispatch", leading)
+			}
+			if len(leading) == 1 && leading[0] != not {
+				who = leading[0]
+				return true, ""
+			}
+			return false, fmt.Sprintf("leading: %v", leading)
+		})
+		return who
+	}
+
+	// Events: 20 reservations, each paid 10,000 fen, refunded 3,000 then
+	// the rest: requested, succeeded (twice each) and canceled.
+	const paid = 10000
+	var res []string
+	for i := range 20 {
+		id := fmt.Sprintf("w%02d", i)
+		res = append(res, id)
+		sim.createOrder(t, "ORD-"+id, paid)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code, body, err := apiCall(ctx, base(i%n), "POST", "/v1/reservations", "",
+			map[string]any{"id": id, "user_id": "u-" + id, "out_trade_no": "ORD-" + id, "amount": paid, "currency": "CNY"})
+		cancel()
+		if err != nil || code != http.StatusCreated {
+			t.Fatalf("register %s: %d %v %v", id, code, body, err)
+		}
+	}
+	refund := func(i int, id, key string, amount any) error {
+		body := map[string]any{"user_id": "u-" + id}
+		if amount != nil {
+			body["amount"] = amount
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		code, out, err := apiCall(ctx, base(i), "POST", "/v1/reservations/"+id+"/refunds?wait=5s", key, body)
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("refund %s %s via node%d: %d %v %v", id, key, i, code, out, err)
+		}
+		return nil
+	}
+	for i, id := range res {
+		if err := refund((i+1)%n, id, "k1", 3000); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The first leader is SIGKILLed while its 30th POST is in flight.
+	<-sink.hold[30]
+	first := leader(-1)
+	daemons[first].kill()
+	alive[first] = false
+	killedAt := time.Now()
+	before := len(sink.deliveries())
+	second := leader(first)
+	t.Logf("node%d SIGKILLed after %d deliveries; node%d leads %s later", first, before, second, time.Since(killedAt).Round(time.Millisecond))
+
+	// More events while the killed node restarts; it must not take over.
+	var more sync.WaitGroup
+	more.Go(func() {
+		for i, id := range res {
+			node := (i + 2) % n
+			if node == first {
+				node = second
+			}
+			if err := refund(node, id, "k2", nil); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	daemons[first] = procs[first].start(t, env)
+	alive[first] = true
+
+	// The second leader stops gracefully in the middle of a delivery: the
+	// next candidate leads without waiting for a lease to expire.
+	<-sink.hold[65]
+	more.Wait()
+	if l := leader(-1); l != second {
+		t.Fatalf("node%d leads; want node%d (the restarted node%d must queue behind it)", l, second, first)
+	}
+	stoppedAt := time.Now()
+	daemons[second].stop(t)
+	alive[second] = false
+	third := leader(second)
+	t.Logf("node%d stopped gracefully; node%d leads %s later", second, third, time.Since(stoppedAt).Round(time.Millisecond))
+
+	// Every event of the feed arrives.
+	var want []string
+	waitFor(t, 30*time.Second, "every event delivered", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		code, page, err := apiCall(ctx, base(third), "GET", "/v1/events?after=0&limit=1000", "", nil)
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Sprint(code, err)
+		}
+		want = want[:0]
+		for _, e := range page["events"].([]any) {
+			want = append(want, e.(map[string]any)["id"].(string))
+		}
+		seen := map[string]bool{}
+		for _, d := range sink.deliveries() {
+			seen[d.id] = true
+		}
+		missing := 0
+		for _, id := range want {
+			if !seen[id] {
+				missing++
+			}
+		}
+		return len(want) == 5*len(res) && missing == 0, fmt.Sprintf("feed %d events, %d not delivered", len(want), missing)
+	})
+
+	got := sink.deliveries()
+	seen := map[string]bool{}
+	last := map[string]float64{}
+	dups := 0
+	for _, d := range got {
+		if seen[d.id] {
+			dups++
+		} else if prev, ok := last[d.reservation]; ok && d.global < prev {
+			t.Errorf("reservation %s: event %s (global %v) first delivered after global %v", d.reservation, d.id, d.global, prev)
+		}
+		seen[d.id] = true
+		last[d.reservation] = max(last[d.reservation], d.global)
+	}
+	t.Logf("%d deliveries of %d events: %d duplicates", len(got), len(want), dups)
+	if dups > 4 {
+		t.Errorf("%d duplicate deliveries after two handovers; want at most 4 (the new leaders resume from the stored cursor; %d were delivered before the first)", dups, before)
+	}
+
+	// The lag metrics come from the leader only; every node answers the
+	// webhook routes from the stored cursor.
+	for i := range procs {
+		if !alive[i] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, text, err := getText(ctx, base(i), "/metrics")
+		code, hooksView, herr := apiCall(ctx, base(i), "GET", "/v1/webhooks", "", nil)
+		cancel()
+		if err != nil || herr != nil || code != http.StatusOK {
+			t.Fatalf("node%d: metrics %v, webhooks %d %v %v", i, err, code, hooksView, herr)
+		}
+		lag := strings.Contains(text, `refundd_webhook_events_behind{endpoint="ledger"}`)
+		if lag != (i == third) {
+			t.Errorf("node%d (leader: %v) exports the webhook lag: %v", i, i == third, lag)
+		}
+		if eps, _ := hooksView["endpoints"].([]any); len(eps) != 1 {
+			t.Errorf("node%d: GET /v1/webhooks %v", i, hooksView)
+		}
+	}
+	if !strings.Contains(procs[second].logs.String(), "webhook dispatch: this node no longer leads") {
+		t.Errorf("node%d logged no loss of leadership:\n%s", second, grepLines(procs[second].logs.String(), "webhook", 20))
+	}
+	for i := range procs {
+		if alive[i] {
+			daemons[i].stop(t)
+		}
+	}
+	if t.Failed() {
+		for i := range procs {
+			t.Logf("node%d webhook logs:\n%s", i, grepLines(procs[i].logs.String(), "webhook", 30))
+		}
+	}
+}
+
+// tcpCut forwards TCP to target until cut: then every connection is closed
+// and new ones are closed at once, as if the network to target were down.
+type tcpCut struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]bool
+}
+
+func newTCPCut(t *testing.T, target string) *tcpCut {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpCut{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			up, err := net.Dial("tcp", p.target)
+			if p.cut || err != nil {
+				p.mu.Unlock()
+				c.Close()
+				if up != nil {
+					up.Close()
+				}
+				continue
+			}
+			p.conns[c], p.conns[up] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *tcpCut) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		p.conns = map[net.Conn]bool{}
+	}
+}
+
+// Two nodes' webhook halves on one PostgreSQL journal, in process: the
+// leader dispatches events other nodes write (its journal's commit signal
+// does not see them); a parked event is listed and replayed through the
+// node that does not lead, and the leader delivers it; when the leader
+// can no longer reach PostgreSQL, it stops dispatching and gives the
+// leadership up.
+func TestCluster_WebhookReplayOnAnyNodeAndJournalLoss(t *testing.T) {
+	store := pgtest.New(t)
+	other := store.Open(t, nil) // the node that does not lead; it also writes the events
+	u, err := url.Parse(store.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newTCPCut(t, u.Host)
+	u.Host = px.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mine, err := pgjournal.Open(ctx, u.String(), &pgjournal.Options{Schema: store.Schema, NodeID: "leader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+
+	h := feedtest.New(t, other, 1)
+	for i := range 6 {
+		id := fmt.Sprintf("r%d", i)
+		h.Register(id, 10000)
+		h.Result(id, h.Request(id, 4000), reservation.Succeeded)
+	}
+	poison := "r2"
+	var fixed atomic.Bool
+	var mu sync.Mutex
+	var got []delivered
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e struct {
+			ID            string  `json:"id"`
+			ReservationID string  `json:"reservation_id"`
+			Global        float64 `json:"global"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &e); err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		if e.ReservationID == poison && !fixed.Load() {
+			http.Error(w, "not today", http.StatusInternalServerError)
+			return
+		}
+		mu.Lock()
+		got = append(got, delivered{e.ID, e.ReservationID, e.Global})
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer recv.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := func(db *pgjournal.DB) webhook.Config {
+		return webhook.Config{DB: db, Logger: quiet, MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+			Endpoints: []webhook.Endpoint{{Name: "ledger", URL: recv.URL, Secret: []byte("whsec-test-0123456789abcdef")}}}
+	}
+	leader := &clusterWebhooks{cfg: cfg(mine), pg: mine, log: quiet, poll: 50 * time.Millisecond, feedPoll: 50 * time.Millisecond, giveUp: 300 * time.Millisecond}
+	follower := &clusterWebhooks{cfg: cfg(other), pg: other, log: quiet, poll: time.Second, feedPoll: time.Second, giveUp: time.Minute}
+	termDone := make(chan struct{})
+	go func() { defer close(termDone); leader.term(ctx) }()
+
+	delivered := func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]bool{}
+		for _, d := range got {
+			seen[d.id] = true
+		}
+		return seen
+	}
+	var parked []webhook.ParkedEvent
+	waitFor(t, 20*time.Second, "the poison reservation's events parked, the others delivered", func() (bool, string) {
+		if parked, err = follower.Parked(ctx, "ledger"); err != nil {
+			return false, err.Error()
+		}
+		seen, missing := delivered(), 0
+		for _, w := range h.Want {
+			if w.ReservationID != poison && !seen[fmt.Sprintf("evt_%020d", w.Global)] {
+				missing++
+			}
+		}
+		return len(parked) == 2 && missing == 0, fmt.Sprintf("%d parked, %d others missing", len(parked), missing)
+	})
+
+	// Events written by the other node after the leader caught up, and a
+	// replay asked of the node that does not lead.
+	h.Register("r9", 10000)
+	h.Request("r9", 2500)
+	fixed.Store(true)
+	if err := follower.Replay(ctx, "ledger", parked[0].Event.ID); err != nil {
+		t.Fatalf("replay through the node that does not lead: %v", err)
+	}
+	waitFor(t, 20*time.Second, "every event delivered", func() (bool, string) {
+		seen, missing := delivered(), 0
+		for _, w := range h.Want {
+			if !seen[fmt.Sprintf("evt_%020d", w.Global)] {
+				missing++
+			}
+		}
+		lags, err := follower.Lag(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return missing == 0 && lags[0].Parked == 0 && lags[0].EventsBehind == 0, fmt.Sprintf("%d missing; lag %+v", missing, lags)
+	})
+	mu.Lock()
+	last := map[string]float64{}
+	for _, d := range got {
+		if d.global < last[d.reservation] {
+			t.Errorf("reservation %s: event %s (global %v) delivered after global %v", d.reservation, d.id, d.global, last[d.reservation])
+		}
+		last[d.reservation] = max(last[d.reservation], d.global)
+	}
+	mu.Unlock()
+	if l, err := leader.leaderLag(ctx); err != nil || len(l) != 1 {
+		t.Errorf("lag on the leader: %v %v; want the endpoint", l, err)
+	}
+	if l, err := follower.leaderLag(ctx); err != nil || len(l) != 0 {
+		t.Errorf("lag on the node that does not lead: %v %v; want none", l, err)
+	}
+
+	// The leader is cut off from PostgreSQL: it stops and hands over.
+	px.setCut(true)
+	select {
+	case <-termDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader kept its term 20s after losing PostgreSQL")
+	}
+	if leader.cur.Load() != nil {
+		t.Error("the leader still exposes a dispatcher after handing over")
+	}
+	px.setCut(false)
+}
+
+// With automanaged membership the webhook leader holds a PostgreSQL
+// advisory lock: two refundd processes, the leader SIGKILLed in the middle
+// of a delivery, the other takes the lock (released with the dead
+// process's socket) and delivers the rest from the stored cursor.
+func TestCluster_WebhookFailoverAutomanaged(t *testing.T) {
+	store := pgtest.New(t) // skips without REFUNDD_TEST_POSTGRES (fails under CI=true)
+	sink := &hookSink{hold: map[int]chan struct{}{6: make(chan struct{})}}
+	recv := httptest.NewServer(sink)
+	defer recv.Close()
+	bin, wxBin, _ := buildClusterBinaries(t)
+	dir := t.TempDir()
+	hooks := filepath.Join(dir, "webhooks")
+	if err := os.WriteFile(hooks, []byte("ledger "+recv.URL+" env:TEST_WEBHOOK_SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSim(t, wxBin, dir, simOptions{processingDelay: "100ms", timeFactor: "0.01"})
+	am := []string{freeAddr(t), freeAddr(t)}
+	procs := make([]*refunddProc, 2)
+	daemons := make([]*daemon, 2)
+	env := "TEST_WEBHOOK_SECRET=whsec-test-0123456789abcdef"
+	for i := range procs {
+		_, port, _ := strings.Cut(am[i], ":")
+		procs[i] = newRefundd(bin, filepath.Join(dir, fmt.Sprintf("node%d", i)), freeAddr(t), sim, false,
+			"--journal", store.DSN, "--journal-schema", store.Schema,
+			"--cluster", "automanaged://"+strings.Join(am, ",")+"?port="+port+"&refresh=200ms",
+			"--cluster-listen", freeAddr(t), "--node-id", fmt.Sprintf("node%d", i), "--webhooks-file", hooks)
+	}
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { daemons[i] = procs[i].start(t, env) })
+	}
+	wg.Wait()
+	base := func(i int) string { return "http://" + procs[i].addr }
+	leading := func(i int) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, text, err := getText(ctx, base(i), "/metrics")
+		return err == nil && strings.Contains(text, "\nrefundd_webhook_leader 1\n")
+	}
+	const n = 8
+	for i := range n {
+		id := fmt.Sprintf("a%02d", i)
+		sim.createOrder(t, "ORD-"+id, 10000)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code, body, err := apiCall(ctx, base(i%2), "POST", "/v1/reservations", "",
+			map[string]any{"id": id, "user_id": "u-" + id, "out_trade_no": "ORD-" + id, "amount": 10000, "currency": "CNY"})
+		if err == nil && code == http.StatusCreated {
+			code, body, err = apiCall(ctx, base((i+1)%2), "POST", "/v1/reservations/"+id+"/refunds?wait=5s", "k1",
+				map[string]any{"user_id": "u-" + id, "amount": 3000})
+		}
+		cancel()
+		if err != nil || code/100 != 2 {
+			t.Fatalf("%s: %d %v %v", id, code, body, err)
+		}
+	}
+	<-sink.hold[6]
+	first := 0
+	if leading(1) {
+		first = 1
+	}
+	if !leading(first) || leading(1-first) {
+		t.Fatalf("leaders: node0 %v, node1 %v; want exactly one", leading(0), leading(1))
+	}
+	before := len(sink.deliveries())
+	daemons[first].kill()
+	waitFor(t, 15*time.Second, "the other node to lead", func() (bool, string) { return leading(1 - first), "" })
+	waitFor(t, 20*time.Second, "every event delivered", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, d := range sink.deliveries() {
+			seen[d.id] = true
+		}
+		return len(seen) == 2*n, fmt.Sprintf("%d of %d events delivered", len(seen), 2*n)
+	})
+	got := sink.deliveries()
+	t.Logf("node%d SIGKILLed after %d deliveries; %d deliveries of %d events in all", first, before, len(got), 2*n)
+	if len(got)-2*n > 2 {
+		t.Errorf("%d duplicates; want at most 2 (the new leader resumes from the stored cursor)", len(got)-2*n)
+	}
+	if !strings.Contains(procs[1-first].logs.String(), "webhook leader lock: taken") {
+		t.Errorf("node%d did not log taking the lock:\n%s", 1-first, grepLines(procs[1-first].logs.String(), "webhook", 20))
+	}
+	daemons[1-first].stop(t)
+}
