@@ -14,16 +14,12 @@ func Apply(s *State, e Event) {
 	case Canceled:
 		s.Status = StatusCanceled
 	case RefundRequested:
-		if s.byNo == nil {
-			s.byNo, s.byKey = map[string]int{}, map[string]int{}
-		}
 		s.Refunds = append(s.Refunds, &Refund{
 			No: d.RefundNo, Number: d.Number, IdempotencyKey: d.IdempotencyKey, Fingerprint: d.Fingerprint,
 			Amount: d.Amount, Reason: d.Reason, State: Processing, RequestedBy: e.By,
 			CreatedAt: e.At, UpdatedAt: e.At,
 		})
-		s.byNo[d.RefundNo] = len(s.Refunds) - 1
-		s.byKey[d.IdempotencyKey] = len(s.Refunds) - 1
+		s.indexLast()
 	case SubmissionStarted:
 		if r := s.Refund(d.RefundNo); r != nil {
 			r.Attempts = d.Attempt

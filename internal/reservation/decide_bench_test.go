@@ -233,3 +233,23 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClone measures the deep copy an actor makes for every reply that
+// carries a state, by the number of refunds held.
+func BenchmarkClone(b *testing.B) {
+	for _, refunds := range []int{0, 1, 10} {
+		b.Run("refunds="+strconv.Itoa(refunds), func(b *testing.B) {
+			s := benchRegistered(b, benchPaid)
+			for i := range refunds {
+				amount := int64(100)
+				benchDo(b, s, reservation.RequestRefund{UserID: "u-1", IdempotencyKey: "k" + strconv.Itoa(i), Amount: &amount})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if c := s.Clone(); c.Version != s.Version {
+					b.Fatal("clone differs")
+				}
+			}
+		})
+	}
+}

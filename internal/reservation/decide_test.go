@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1521,6 +1522,41 @@ func TestClone_Independent(t *testing.T) {
 	empty := (&State{}).Clone()
 	run(t, empty, validRegister(), testEnv(t0, "s"))
 	run(t, empty, RequestRefund{UserID: testUser, IdempotencyKey: "k"}, testEnv(t0, "u"))
+}
+
+// TestState_LookupAcrossIndexFrom finds every refund by number and key as
+// a reservation grows past the size from which it keeps lookup maps, in the
+// state and in clones taken at every size (which then grow on their own).
+func TestState_LookupAcrossIndexFrom(t *testing.T) {
+	s := &State{}
+	run(t, s, Register{ReservationID: "r", UserID: testUser, OutTradeNo: "o", Amount: 1000, Currency: "CNY"}, testEnv(t0, "s"))
+	var clones []*State
+	check := func(st *State, n int) {
+		t.Helper()
+		if len(st.Refunds) != n {
+			t.Fatalf("%d refunds, want %d", len(st.Refunds), n)
+		}
+		for i, r := range st.Refunds {
+			if st.Refund(r.No) != r || st.RefundByKey(r.IdempotencyKey) != r {
+				t.Fatalf("refund %d of %d (%s, %s) not found by number or key", i, n, r.No, r.IdempotencyKey)
+			}
+		}
+		if st.Refund("R-r-999") != nil || st.RefundByKey("nope") != nil {
+			t.Fatal("found a refund that does not exist")
+		}
+	}
+	for n := 1; n <= 2*indexFrom+1; n++ {
+		run(t, s, RequestRefund{UserID: testUser, IdempotencyKey: "k" + strconv.Itoa(n), Amount: ptr(1)}, testEnv(t0, "u"))
+		check(s, n)
+		for _, c := range clones {
+			run(t, c, RequestRefund{UserID: testUser, IdempotencyKey: "k" + strconv.Itoa(n), Amount: ptr(1)}, testEnv(t0, "u"))
+			check(c, n)
+		}
+		clones = append(clones, s.Clone())
+		if (s.byNo != nil) != (n >= indexFrom) {
+			t.Fatalf("%d refunds: maps kept = %v", n, s.byNo != nil)
+		}
+	}
 }
 
 func TestRefundNo_Format(t *testing.T) {

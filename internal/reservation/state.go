@@ -83,27 +83,67 @@ type State struct {
 	Refunds       []*Refund // in request order
 	Version       uint64    // number of events applied
 
+	// Lookup indexes, kept only once a reservation has indexFrom refunds:
+	// below that a scan is as fast, and Clone (a copy per reply) stays
+	// small.
 	byNo  map[string]int
 	byKey map[string]int
 }
+
+// indexFrom is the number of refunds from which State keeps lookup maps.
+const indexFrom = 8
 
 // Registered reports whether the reservation exists.
 func (s *State) Registered() bool { return s != nil && s.ID != "" }
 
 // Refund returns the refund with the given number, or nil.
 func (s *State) Refund(no string) *Refund {
-	if i, ok := s.byNo[no]; ok {
-		return s.Refunds[i]
+	if s.byNo != nil {
+		if i, ok := s.byNo[no]; ok {
+			return s.Refunds[i]
+		}
+		return nil
+	}
+	for i := len(s.Refunds) - 1; i >= 0; i-- {
+		if s.Refunds[i].No == no {
+			return s.Refunds[i]
+		}
 	}
 	return nil
 }
 
 // RefundByKey returns the refund created with an idempotency key, or nil.
 func (s *State) RefundByKey(key string) *Refund {
-	if i, ok := s.byKey[key]; ok {
-		return s.Refunds[i]
+	if s.byKey != nil {
+		if i, ok := s.byKey[key]; ok {
+			return s.Refunds[i]
+		}
+		return nil
+	}
+	for i := len(s.Refunds) - 1; i >= 0; i-- {
+		if s.Refunds[i].IdempotencyKey == key {
+			return s.Refunds[i]
+		}
 	}
 	return nil
+}
+
+// indexLast indexes the refund just appended, building the lookup maps when
+// the reservation reaches indexFrom refunds. Like the maps, a scan finds
+// the last refund with a number or key.
+func (s *State) indexLast() {
+	last := len(s.Refunds) - 1
+	if s.byNo == nil {
+		if len(s.Refunds) < indexFrom {
+			return
+		}
+		s.byNo, s.byKey = make(map[string]int, len(s.Refunds)), make(map[string]int, len(s.Refunds))
+		for i, r := range s.Refunds[:last] {
+			s.byNo[r.No], s.byKey[r.IdempotencyKey] = i, i
+		}
+	}
+	r := s.Refunds[last]
+	s.byNo[r.No], s.byKey[r.IdempotencyKey] = last, last
 }
 
 // Refunded is the sum of refunds that SUCCEEDED.
@@ -144,20 +184,25 @@ func (s *State) lastSubmittedAt() time.Time {
 }
 
 // Clone returns a deep copy, so a caller can apply events tentatively.
+// The refunds are copied into one block: three allocations whatever their
+// number, until the lookup maps exist.
 func (s *State) Clone() *State {
 	c := *s
 	c.Refunds = make([]*Refund, len(s.Refunds))
+	block := make([]Refund, len(s.Refunds))
 	for i, r := range s.Refunds {
-		rc := *r
-		c.Refunds[i] = &rc
+		block[i] = *r
+		c.Refunds[i] = &block[i]
 	}
-	c.byNo = make(map[string]int, len(s.byNo))
-	for k, v := range s.byNo {
-		c.byNo[k] = v
-	}
-	c.byKey = make(map[string]int, len(s.byKey))
-	for k, v := range s.byKey {
-		c.byKey[k] = v
+	if s.byNo != nil {
+		c.byNo = make(map[string]int, len(s.byNo))
+		for k, v := range s.byNo {
+			c.byNo[k] = v
+		}
+		c.byKey = make(map[string]int, len(s.byKey))
+		for k, v := range s.byKey {
+			c.byKey[k] = v
+		}
 	}
 	return &c
 }
