@@ -21,26 +21,25 @@ type reservationActor struct {
 	entry   *entry
 	state   *reservation.State
 	broken  error // the state could not be loaded; every request fails
-	waiters []chan struct{}
+	waiters []waiter
 	leaving bool // passivation started; only this actor's goroutine reads it
 	active  time.Time
-	log     *slog.Logger
 }
 
 func (a *reservationActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.log = a.e.log.With("reservation", a.id)
 		a.active = time.Now()
 		a.load()
 	case idleCheck:
+		a.dropGoneWaiters()
 		if time.Since(a.active) >= a.e.cfg.IdleTimeout && len(a.waiters) == 0 {
 			a.passivate(ctx)
 		}
 	case passivateNow:
 		ctx.Stop(ctx.Self())
 	case *actor.Stopped:
-		a.wakeWaiters()
+		a.releaseWaiters()
 		a.e.removeEntry(a.id, a.entry)
 	case *envelope:
 		a.active = time.Now()
@@ -56,15 +55,20 @@ func (a *reservationActor) load() {
 	events, version, err := a.e.cfg.Store.Load(loadCtx, a.id)
 	if err != nil {
 		a.broken = fmt.Errorf("%w: load %s: %v", ErrUnavailable, a.id, err)
-		a.log.Error("loading reservation failed", "err", err)
+		a.log().Error("loading reservation failed", "err", err)
 		return
 	}
 	a.state = reservation.Replay(events)
 	if a.state.Version != version {
 		a.broken = fmt.Errorf("%w: load %s: replayed %d events, journal has %d", ErrUnavailable, a.id, a.state.Version, version)
-		a.log.Error("reservation journal inconsistent", "replayed", a.state.Version, "version", version)
+		a.log().Error("reservation journal inconsistent", "replayed", a.state.Version, "version", version)
 	}
 }
+
+// log is the engine's logger with the reservation, made when there is
+// something to log: most activations never log, and With copies the
+// handler.
+func (a *reservationActor) log() *slog.Logger { return a.e.log.With("reservation", a.id) }
 
 // passivate marks the activation as leaving and queues the stop behind
 // whatever is already in the mailbox, so no accepted message is dropped.
@@ -82,13 +86,13 @@ func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
 		// A panic must not leave the caller waiting nor keep a state that
 		// may be half applied: answer, then rebuild from the journal.
 		if p := recover(); p != nil {
-			a.log.Error("reservation actor panicked; passivating", "panic", p)
+			a.log().Error("reservation actor panicked; passivating", "panic", p)
 			a.broken = fmt.Errorf("%w: panic: %v", ErrUnavailable, p)
+			a.passivate(ctx) // before answering: see execute
 			select {
 			case m.reply <- reply{err: a.broken}:
 			default:
 			}
-			a.passivate(ctx)
 		}
 	}()
 	if a.broken != nil {
@@ -103,13 +107,16 @@ func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
 			return
 		}
 		m.reply <- reply{state: a.state.Clone()}
-	case watchMsg:
-		if a.state.Version > p.after {
-			close(p.ch)
-		} else {
-			a.waiters = append(a.waiters, p.ch)
+	case awaitMsg:
+		if !a.state.Registered() {
+			m.reply <- reply{err: reservation.ErrNotFound}
+			return
 		}
-		m.reply <- reply{}
+		done, err := holds(p.done, a.state)
+		if !done && err == nil {
+			a.waiters = append(a.waiters, waiter{ctx: m.ctx, done: p.done, ch: p.ch})
+		}
+		m.reply <- reply{state: a.state.Clone(), done: done, err: err}
 	case cmdMsg:
 		a.execute(ctx, m, p)
 	default:
@@ -123,11 +130,11 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope, c cmdMsg) {
 	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: c.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
 	events, err := a.decide(c.cmd, env)
 	if err != nil {
-		m.reply <- reply{state: a.snapshot(), err: err}
+		m.reply <- reply{state: a.snapshot(c.quiet), err: err}
 		return
 	}
 	if len(events) == 0 {
-		m.reply <- reply{state: a.snapshot()}
+		m.reply <- reply{state: a.snapshot(c.quiet)}
 		return
 	}
 	// The append outlives a caller that gave up: once decided, the outcome
@@ -140,17 +147,20 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope, c cmdMsg) {
 			m.reply <- reply{err: err}
 			return
 		}
-		a.log.Error("journal append failed; passivating to recover from the journal", "err", err)
-		m.reply <- reply{err: fmt.Errorf("%w: %v", ErrUnavailable, err)}
-		a.broken = err
+		a.log().Error("journal append failed; passivating to recover from the journal", "err", err)
+		a.broken = fmt.Errorf("%w: %v", ErrUnavailable, err)
+		// Passivating before answering: a caller that retries at once
+		// reaches a fresh activation that reloads the journal, not this
+		// one, which would only repeat the error.
 		a.passivate(ctx)
+		m.reply <- reply{err: a.broken}
 		return
 	}
 	for _, ev := range events {
 		reservation.Apply(a.state, ev)
 	}
 	a.wakeWaiters()
-	m.reply <- reply{state: a.state.Clone(), events: events}
+	m.reply <- reply{state: a.snapshot(c.quiet), events: events}
 	a.sideEffects(events)
 }
 
@@ -201,7 +211,7 @@ func (a *reservationActor) sideEffects(events []reservation.Event) {
 		switch d := ev.Data.(type) {
 		case reservation.FlaggedStuck:
 			r := a.state.Refund(d.RefundNo)
-			a.log.Error("refund stuck: unresolved past the stuck limit; an operator should look",
+			a.log().Error("refund stuck: unresolved past the stuck limit; an operator should look",
 				"refund_no", d.RefundNo, "state", r.State, "attempts", r.Attempts, "queries", r.Queries, "requested_at", r.CreatedAt)
 		case reservation.SubmissionStarted:
 			r := a.state.Refund(d.RefundNo)
@@ -229,16 +239,76 @@ func (a *reservationActor) sideEffects(events []reservation.Event) {
 	}
 }
 
-func (a *reservationActor) snapshot() *reservation.State {
-	if a.state == nil || !a.state.Registered() {
+// snapshot is the state a reply carries: a copy, since the caller reads it
+// while this actor goes on; none when the caller does not read it (quiet).
+func (a *reservationActor) snapshot(quiet bool) *reservation.State {
+	if quiet || a.state == nil || !a.state.Registered() {
 		return nil
 	}
 	return a.state.Clone()
 }
 
+// waiter is an Engine.Await call waiting for its condition on this
+// reservation. Its condition is checked here, on the actor, after every
+// change, so that a waiting caller costs a message only when it is done.
+type waiter struct {
+	ctx  context.Context
+	done func(*reservation.State) bool
+	ch   chan reply // buffered: this actor never blocks on it
+}
+
+// holds runs an Await condition on the actor's state. A condition that
+// panics is the caller's bug: it fails that call, not the reservation.
+func holds(done func(*reservation.State) bool, st *reservation.State) (ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, fmt.Errorf("actors: await condition panicked: %v", p)
+		}
+	}()
+	return done(st), nil
+}
+
+// wakeWaiters answers the waiters whose condition holds after a change and
+// drops those whose caller left.
 func (a *reservationActor) wakeWaiters() {
-	for _, ch := range a.waiters {
-		close(ch)
+	kept := a.waiters[:0]
+	for _, w := range a.waiters {
+		if w.ctx.Err() != nil {
+			continue
+		}
+		done, err := holds(w.done, a.state)
+		if !done && err == nil {
+			kept = append(kept, w)
+			continue
+		}
+		var st *reservation.State
+		if err == nil {
+			st = a.state.Clone()
+		}
+		w.ch <- reply{state: st, done: done, err: err}
+	}
+	clear(a.waiters[len(kept):])
+	a.waiters = kept
+}
+
+// dropGoneWaiters forgets waiters whose caller gave up, so that they do not
+// keep an idle actor from passivating.
+func (a *reservationActor) dropGoneWaiters() {
+	kept := a.waiters[:0]
+	for _, w := range a.waiters {
+		if w.ctx.Err() == nil {
+			kept = append(kept, w)
+		}
+	}
+	clear(a.waiters[len(kept):])
+	a.waiters = kept
+}
+
+// releaseWaiters tells every waiter that this activation stopped (an empty
+// reply): Await asks again, which activates a fresh actor.
+func (a *reservationActor) releaseWaiters() {
+	for _, w := range a.waiters {
+		w.ch <- reply{}
 	}
 	a.waiters = nil
 }

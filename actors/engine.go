@@ -148,6 +148,7 @@ type envelope struct {
 type reply struct {
 	state  *reservation.State
 	events []reservation.Event
+	done   bool // awaitMsg: the condition holds for state
 	err    error
 }
 
@@ -156,11 +157,14 @@ type (
 	cmdMsg struct {
 		cmd reservation.Command
 		by  string
+		// quiet: the caller reads only the events and the error, so the
+		// reply carries no copy of the state.
+		quiet bool
 	}
 	getMsg   struct{}
-	watchMsg struct {
-		after uint64
-		ch    chan struct{}
+	awaitMsg struct {
+		done func(*reservation.State) bool
+		ch   chan reply // buffered (1): gets the state once done holds
 	}
 	passivateNow struct{}
 	// idleCheck asks an actor to passivate if it has been idle for
@@ -264,29 +268,42 @@ func (e *Engine) Get(ctx context.Context, id string) (*reservation.State, error)
 }
 
 // Await waits until done(state) holds or ctx ends, and returns the last
-// state seen. It wakes on every change of the reservation rather than
-// polling.
+// state seen. done runs on the reservation's actor, at once and after every
+// change, so a waiting caller costs nothing until it is answered: it must
+// be quick, must not block or call the Engine, and must not keep or modify
+// the state it is given.
 func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.State) bool) (*reservation.State, error) {
-	st, err := e.Get(ctx, id)
-	for err == nil && !done(st) {
-		ch := make(chan struct{})
-		if _, err = e.ask(ctx, id, watchMsg{after: st.Version, ch: ch}); err != nil {
-			break
+	var last *reservation.State
+	for {
+		ch := make(chan reply, 1)
+		r, err := e.ask(ctx, id, awaitMsg{done: done, ch: ch})
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return last, nil
+			}
+			return last, err
+		}
+		last = r.state
+		if r.done {
+			return last, nil
 		}
 		select {
-		case <-ch:
+		case r := <-ch:
+			if r.err != nil {
+				return last, r.err
+			}
+			if r.state != nil {
+				last = r.state
+			}
+			if r.done {
+				return last, nil
+			}
+			// The actor stopped (passivation) before done held: ask the
+			// next activation.
 		case <-ctx.Done():
-			return st, nil
-		}
-		var next *reservation.State
-		if next, err = e.Get(ctx, id); err == nil {
-			st = next
+			return last, nil
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return st, nil
-	}
-	return st, err
 }
 
 // Attention lists refunds needing attention of one kind; see Store.
@@ -299,11 +316,18 @@ func (e *Engine) LookupRefund(ctx context.Context, refundNo string) (string, err
 	return e.cfg.Store.LookupRefund(ctx, refundNo)
 }
 
+// record runs a command whose caller needs only the events and the error:
+// the reply carries no copy of the state.
+func (e *Engine) record(ctx context.Context, id, by string, cmd reservation.Command) ([]reservation.Event, error) {
+	r, err := e.ask(ctx, id, cmdMsg{cmd: cmd, by: by, quiet: true})
+	return r.events, err
+}
+
 // deliver hands a provider result or timer back to the reservation's actor.
 func (e *Engine) deliver(id string, cmd reservation.Command, by string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliverTimeout)
 	defer cancel()
-	_, _, err := e.Execute(ctx, id, by, cmd)
+	_, err := e.record(ctx, id, by, cmd)
 	return err
 }
 

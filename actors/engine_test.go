@@ -432,3 +432,110 @@ func TestEngine_CloseTwice(t *testing.T) {
 		t.Fatalf("Get after Close: %v, want ErrClosed", err)
 	}
 }
+
+func TestEngine_AwaitAlreadyDone(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.register("r1", 10000)
+	calls := 0
+	st, err := h.engine.Await(context.Background(), "r1", func(s *reservation.State) bool { calls++; return s.Registered() })
+	if err != nil || st == nil || st.ID != "r1" {
+		t.Fatalf("Await = %+v, %v", st, err)
+	}
+	if calls != 1 {
+		t.Fatalf("condition checked %d times, want once", calls)
+	}
+	if _, err := h.engine.Await(context.Background(), "nobody", func(*reservation.State) bool { return true }); !errors.Is(err, reservation.ErrNotFound) {
+		t.Fatalf("Await on an unknown reservation: %v, want ErrNotFound", err)
+	}
+}
+
+func TestEngine_AwaitTimeoutReturnsLastState(t *testing.T) {
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	st, err := h.engine.Await(ctx, "r1", func(s *reservation.State) bool { return len(s.Refunds) > 0 })
+	if err != nil || st == nil || st.ID != "r1" || len(st.Refunds) != 0 {
+		t.Fatalf("Await after its deadline = %+v, %v; want the registered state and no error", st, err)
+	}
+}
+
+func TestEngine_AwaitConditionPanicFailsOnlyThatCall(t *testing.T) {
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	// Panics at once.
+	if _, err := h.engine.Await(context.Background(), "r1", func(*reservation.State) bool { panic("boom") }); err == nil {
+		t.Fatal("a panicking condition returned no error")
+	}
+	// Panics after a change.
+	errc := make(chan error, 1)
+	waiting := make(chan struct{}, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := h.engine.Await(ctx, "r1", func(s *reservation.State) bool {
+			if len(s.Refunds) > 0 {
+				panic("boom")
+			}
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+			return false
+		})
+		errc <- err
+	}()
+	<-waiting // the first check ran on the actor: the waiter is registered
+	if _, _, err := h.refund("r1", "k1", 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a condition panicking after a change returned no error")
+	}
+	// The reservation is fine.
+	if st, err := h.engine.Get(context.Background(), "r1"); err != nil || len(st.Refunds) != 1 {
+		t.Fatalf("after the panics: %+v, %v", st, err)
+	}
+}
+
+func TestEngine_AwaitGivenUpDoesNotPinTheActor(t *testing.T) {
+	h := newHarness(t, harnessOpts{idle: 50 * time.Millisecond, sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := h.engine.Await(ctx, "r1", func(*reservation.State) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle actor to passivate", func() bool { return h.engine.Active() == 0 })
+}
+
+func TestEngine_AwaitAcrossClose(t *testing.T) {
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	type result struct {
+		st  *reservation.State
+		err error
+	}
+	res := make(chan result, 1)
+	waiting := make(chan struct{}, 1)
+	go func() {
+		st, err := h.engine.Await(context.Background(), "r1", func(*reservation.State) bool {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+			return false
+		})
+		res <- result{st, err}
+	}()
+	// Close stops the actor; the waiter is released and its retry finds
+	// the engine closed.
+	<-waiting
+	if err := h.engine.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if !errors.Is(r.err, actors.ErrClosed) || r.st == nil || r.st.ID != "r1" {
+		t.Fatalf("Await across Close = %+v, %v; want the last state and ErrClosed", r.st, r.err)
+	}
+}

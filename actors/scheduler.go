@@ -18,7 +18,7 @@ func (e *Engine) FireDue(ctx context.Context, now time.Time, limit int) (int, er
 	}
 	done := make([]Timer, 0, len(timers))
 	for _, t := range timers {
-		_, _, err := e.Execute(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt})
+		_, err := e.record(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt})
 		if err != nil && reservation.CodeOf(err) == "" {
 			e.log.Warn("timer not handled; will retry", "reservation", t.ReservationID, "refund_no", t.RefundNo, "err", err)
 			continue
