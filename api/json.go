@@ -16,7 +16,7 @@ const maxBody = 64 << 10
 // decodeStrict reads exactly one JSON object into v: unknown fields, wrong
 // types, trailing data and oversized bodies are errors naming the field.
 func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		// Media types are case-insensitive; "application/jsonp" is not JSON.
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return badRequest("Content-Type", "must be application/json")

@@ -68,22 +68,25 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK // nothing written: net/http sends 200
 			}
-			obs.ObserveRequest(r.Method, s.routeOf(r), status, time.Since(start))
+			obs.ObserveRequest(r.Method, rec.route, status, time.Since(start))
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
 
-// routeOf returns the template of the route r matches, or "" (unknown path
-// or method): a bounded label, unlike the path.
-func (s *Server) routeOf(r *http.Request) string {
-	var m mux.RouteMatch
-	if s.router.Match(r, &m) && m.Route != nil {
-		if tpl, err := m.Route.GetPathTemplate(); err == nil {
-			return tpl
+// noteRoute is the router's first middleware: it tells the measurement the
+// template of the route that matched (a bounded label, unlike the path).
+// Unknown paths and methods never reach it and keep the label "". Noting
+// it here saves matching every request a second time.
+func (s *Server) noteRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec, ok := w.(*statusWriter); ok {
+			if cur := mux.CurrentRoute(r); cur != nil {
+				rec.route, _ = cur.GetPathTemplate()
+			}
 		}
-	}
-	return ""
+		next.ServeHTTP(w, r)
+	})
 }
 
 // validRequestID accepts ids a gateway might send (UUIDs, hex, base64url)
@@ -107,10 +110,12 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// statusWriter remembers the status a handler sent.
+// statusWriter remembers the status a handler sent and the route that
+// matched (noteRoute).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	route  string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

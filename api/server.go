@@ -91,7 +91,7 @@ func New(engine Engine, opts Options) *Server {
 	// a redirect to another reservation.
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
-	r.Use(s.authorize)
+	r.Use(s.noteRoute, s.authorize)
 	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
