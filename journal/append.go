@@ -157,11 +157,11 @@ func validate(req *AppendRequest) error {
 	return nil
 }
 
-// commitLoop is the single committer. Between commits it flushes the
-// index tail when it is due (index.go), and when the queue is quiet it
-// waits no longer than the tail's flush delay. It exits when Close closes
-// the queue and everything queued before that has been committed, after a
-// last flush of the whole tail.
+// commitLoop is the single committer. A due part of the index tail
+// (index.go) rides in the next commit of appends; when no append comes,
+// the loop waits no longer than the tail's flush delay and flushes on its
+// own. It exits when Close closes the queue and everything queued before
+// that has been committed, after a last flush of the whole tail.
 func (db *DB) commitLoop() {
 	defer close(db.committerDone)
 	batch := make([]*pending, 0, min(db.opts.MaxBatch, maxQueue))
@@ -170,19 +170,23 @@ func (db *DB) commitLoop() {
 	for {
 		var first *pending
 		ok := true
-		if since, waiting := db.tail.oldest(); waiting && !db.opts.ReadOnly && db.opts.IndexFlushDelay >= 0 {
-			if since.Before(db.flushRetry) {
-				since = db.flushRetry
+		select {
+		case first, ok = <-db.queue: // an append waits: its commit carries a due flush
+		default:
+			if since, waiting := db.tail.oldest(); waiting && !db.opts.ReadOnly && db.opts.IndexFlushDelay >= 0 {
+				if since.Before(db.flushRetry) {
+					since = db.flushRetry
+				}
+				timer.Reset(time.Until(since.Add(db.opts.IndexFlushDelay)))
+				select {
+				case first, ok = <-db.queue:
+				case <-timer.C:
+					db.maybeFlush()
+					continue
+				}
+			} else {
+				first, ok = <-db.queue
 			}
-			timer.Reset(time.Until(since.Add(db.opts.IndexFlushDelay)))
-			select {
-			case first, ok = <-db.queue:
-			case <-timer.C:
-				db.maybeFlush()
-				continue
-			}
-		} else {
-			first, ok = <-db.queue
 		}
 		if !ok {
 			if !db.opts.ReadOnly {
@@ -213,7 +217,6 @@ func (db *DB) commitLoop() {
 		for i := range batch {
 			batch[i] = nil
 		}
-		db.maybeFlush()
 	}
 }
 
@@ -275,18 +278,25 @@ func (db *DB) commit(batch []*pending) {
 		var end tip
 		var cp *Checkpoint
 		var adds []tailAdd
+		var flushed int
 		obs := db.startCommit(len(live))
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			var err error
-			end, cp, adds, err = db.writeBatch(tx, live)
+			end, cp, adds, flushed, err = db.writeBatch(tx, live)
 			return obs.wrote(tx, err)
 		})
 		obs.done(err)
 		db.commits.Add(1)
 		if err == nil {
 			db.tip = end
-			// Before any waiter wakes: a Load after Append returns must
-			// find the records.
+			// The streams this commit wrote to the index leave the tail
+			// first (their entries from before this batch), then the
+			// batch's records join it, before any waiter wakes: a Load
+			// after Append returns must find them.
+			if flushed > 0 {
+				db.dropFlushed(flushed)
+				db.indexFlushes.Add(1)
+			}
 			now := time.Now()
 			db.tail.mu.Lock()
 			for _, a := range adds {
@@ -344,7 +354,7 @@ func isDone(p *pending) bool {
 // due. It only sets fields of live entries from scratch, and the chain end
 // it returns is adopted only after the commit succeeds, so the transaction
 // may run again.
-func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, []tailAdd, error) {
+func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint, adds []tailAdd, flushed int, err error) {
 	b := txBuckets(tx)
 	// The log only ever grows at its end: full pages waste nothing. The
 	// setting lasts for this transaction's bucket handle only.
@@ -353,17 +363,25 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, []tail
 	if cur.global != b.log.Sequence() {
 		// The cached end is not this file's (the first commit after a
 		// failed one): read it from the log.
-		var err error
 		if cur, err = tipInTx(tx); err != nil {
-			return tip{}, nil, nil, err
+			return tip{}, nil, nil, 0, err
 		}
+	}
+	// Part of the index tail rides in this commit when it is due: its
+	// pages cost no fsync of their own. Written before this batch's
+	// records, which are not in the tail yet.
+	if n, due := db.flushDue(time.Now()); due && db.tip.global == cur.global {
+		if err := db.writeIndex(tx, n); err != nil {
+			return tip{}, nil, nil, 0, err
+		}
+		flushed = n
 	}
 	idx := &indexState{tail: db.tail, heads: b.heads, batch: map[string]uint64{}}
 	for i, p := range live {
 		p.last, p.err = 0, nil
 		last, verr, err := writeOne(b, idx, &p.req, &cur)
 		if err != nil {
-			return tip{}, nil, nil, &internalError{i: i, err: err}
+			return tip{}, nil, nil, 0, &internalError{i: i, err: err}
 		}
 		p.last, p.err = last, verr
 	}
@@ -375,13 +393,13 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (tip, *Checkpoint, []tail
 		now = last.Time // a clock stepped back: checkpoint times never do
 	}
 	if !db.checkpointDue(cur, last, now) {
-		return cur, nil, idx.adds, nil
+		return cur, nil, idx.adds, flushed, nil
 	}
-	cp := db.newCheckpoint(cur, now)
-	if err := putCheckpoint(tx, cp); err != nil {
-		return tip{}, nil, nil, err
+	c := db.newCheckpoint(cur, now)
+	if err := putCheckpoint(tx, c); err != nil {
+		return tip{}, nil, nil, 0, err
 	}
-	return cur, &cp, idx.adds, nil
+	return cur, &c, idx.adds, flushed, nil
 }
 
 type buckets struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,7 @@ func gcRun(b *testing.B, writers int, appendOne func(w int) error) {
 	b.Helper()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	lat := make([][]time.Duration, writers)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -46,10 +48,12 @@ func gcRun(b *testing.B, writers int, appendOne func(w int) error) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
+				t := time.Now()
 				if err := appendOne(w); err != nil {
 					b.Error(err)
 					return
 				}
+				lat[w] = append(lat[w], time.Since(t))
 			}
 		}()
 	}
@@ -57,6 +61,12 @@ func gcRun(b *testing.B, writers int, appendOne func(w int) error) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
+	}
 }
 
 func BenchmarkGroupCommit(b *testing.B) {

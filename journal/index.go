@@ -31,10 +31,13 @@ import (
 const (
 	defaultIndexFlushEntries = 8192
 	defaultIndexFlushDelay   = 100 * time.Millisecond
-	// indexFlushStreams is the most streams one ordinary flush writes, so
-	// a flush (which holds bbolt's writer lock, and so delays appends) stays
-	// short. A tail past twice its entry limit is flushed whole.
-	indexFlushStreams = 256
+	// indexFlushStreams is the most streams one ordinary flush writes.
+	// Under load the flush rides in the commit of appends (no fsync of its
+	// own, which a flush transaction of 256 streams cost, 2 to 100 ms on a
+	// loaded machine, with every append waiting): few streams per commit
+	// keep that commit's extra pages, and so its latency, small. A tail
+	// past twice its entry limit is flushed whole.
+	indexFlushStreams = 32
 )
 
 // metaIndexedKey holds be64(W): every record at or before global W is
@@ -154,8 +157,8 @@ func (s *indexState) put(stream string, seq, global uint64) {
 	s.adds = append(s.adds, tailAdd{stream: stream, seq: seq, global: global})
 }
 
-// flushDue reports whether the committer should flush now, and how many
-// streams.
+// flushDue reports whether part of the tail should be written now, and
+// how many streams.
 func (db *DB) flushDue(now time.Time) (int, bool) {
 	t := db.tail
 	since, ok := t.oldest()
@@ -170,38 +173,32 @@ func (db *DB) flushDue(now time.Time) (int, bool) {
 	return 0, false
 }
 
-// flushIndex writes the first n streams of the tail to the streams index
-// and heads, with the new watermark, in one transaction, then drops them
-// from the tail. Only the committer calls it. On failure the tail is kept
-// and the next flush tries again: nothing is lost, the log holds it all.
-func (db *DB) flushIndex(n int) error {
+// writeIndex writes the first n streams of the tail to the streams index
+// and heads in tx, with the watermark that holds once they are out of the
+// tail. db.tip must still be the log's end before tx's own appends (which
+// are not in the tail yet). Only the committer calls it.
+func (db *DB) writeIndex(tx *bolt.Tx, n int) error {
 	t := db.tail
-	n = min(n, len(t.order))
-	if n == 0 {
-		return nil
-	}
-	w := t.watermark(n, db.tip.global)
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		streams := tx.Bucket(bucketStreams)
-		heads := tx.Bucket(bucketHeads)
-		for _, name := range t.order[:n] {
-			s := t.streams[name]
-			for i, g := range s.globals {
-				if err := streams.Put(streamKey(name, s.first+uint64(i)), be64(g)); err != nil {
-					return err
-				}
-			}
-			if err := heads.Put([]byte(name), be64(s.head())); err != nil {
+	streams := tx.Bucket(bucketStreams)
+	heads := tx.Bucket(bucketHeads)
+	for _, name := range t.order[:n] {
+		s := t.streams[name]
+		for i, g := range s.globals {
+			if err := streams.Put(streamKey(name, s.first+uint64(i)), be64(g)); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaIndexedKey, be64(w))
-	})
-	db.indexFlushes.Add(1)
-	if err != nil {
-		db.log.Error("journal index flush failed; the log is intact and the flush will be retried", "err", err, "streams", n)
-		return err
+		if err := heads.Put([]byte(name), be64(s.head())); err != nil {
+			return err
+		}
 	}
+	return tx.Bucket(bucketMeta).Put(metaIndexedKey, be64(t.watermark(n, db.tip.global)))
+}
+
+// dropFlushed removes the first n streams from the tail once the
+// transaction that wrote them has committed.
+func (db *DB) dropFlushed(n int) {
+	t := db.tail
 	t.mu.Lock()
 	for _, name := range t.order[:n] {
 		t.entries -= len(t.streams[name].globals)
@@ -209,6 +206,25 @@ func (db *DB) flushIndex(n int) error {
 	}
 	t.order = append(t.order[:0:0], t.order[n:]...)
 	t.mu.Unlock()
+}
+
+// flushIndex writes the first n streams of the tail in a transaction of its
+// own: when no append is coming to carry them (the committer is idle), and
+// at Close. Under load the commits carry the flush (writeBatch). On
+// failure the tail is kept and a later flush tries again: nothing is lost,
+// the log holds it all.
+func (db *DB) flushIndex(n int) error {
+	n = min(n, len(db.tail.order))
+	if n == 0 {
+		return nil
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error { return db.writeIndex(tx, n) })
+	db.indexFlushes.Add(1)
+	if err != nil {
+		db.log.Error("journal index flush failed; the log is intact and the flush will be retried", "err", err, "streams", n)
+		return err
+	}
+	db.dropFlushed(n)
 	return nil
 }
 

@@ -176,7 +176,7 @@ type DB struct {
 	// committer uses it.
 	flushRetry   time.Time
 	flushStreams int           // streams per ordinary flush; tests lower it
-	indexFlushes atomic.Uint64 // index flush transactions, for tests
+	indexFlushes atomic.Uint64 // index flushes (own transactions or in a commit), for tests
 	// lastCP is the newest stored checkpoint, guarded by cpMu.
 	cpMu   sync.Mutex
 	lastCP Checkpoint
