@@ -84,9 +84,11 @@
 // # Index tail
 //
 // The commit that acknowledges an append writes the log, claims, dues and
-// marks; the streams index and heads of its records are written later by
-// index flushes that cover many commits (a stream-keyed index dirties a
-// page per stream per commit, the log does not). Until then the entries
+// marks; the streams index and heads of its records are written later, a
+// stream's entries of many commits at once, riding in a later commit of
+// appends (or in a transaction of their own when no append comes): a
+// stream-keyed index dirties a page per stream per commit, the log does
+// not. Until then the entries
 // live in memory, and reads merge them. The log stays the only truth:
 // "indexed" in meta says up to where the index is complete, and Open
 // re-reads the log after it, so a crash loses nothing and boot reads only

@@ -16,9 +16,9 @@ import (
 // for the log alone), and that bounded durable throughput. So an append's
 // commit writes the log (and its claims, dues and marks) only; the index
 // entries of its records wait in memory, in the tail, and are written
-// later by index flushes: separate transactions, each covering many
-// commits, so a stream's page is written once per flush instead of once
-// per event.
+// later, a stream's entries of many commits at once, in a later commit of
+// appends (or a transaction of their own when the journal is idle), so a
+// stream's page is written once per flush instead of once per event.
 //
 // The log stays the only truth. meta "indexed" holds a global W such that
 // every record at or before W is in the streams index and covered by its
