@@ -192,7 +192,7 @@ func (db *DB) commitLoop() {
 			if !db.opts.ReadOnly {
 				_ = db.flushAll()
 			}
-			db.committed.stop()
+			db.committed.Stop()
 			return
 		}
 		batch = append(batch[:0], first)
@@ -333,7 +333,7 @@ func (db *DB) commit(batch []*pending) {
 		}
 		break
 	}
-	db.committed.broadcast() // after the transaction: readers woken now see it
+	db.committed.Broadcast() // after the transaction: readers woken now see it
 	for _, p := range live {
 		close(p.done)
 	}

@@ -16,6 +16,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"refundd/internal/broadcast"
 )
 
 // Options configures Open. The zero value is the production setting.
@@ -164,8 +166,8 @@ type DB struct {
 	queue  chan *pending
 
 	committerDone chan struct{}
-	commits       atomic.Uint64 // bbolt write transactions run by the committer, for tests
-	committed     signal        // broadcast after every commit, stopped at Close (kv.go)
+	commits       atomic.Uint64    // bbolt write transactions run by the committer, for tests
+	committed     broadcast.Signal // broadcast after every commit, stopped at Close (kv.go)
 
 	// tip is the chain's end as of the last successful commit; only the
 	// committer uses it (after Open), and checks it against the log.

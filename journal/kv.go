@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -160,7 +159,7 @@ func (db *DB) WriteKV(ctx context.Context, put []KV, del []string) error {
 // to wait for new records takes the channel first, then reads, and waits on
 // the channel only if the read found nothing new, so no commit is missed.
 func (db *DB) Committed() <-chan struct{} {
-	ch, _ := db.committed.wait()
+	ch, _ := db.committed.Wait()
 	return ch
 }
 
@@ -169,7 +168,7 @@ func (db *DB) Committed() <-chan struct{} {
 // first, and ErrClosed when the DB is closed.
 func (db *DB) WaitGlobal(ctx context.Context, after uint64) error {
 	for {
-		ch, stopped := db.committed.wait()
+		ch, stopped := db.committed.Wait()
 		last, err := db.LastGlobal(ctx)
 		if err != nil {
 			return err
@@ -186,46 +185,4 @@ func (db *DB) WaitGlobal(ctx context.Context, after uint64) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// signal is a broadcast: every wait() before a broadcast() gets a channel
-// that the broadcast closes. After stop(), wait() returns a closed channel
-// and true. The zero value is ready to use.
-type signal struct {
-	mu      sync.Mutex
-	ch      chan struct{}
-	stopped bool
-}
-
-func (s *signal) wait() (<-chan struct{}, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	return s.ch, s.stopped
-}
-
-func (s *signal) broadcast() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch != nil && !s.stopped {
-		close(s.ch)
-		s.ch = nil
-	}
-}
-
-// stop closes the current channel for good: it stays closed for every
-// later wait.
-func (s *signal) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	close(s.ch)
-	s.stopped = true
 }

@@ -93,7 +93,7 @@ func (db *DB) commitLoop() {
 	for {
 		first, ok := <-db.queue
 		if !ok {
-			db.committed.stop()
+			db.committed.Stop()
 			return
 		}
 		batch = append(batch[:0], first)
@@ -136,7 +136,7 @@ func (db *DB) commit(batch []*pending) {
 				p.last, p.err = 0, err
 			}
 		}
-		db.committed.broadcast()
+		db.committed.Broadcast()
 		for _, p := range live {
 			close(p.done)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"refundd/journal"
+
+	"refundd/internal/broadcast"
 )
 
 // Options configures Open. The zero value is the production setting.
@@ -99,8 +101,8 @@ type DB struct {
 	queue  chan *pending
 
 	committerDone chan struct{}
-	commits       atomic.Uint64 // transactions run by the committer, for tests
-	committed     signal        // broadcast after every commit, stopped at Close
+	commits       atomic.Uint64    // transactions run by the committer, for tests
+	committed     broadcast.Signal // broadcast after every commit, stopped at Close
 
 	// epochs maps a stream to the epoch this DB activated (fence.go).
 	epochMu sync.Mutex
@@ -195,46 +197,6 @@ func (db *DB) ready(ctx context.Context) error {
 // other nodes do not close it: a reader that must follow the whole cluster
 // polls Scan.
 func (db *DB) Committed() <-chan struct{} {
-	ch, _ := db.committed.wait()
+	ch, _ := db.committed.Wait()
 	return ch
-}
-
-// signal is a broadcast: every wait() before a broadcast() gets a channel
-// that the broadcast closes. After stop(), wait() returns a closed channel
-// and true. The zero value is ready to use.
-type signal struct {
-	mu      sync.Mutex
-	ch      chan struct{}
-	stopped bool
-}
-
-func (s *signal) wait() (<-chan struct{}, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	return s.ch, s.stopped
-}
-
-func (s *signal) broadcast() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch != nil && !s.stopped {
-		close(s.ch)
-		s.ch = nil
-	}
-}
-
-func (s *signal) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	close(s.ch)
-	s.stopped = true
 }
