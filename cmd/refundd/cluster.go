@@ -5,9 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -222,25 +220,10 @@ func (m *Main) runCluster(ctx context.Context) error {
 		m.Close()
 		return err
 	}
-	m.server = &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: 15 * time.Second, MaxHeaderBytes: 32 << 10,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	if err := m.serveHTTP(ln, srv); err != nil {
+		m.Close()
+		return err
 	}
-	feedDone := m.feedDone
-	m.server.RegisterOnShutdown(func() { close(feedDone) }) // long-polls answer at once
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		serve := func() error { return m.server.Serve(ln) }
-		if c.TLSCert != "" {
-			serve = func() error { return m.server.ServeTLS(ln, c.TLSCert, c.TLSKey) }
-		}
-		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("http server stopped", "err", err)
-		}
-	}()
 	m.log.Info("refundd started in cluster mode", "listen", ln.Addr().String(), "node", nodeID,
 		"member", node.MemberID(), "cluster_address", node.Address(), "members", node.Members(),
 		"membership", membership.String(), "provider", wired.describe, "refund_prefix", policy.RefundNoPrefix)

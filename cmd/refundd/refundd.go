@@ -468,30 +468,9 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Close()
 		return err
 	}
-	m.server = &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: 15 * time.Second, MaxHeaderBytes: 32 << 10,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-	}
-	feedDone := m.feedDone
-	m.server.RegisterOnShutdown(func() { close(feedDone) }) // long-polls answer at once
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		serve := func() error { return m.server.Serve(ln) }
-		if c.TLSCert != "" {
-			serve = func() error { return m.server.ServeTLS(ln, c.TLSCert, c.TLSKey) }
-		}
-		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("http server stopped", "err", err)
-		}
-	}()
-	if c.Pprof != "" {
-		if err := m.startPprof(c.Pprof); err != nil {
-			m.Close()
-			return err
-		}
+	if err := m.serveHTTP(ln, srv); err != nil {
+		m.Close()
+		return err
 	}
 	m.log.Info("refundd started", "listen", ln.Addr().String(), "journal", path,
 		"provider", wired.describe, "refund_prefix", policy.RefundNoPrefix, "epoch", epoch)
@@ -632,4 +611,34 @@ func (m *Main) Close() error {
 	}
 	errs = append(errs, m.cl.closeJournal())
 	return errors.Join(errs...)
+}
+
+// serveHTTP serves h on ln (HTTPS with --tls-cert) in the background, and
+// the profiler when --pprof asks for it. Both modes (single node and
+// cluster) serve through it.
+func (m *Main) serveHTTP(ln net.Listener, h http.Handler) error {
+	c := m.Config
+	m.server = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: 15 * time.Second, MaxHeaderBytes: 32 << 10,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	feedDone := m.feedDone
+	m.server.RegisterOnShutdown(func() { close(feedDone) }) // long-polls answer at once
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		serve := func() error { return m.server.Serve(ln) }
+		if c.TLSCert != "" {
+			serve = func() error { return m.server.ServeTLS(ln, c.TLSCert, c.TLSKey) }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server stopped", "err", err)
+		}
+	}()
+	if c.Pprof != "" {
+		return m.startPprof(c.Pprof)
+	}
+	return nil
 }
