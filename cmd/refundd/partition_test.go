@@ -351,70 +351,7 @@ func TestCluster_PartitionedNode(t *testing.T) {
 	}
 
 	// Settle: nothing in flight, then compare with WeChat's books.
-	type refundView struct {
-		No     string `json:"refund_no"`
-		State  string `json:"state"`
-		Amount int64  `json:"amount"`
-	}
-	type resView struct {
-		Refunded int64        `json:"refunded"`
-		InFlight int64        `json:"in_flight"`
-		Refunds  []refundView `json:"refunds"`
-	}
-	get := func(i int, id string) (resView, error) {
-		var v resView
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		code, body, err := apiCall(ctx, base(i), "GET", "/v1/reservations/"+id, "", nil)
-		if err != nil || code != http.StatusOK {
-			return v, fmt.Errorf("GET %s via node%d: %d %v %v", id, i, code, body, err)
-		}
-		return v, remarshal(body, &v)
-	}
-	for i, id := range res {
-		waitFor(t, 60*time.Second, id+" to settle", func() (bool, string) {
-			v, err := get(i%n, id)
-			if err != nil {
-				return false, err.Error()
-			}
-			return v.InFlight == 0, fmt.Sprintf("%+v", v)
-		})
-	}
-	var succeeded int64
-	for i, id := range res {
-		v, err := get((i+1)%n, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, err := sim.order("ORD-" + id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		succeeded += v.Refunded
-		if v.Refunded != o.Refunded || o.Refunded > paid {
-			t.Errorf("%s: refundd SUCCEEDED %d, WeChat %d, paid %d", id, v.Refunded, o.Refunded, paid)
-		}
-		known := map[string]bool{}
-		for _, r := range v.Refunds {
-			known[r.No] = true
-			sr, found, err := sim.refund(r.No)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if found && len(sr.Refund.BodyHashes) != 1 {
-				t.Errorf("%s: refund %s was sent with %d bodies", id, r.No, len(sr.Refund.BodyHashes))
-			}
-			if r.State == "SUCCEEDED" && (!found || sr.Refund.Status != "SUCCESS") {
-				t.Errorf("%s: refund %s SUCCEEDED in refundd, WeChat has %+v (found %v)", id, r.No, sr.Refund, found)
-			}
-		}
-		for _, no := range o.Refunds {
-			if !known[no] {
-				t.Errorf("%s: WeChat has refund %s that refundd does not list", id, no)
-			}
-		}
-	}
-	if succeeded == 0 {
+	if checkClusterBooks(t, sim, base, n, 0, res, paid) == 0 {
 		t.Error("no refund succeeded: the load did nothing")
 	}
 	for i := range procs {
