@@ -681,12 +681,33 @@ func TestRun_Twice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running(t, d)
-	canceled, cancel := context.WithCancel(bg)
-	cancel() // if the first Run has not started yet, this one returns at once
+	// The probe below may itself hold the dispatcher for a moment (a Run
+	// with a canceled ctx returns at once) and so make the first Run fail
+	// with ErrRunning: the first Run tries again until it holds it.
+	ctx, cancel := context.WithCancel(bg)
+	first := make(chan error, 1)
+	go func() {
+		for {
+			if err := d.Run(ctx); !errors.Is(err, webhook.ErrRunning) {
+				first <- err
+				return
+			}
+		}
+	}()
+	canceled, cancelProbe := context.WithCancel(bg)
+	cancelProbe()
 	waitFor(t, "Run to start", func() bool {
 		return errors.Is(d.Run(canceled), webhook.ErrRunning)
 	})
+	cancel()
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatalf("first Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("first Run did not return 10s after cancel")
+	}
 }
 
 // TestDispatcher_ReplayAll: after an outage that parked every reservation,
