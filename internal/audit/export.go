@@ -14,9 +14,15 @@ import (
 // scanBatch is how many records one read transaction returns.
 const scanBatch = 2048
 
+// Scanner is a journal read in global order: *journal.DB, or the
+// PostgreSQL journal of cluster mode (*pgjournal.DB).
+type Scanner interface {
+	Scan(ctx context.Context, afterGlobal uint64, limit int) ([]journal.Record, error)
+}
+
 // scanAll calls fn with every record in global order, reading in batches,
 // and progress (if set) with the count so far after each batch.
-func scanAll(ctx context.Context, db *journal.DB, progress func(uint64), fn func(journal.Record) error) error {
+func scanAll(ctx context.Context, db Scanner, progress func(uint64), fn func(journal.Record) error) error {
 	var after, n uint64
 	for {
 		recs, err := db.Scan(ctx, after, scanBatch)

@@ -81,6 +81,41 @@ func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, e
 	return rep, nil
 }
 
+// ReplayCheck is the part of Verify that any journal allows: every record,
+// read in global order from db, decodes, replays through the state machine
+// without an event Decide could not have produced, and keeps refunded + in
+// flight <= paid with terminal refunds unchanged. The storage checks
+// (checksums, chain, sequences, epochs) are the journal's own: for the
+// PostgreSQL journal, pgjournal.DB.Verify. Report.Journal stays zero but for
+// Records and LastGlobal.
+func ReplayCheck(ctx context.Context, db Scanner, maxProblems int, progress func(uint64)) (*Report, error) {
+	if maxProblems <= 0 {
+		maxProblems = 1000
+	}
+	rep := &Report{Problems: []Problem{}}
+	rp := newReplayer(func(p Problem) {
+		if len(rep.Problems) >= maxProblems {
+			rep.Dropped++
+			return
+		}
+		rep.Problems = append(rep.Problems, p)
+	})
+	err := scanAll(ctx, db, progress, func(r journal.Record) error {
+		rp.apply(r)
+		rep.Journal.Records++
+		rep.Journal.LastGlobal = r.Global
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.Reservations = len(rp.states)
+	for _, s := range rp.states {
+		rep.Refunds += len(s.Refunds)
+	}
+	return rep, nil
+}
+
 // checkIndexes compares the claims, attention marks and due entries with
 // the replayed states.
 func checkIndexes(ctx context.Context, db *journal.DB, rp *replayer, add func(Problem)) error {

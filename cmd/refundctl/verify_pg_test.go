@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"refundd/actors"
+	"refundd/internal/eventstore"
+	"refundd/internal/reservation"
+	"refundd/internal/simprovider"
+	"refundd/journal"
+	"refundd/journal/pgjournal/pgtest"
+)
+
+// journal verify --journal checks a cluster's PostgreSQL journal: a
+// history written through the event store verifies; an event the rules
+// could not have produced (a refund beyond what was paid) is a problem; a
+// schema without a journal is an error, and is not created.
+func TestJournalVerify_Postgres(t *testing.T) {
+	store := pgtest.New(t)
+	db := store.Open(t, nil)
+	// A real history: the engine on the PostgreSQL journal, refunds
+	// answered by the in-memory provider.
+	engine, err := actors.New(actors.Config{
+		Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}),
+		Policy: reservation.Policy{RefundNoPrefix: "V"}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	amount := int64(300)
+	for i := range 8 {
+		id := "res" + strconv.Itoa(i)
+		if _, _, err := engine.Execute(ctx, id, "test", reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "ORD-" + id, Amount: 1000, Currency: "CNY"}); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 2 {
+			if _, _, err := engine.Execute(ctx, id, "u", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k" + strconv.Itoa(k), Amount: &amount}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := engine.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	records, err := db.LastGlobal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := ctl(t, "journal", "verify", "--journal", store.DSN, "--journal-schema", store.Schema)
+	if r.code != exitOK || !strings.Contains(r.stdout, "OK: no problems found") {
+		t.Fatalf("a good journal:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "records      "+strconv.FormatUint(records, 10)+" ") || !strings.Contains(r.stdout, "reservations 8, refunds 16") {
+		t.Fatalf("want %d records, 8 reservations, 16 refunds reported:\n%s", records, r)
+	}
+
+	// A refund of 1,000,000 fen on a reservation registered for 100.
+	if _, err := db.Activate(ctx, "bad1"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []journal.Event
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	for _, d := range []reservation.EventData{
+		reservation.Registered{ReservationID: "bad1", UserID: "u", OutTradeNo: "ORD-bad1", Amount: 100, Currency: "CNY"},
+		reservation.RefundRequested{RefundNo: "X-bad1-1", Number: 1, IdempotencyKey: "k", Amount: 1_000_000},
+	} {
+		typ, ver, data, err := reservation.Encode(reservation.Event{At: at, By: "test", Data: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, journal.Event{Type: typ, Version: ver, Data: data})
+	}
+	if _, err := db.Append(ctx, journal.AppendRequest{Stream: "bad1", Events: recs}); err != nil {
+		t.Fatal(err)
+	}
+	r = ctl(t, "journal", "verify", "--journal", store.DSN, "--journal-schema", store.Schema)
+	if r.code != exitProblems || !strings.Contains(r.stdout, "bad1") {
+		t.Fatalf("an over-refund written past the rules:\n%s", r)
+	}
+
+	r = ctl(t, "journal", "verify", "--journal", store.DSN, "--journal-schema", store.Schema+"_none")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "no refundd journal") {
+		t.Fatalf("a schema without a journal:\n%s", r)
+	}
+	r = ctl(t, "journal", "verify", "--journal", store.DSN, "--file", "x.db")
+	if r.code != exitUsage {
+		t.Fatalf("--journal with --file:\n%s", r)
+	}
+}
