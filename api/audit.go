@@ -167,12 +167,10 @@ func (s *Server) adminBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer snap.Close()
-	head := snap.Head()
-	epoch, err := cfg.Journal.Epoch(ctx)
-	if err != nil {
-		s.journalError(w, r, "backup", err)
-		return
-	}
+	// Everything else about the copy comes from the snapshot itself: a
+	// second read of the journal while it is open can deadlock with a
+	// commit that must remap the file (journal.Snapshot.Epoch).
+	head, epoch := snap.Head(), snap.Epoch()
 	size, body := snap.Size(), io.WriterTo(snap)
 	if cfg.SpoolDir != "" {
 		f, n, err := spool(cfg.SpoolDir, snap)

@@ -23,8 +23,9 @@ import (
 // promptly. A Snapshot must be used by one goroutine at a time; never
 // append from the goroutine that holds one open.
 type Snapshot struct {
-	tx   *bolt.Tx
-	head Checkpoint
+	tx    *bolt.Tx
+	head  Checkpoint
+	epoch uint64
 }
 
 // Snapshot starts a hot backup. The caller must Close the Snapshot.
@@ -44,8 +45,19 @@ func (db *DB) Snapshot(ctx context.Context) (*Snapshot, error) {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("journal: snapshot: %w", err)
 	}
-	return &Snapshot{tx: tx, head: db.newCheckpoint(t, db.opts.Now())}, nil
+	epoch, err := epochInTx(tx)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("journal: snapshot: %w", err)
+	}
+	return &Snapshot{tx: tx, head: db.newCheckpoint(t, db.opts.Now()), epoch: epoch}, nil
 }
+
+// Epoch is the refund-number epoch of the journal the snapshot holds.
+// Read it here, not with DB.Epoch, while the snapshot is open: a second
+// read transaction can wait behind a commit that waits for this one (bbolt
+// remaps the file only when no read transaction is open), and deadlock.
+func (s *Snapshot) Epoch() uint64 { return s.epoch }
 
 // Size is the exact number of bytes WriteTo writes.
 func (s *Snapshot) Size() int64 { return s.tx.Size() }

@@ -189,21 +189,25 @@ func markRestored(path string, epoch uint64, info []byte, timeout time.Duration)
 // restored, raised by each Restore.
 func (db *DB) Epoch(ctx context.Context) (uint64, error) {
 	var epoch uint64
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketMeta).Get(metaEpochKey)
-		switch len(v) {
-		case 0:
-		case 8:
-			epoch = binary.BigEndian.Uint64(v)
-		default:
-			return fmt.Errorf("%w: meta epoch is %d bytes", ErrCorrupt, len(v))
-		}
-		return nil
+	err := db.view(ctx, func(tx *bolt.Tx) (err error) {
+		epoch, err = epochInTx(tx)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("journal: epoch: %w", err)
 	}
 	return epoch, nil
+}
+
+func epochInTx(tx *bolt.Tx) (uint64, error) {
+	v := tx.Bucket(bucketMeta).Get(metaEpochKey)
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	}
+	return 0, fmt.Errorf("%w: meta epoch is %d bytes", ErrCorrupt, len(v))
 }
 
 // ReconcileRequired returns the restore whose reconciliation is still
