@@ -42,25 +42,8 @@ git archive "$BASE" | tar -x -C "$OUT/base-src"
 go build -o "$BIN/refundbench" ./cmd/refundbench
 TOKEN=bench$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-}
+. bench/lib.sh
 trap cleanup EXIT
-
-# url_of FILE: wait for "listening on http://..." in FILE and print the URL.
-url_of() {
-    local i
-    for i in $(seq 100); do
-        if grep -qo 'listening on http://[0-9.:]*' "$1" 2>/dev/null; then
-            grep -o 'http://[0-9.:]*' "$1" | head -1
-            return 0
-        fi
-        sleep 0.1
-    done
-    log "no listening line in $1"; cat "$1" >&2; return 1
-}
 
 PROVIDER=(--provider memory --sandbox-delay 0)
 [[ $SCENARIO == notify-storm ]] && PROVIDER=(--provider sandbox --sandbox-delay 1h)
