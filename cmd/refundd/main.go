@@ -26,6 +26,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(2)
 	}
+	gc, err := applyGC(m.Config.GC, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "refundd:", err)
+		os.Exit(2)
+	}
+	m.runtimeNote = gc
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Run(ctx); err != nil {

@@ -70,6 +70,8 @@ type Config struct {
 	// Pprof is a loopback address serving net/http/pprof; empty (the
 	// default) serves nothing.
 	Pprof string
+	// GC is applied by main (it is process-wide), not by Run.
+	GC GCConfig
 }
 
 // Main is the program, split so tests can run it in-process on :0 and a temp
@@ -99,6 +101,8 @@ type Main struct {
 	effective     config.Settings // the effective configuration, secrets masked, logged at start
 	bg            sync.WaitGroup
 	cl            *clusterMode // cluster mode only
+	// runtimeNote says how main set Go's collector (gc.go); logged at start.
+	runtimeNote string
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -114,6 +118,7 @@ func NewMain() *Main {
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
+			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -207,6 +212,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	clusterFlags(fs, &c.Cluster, str)
 	str(&c.Pprof, "pprof", "REFUNDD_PPROF", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")
+	fs.IntVar(&c.GC.Percent, "gc-percent", c.GC.Percent, "heap growth between garbage collections, as GOGC, which wins when set (env REFUNDD_GC_PERCENT)")
+	fromEnv("gc-percent", "REFUNDD_GC_PERCENT", "a number")
+	str(&c.GC.MemoryLimit, "memory-limit", "REFUNDD_MEMORY_LIMIT",
+		"soft limit of the Go heap: a size (1536MiB, 4GiB), auto (half of the cgroup's or the machine's memory) or off; GOMEMLIMIT wins when set")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
@@ -243,6 +252,12 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if c.GC.Percent < 25 {
+		return errors.New("--gc-percent must be at least 25")
+	}
+	if _, err := memoryLimit(c.GC.MemoryLimit, func() (int64, error) { return 1 << 30, nil }); err != nil {
 		return err
 	}
 	if c.CheckpointEvery < 1 {
@@ -325,6 +340,9 @@ func (m *Main) Run(ctx context.Context) error {
 	c := m.Config
 	m.log = m.logger()
 	m.log.Info("effective configuration", "config", m.effective)
+	if m.runtimeNote != "" {
+		m.log.Info("go runtime: " + m.runtimeNote)
+	}
 	m.metrics = metrics.New(metrics.Options{Logger: m.log})
 	if c.Cluster.on() {
 		return m.runCluster(ctx)
