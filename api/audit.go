@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"refundd/internal/auth"
 	"refundd/journal"
 )
@@ -95,9 +93,6 @@ func (s *Server) auditRoutes() {
 	s.opts.RoutePerms = perms
 	s.router.HandleFunc("/v1/audit/head", s.auditHead).Methods(http.MethodGet)
 	s.router.HandleFunc("/v1/admin/backup", s.adminBackup).Methods(http.MethodGet)
-	if cfg.RefundsPaused != nil {
-		s.router.Use(s.refundGate)
-	}
 }
 
 // HeadView is the body of GET /v1/audit/head.
@@ -224,22 +219,20 @@ type fileWriterTo struct{ f *os.File }
 
 func (w fileWriterTo) WriteTo(dst io.Writer) (int64, error) { return io.Copy(dst, w.f) }
 
-// refundGate answers new refund requests with 503 while
-// AuditConfig.RefundsPaused says so. Everything else passes: reads,
-// registrations, operator actions and provider notifications go on.
-func (s *Server) refundGate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			if route := mux.CurrentRoute(r); route != nil {
-				if tpl, err := route.GetPathTemplate(); err == nil && tpl == refundRequestRoute {
-					if reason := s.opts.Audit.RefundsPaused(); reason != "" {
-						w.Header().Set("Retry-After", "30")
-						writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: codeUnavailable, Message: reason}})
-						return
-					}
-				}
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+// refundsPaused answers new refund requests (POST on the route template
+// tpl) with 503 while AuditConfig.RefundsPaused says so, and reports
+// whether it did. Everything else passes: reads, registrations, operator
+// actions and provider notifications go on.
+func (s *Server) refundsPaused(w http.ResponseWriter, r *http.Request, tpl string) bool {
+	if s.opts.Audit == nil || s.opts.Audit.Journal == nil || s.opts.Audit.RefundsPaused == nil ||
+		r.Method != http.MethodPost || tpl != refundRequestRoute {
+		return false
+	}
+	reason := s.opts.Audit.RefundsPaused()
+	if reason == "" {
+		return false
+	}
+	w.Header().Set("Retry-After", "30")
+	s.writeErrorBody(w, http.StatusServiceUnavailable, errorDetail{Code: codeUnavailable, Message: reason})
+	return true
 }

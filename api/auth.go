@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gorilla/mux"
-
 	"refundd/internal/auth"
 )
 
@@ -57,55 +55,45 @@ var publicRoutes = map[string]bool{
 	"HEAD /console/":       true,
 }
 
-func routeKey(r *http.Request) string {
-	tpl := ""
-	if cur := mux.CurrentRoute(r); cur != nil {
-		tpl, _ = cur.GetPathTemplate()
+// authorize authenticates the bearer token, checks the permission of the
+// route (key is "METHOD /template") and records the principal in the
+// request's state. It answers a refused request itself and returns false.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, st *reqState, key string) bool {
+	if s.opts.Auth == nil {
+		st.principal, st.hasPrincipal = auth.Principal{Role: auth.RoleOperator, Name: s.opts.Principal}, true
+		return true
 	}
-	return r.Method + " " + tpl
-}
-
-// authorize is the router middleware: it authenticates the bearer token,
-// checks the route's permission and puts the principal in the context.
-func (s *Server) authorize(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Auth == nil {
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{Role: auth.RoleOperator, Name: s.opts.Principal})))
-			return
-		}
-		key := routeKey(r)
-		if publicRoutes[key] || s.opts.PublicRoutes[key] {
-			next.ServeHTTP(w, r)
-			return
-		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		p, valid := s.opts.Auth.Authenticate(strings.TrimSpace(token))
-		if !ok || !valid {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="refundd"`)
-			s.writeError(w, r, &apiError{code: codeUnauthenticated, msg: "a valid bearer token is required"})
-			return
-		}
-		perm, known := routePerms[key]
-		if extra, ok := s.opts.RoutePerms[key]; ok {
-			perm, known = extra, true
-		}
-		if !known {
-			s.log.ErrorContext(r.Context(), "route missing from the permission table; refused", "route", key)
-			s.writeError(w, r, &apiError{code: codeForbidden, msg: "no role may do this"})
-			return
-		}
-		if !p.Role.Can(perm) {
-			s.writeError(w, r, &apiError{code: codeForbidden, msg: "role " + string(p.Role) + " may not do this"})
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
+	if publicRoutes[key] || s.opts.PublicRoutes[key] {
+		return true
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	p, valid := s.opts.Auth.Authenticate(strings.TrimSpace(token))
+	if !ok || !valid {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="refundd"`)
+		s.writeError(w, r, &apiError{code: codeUnauthenticated, msg: "a valid bearer token is required"})
+		return false
+	}
+	perm, known := routePerms[key]
+	if extra, ok := s.opts.RoutePerms[key]; ok {
+		perm, known = extra, true
+	}
+	if !known {
+		s.log.ErrorContext(r.Context(), "route missing from the permission table; refused", "route", key)
+		s.writeError(w, r, &apiError{code: codeForbidden, msg: "no role may do this"})
+		return false
+	}
+	if !p.Role.Can(perm) {
+		s.writeError(w, r, &apiError{code: codeForbidden, msg: "role " + string(p.Role) + " may not do this"})
+		return false
+	}
+	st.principal, st.hasPrincipal = p, true
+	return true
 }
 
 // principal is who the request acts for, recorded with its events.
 func (s *Server) principal(r *http.Request) string {
-	if p, ok := auth.PrincipalFrom(r.Context()); ok && s.opts.Auth != nil {
-		return p.String()
+	if st := stateOf(r); st != nil && st.hasPrincipal && s.opts.Auth != nil {
+		return st.principal.String()
 	}
 	return s.opts.Principal
 }

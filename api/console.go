@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"refundd/internal/reservation"
 )
 
@@ -34,7 +32,7 @@ type timelineEntry struct {
 // journal, oldest first. The provider request bytes a submission carries
 // are replaced by their length: they repeat the refund's own fields.
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
+	id := pathVars(r)["id"]
 	if !reservation.ValidReservationID(id) {
 		s.writeError(w, r, reservation.ErrNotFound)
 		return

@@ -90,5 +90,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", d.Code, "err", err)
 	}
-	writeJSON(w, status, errorBody{Error: d})
+	s.writeErrorBody(w, status, d)
 }

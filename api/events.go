@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"refundd/internal/feed"
 	"refundd/internal/reservation"
 	"refundd/internal/webhook"
@@ -289,7 +287,7 @@ func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, wh Webhooks
 func (s *Server) getParked(w http.ResponseWriter, r *http.Request, wh Webhooks) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	name := mux.Vars(r)["endpoint"]
+	name := pathVars(r)["endpoint"]
 	parked, err := wh.Parked(ctx, name)
 	if err != nil {
 		s.writeError(w, r, webhookError(err))
@@ -301,7 +299,7 @@ func (s *Server) getParked(w http.ResponseWriter, r *http.Request, wh Webhooks) 
 func (s *Server) replayParked(w http.ResponseWriter, r *http.Request, wh Webhooks) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	vars := mux.Vars(r)
+	vars := pathVars(r)
 	id := vars["event_id"]
 	if _, err := feed.ParseID(id); err != nil {
 		s.writeError(w, r, badRequest("event_id", "is not a valid event id"))
@@ -317,7 +315,7 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request, wh Webhook
 func (s *Server) replayAllParked(w http.ResponseWriter, r *http.Request, wh Webhooks) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	name := mux.Vars(r)["endpoint"]
+	name := pathVars(r)["endpoint"]
 	n, err := wh.ReplayAll(ctx, name)
 	if err != nil {
 		s.writeError(w, r, webhookError(err))

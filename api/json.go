@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,14 +16,43 @@ const maxBody = 64 << 10
 
 // decodeStrict reads exactly one JSON object into v: unknown fields, wrong
 // types, trailing data and oversized bodies are errors naming the field.
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
+// A small plain body of a request type with a fast path (fastjson.go) is
+// decoded without encoding/json; anything else goes to encoding/json as it
+// arrives.
+func (s *Server) decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		// Media types are case-insensitive; "application/jsonp" is not JSON.
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return badRequest("Content-Type", "must be application/json")
 		}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	// The first fastBodyMax bytes are read as they are: they are within
+	// maxBody.
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	b, complete, err := readBody(buf.b, r.Body, fastBodyMax)
+	buf.b = b
+	if complete && decodeFlat(b, v) {
+		return nil
+	}
+	// encoding/json reads what was read, then the rest of the body capped
+	// at what maxBody leaves (or the error that stopped the read): the
+	// same bytes and the same end as if it had read the body itself.
+	var rest io.Reader
+	switch {
+	case complete:
+		rest = errReader{io.EOF}
+	case err != nil:
+		rest = errReader{err}
+	default:
+		rest = http.MaxBytesReader(w, r.Body, maxBody-int64(len(b)))
+	}
+	return decodeJSON(io.MultiReader(bytes.NewReader(b), rest), v)
+}
+
+// decodeJSON is decodeStrict's decoding by encoding/json.
+func decodeJSON(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"refundd/api/console"
 	"refundd/internal/logs"
 )
@@ -55,37 +53,27 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		w.Header().Set(HeaderRequestID, id)
-		r = r.WithContext(logs.WithRequestID(r.Context(), id))
+		r, st := withState(r, id)
+		// The value slice lives in the request's state: Header.Set would
+		// allocate one.
+		w.Header()[HeaderRequestID] = st.idHeader[:]
 		obs := s.opts.Observer
 		if obs == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &statusWriter{ResponseWriter: w}
+		st.rec.ResponseWriter = w
 		defer func() {
-			status := rec.status
+			status := st.rec.status
 			if status == 0 {
 				status = http.StatusOK // nothing written: net/http sends 200
 			}
-			obs.ObserveRequest(r.Method, rec.route, status, time.Since(start))
+			// st.route is the template of the route that matched (a
+			// bounded label, unlike the path), set by dispatch; unknown
+			// paths and methods keep "".
+			obs.ObserveRequest(r.Method, st.route, status, time.Since(start))
 		}()
-		next.ServeHTTP(rec, r)
-	})
-}
-
-// noteRoute is the router's first middleware: it tells the measurement the
-// template of the route that matched (a bounded label, unlike the path).
-// Unknown paths and methods never reach it and keep the label "". Noting
-// it here saves matching every request a second time.
-func (s *Server) noteRoute(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec, ok := w.(*statusWriter); ok {
-			if cur := mux.CurrentRoute(r); cur != nil {
-				rec.route, _ = cur.GetPathTemplate()
-			}
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&st.rec, r)
 	})
 }
 
@@ -107,15 +95,15 @@ func validRequestID(id string) bool {
 func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported systems
-	return hex.EncodeToString(b[:])
+	var h [24]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
-// statusWriter remembers the status a handler sent and the route that
-// matched (noteRoute).
+// statusWriter remembers the status a handler sent.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	route  string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

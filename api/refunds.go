@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
-
-	"github.com/gorilla/mux"
 
 	"refundd/internal/reservation"
 )
@@ -22,7 +22,7 @@ type refundRequest struct {
 // yet final, and 200 with the current state otherwise (a replay, or a refund
 // that finished within ?wait=).
 func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
-	id := mux.Vars(r)["id"]
+	id := pathVars(r)["id"]
 	key := r.Header.Get("Idempotency-Key")
 	if !reservation.ValidIdempotencyKey(key) {
 		s.writeError(w, r, badRequest("Idempotency-Key", "header is required: 1..64 characters of [0-9A-Za-z_-]"))
@@ -34,7 +34,7 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req refundRequest
-	if err := decodeStrict(w, r, &req); err != nil {
+	if err := s.decodeStrict(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -53,20 +53,27 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 && !ref.State.Terminal() {
-		st = s.awaitRefund(ctx, id, ref.No, wait, st)
+		st = s.awaitRefund(ctx, r, id, ref.No, wait, st)
 		ref = st.Refund(ref.No)
 	}
 	status := http.StatusOK
 	if created && !ref.State.Terminal() {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, viewRefund(id, ref))
+	s.writeRefund(w, status, id, ref)
 }
 
-// awaitRefund waits (bounded) for a refund to reach a terminal state and
-// returns the freshest state it saw.
-func (s *Server) awaitRefund(ctx context.Context, id, no string, wait time.Duration, st *reservation.State) *reservation.State {
-	wctx, cancel := context.WithTimeout(ctx, wait)
+// awaitRefund waits (bounded by wait and by ctx's deadline) for a refund to
+// reach a terminal state and returns the freshest state it saw.
+func (s *Server) awaitRefund(ctx context.Context, r *http.Request, id, no string, wait time.Duration, st *reservation.State) *reservation.State {
+	// The wait hangs off the request's context with ctx's deadline when
+	// that comes first: the same bound as a child of ctx, without ctx
+	// allocating a table of its children.
+	deadline := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	wctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 	next, err := s.engine.Await(wctx, id, func(x *reservation.State) bool {
 		rf := x.Refund(no)
@@ -79,7 +86,7 @@ func (s *Server) awaitRefund(ctx context.Context, id, no string, wait time.Durat
 }
 
 func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
-	v := r.URL.Query().Get("wait")
+	v := queryWait(r.URL.RawQuery)
 	if v == "" {
 		return 0, nil
 	}
@@ -93,8 +100,21 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
 	return d, nil
 }
 
+// queryWait is url.ParseQuery(raw).Get("wait") without building the map
+// for the usual query of one plain parameter.
+func queryWait(raw string) string {
+	if strings.ContainsAny(raw, "&;%+") {
+		v, _ := url.ParseQuery(raw)
+		return v.Get("wait")
+	}
+	if key, v, _ := strings.Cut(raw, "="); key == "wait" {
+		return v
+	}
+	return ""
+}
+
 func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	vars := mux.Vars(r)
+	vars := pathVars(r)
 	wait, err := s.parseWait(r)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -113,10 +133,10 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 && !ref.State.Terminal() {
-		st = s.awaitRefund(ctx, vars["id"], ref.No, wait, st)
+		st = s.awaitRefund(ctx, r, vars["id"], ref.No, wait, st)
 		ref = st.Refund(ref.No)
 	}
-	writeJSON(w, http.StatusOK, viewRefund(vars["id"], ref))
+	s.writeRefund(w, http.StatusOK, vars["id"], ref)
 }
 
 // operatorRequest is the optional body of resubmit and abandon.
@@ -148,10 +168,10 @@ func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
-	vars := mux.Vars(r)
+	vars := pathVars(r)
 	var req operatorRequest
 	// The body is optional: an empty one (even chunked) means no reason.
-	if err := decodeStrict(w, r, &req); err != nil && !isEmptyBody(err) {
+	if err := s.decodeStrict(w, r, &req); err != nil && !isEmptyBody(err) {
 		s.writeError(w, r, err)
 		return
 	}
@@ -162,5 +182,5 @@ func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build fu
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewRefund(vars["id"], st.Refund(vars["refund_no"])))
+	s.writeRefund(w, http.StatusOK, vars["id"], st.Refund(vars["refund_no"]))
 }

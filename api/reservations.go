@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"refundd/internal/reservation"
 )
 
@@ -25,7 +23,7 @@ type registerRequest struct {
 
 func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
-	if err := decodeStrict(w, r, &req); err != nil {
+	if err := s.decodeStrict(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -62,16 +60,16 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 	if len(events) > 0 {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, viewReservation(st))
+	s.writeReservation(w, status, st)
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, err := s.engine.Get(ctx, mux.Vars(r)["id"])
+	st, err := s.engine.Get(ctx, pathVars(r)["id"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewReservation(st))
+	s.writeReservation(w, http.StatusOK, st)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -71,6 +73,13 @@ type Server struct {
 	// handler is the router behind request ids, measurement and panic
 	// recovery (metrics.go).
 	handler http.Handler
+	// routes describes every route New registered (request.go); it is
+	// not changed after New.
+	routes map[*mux.Route]*routeInfo
+	// exposed is set once Router() has handed the router out (dispatch).
+	exposed atomic.Bool
+	// bufs holds buffers for request and response bodies (fastjson.go).
+	bufs sync.Pool
 }
 
 // New builds the HTTP handler.
@@ -91,19 +100,21 @@ func New(engine Engine, opts Options) *Server {
 	// a redirect to another reservation.
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	r := s.router
-	r.Use(s.noteRoute, s.authorize)
-	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)
-	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
-	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
+	// The router tries routes in order, a regexp each: the lifecycle's
+	// POSTs come first. No two routes match the same request, so the order
+	// changes nothing else.
 	r.HandleFunc("/v1/reservations", s.registerReservation).Methods(http.MethodPost)
-	r.HandleFunc("/v1/reservations/{id}", s.getReservation).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds", s.requestRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}", s.getReservation).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}", s.getRefund).Methods(http.MethodGet)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resubmit", s.resubmitRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reconcile", s.reconcileRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resolve", s.resolveRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/refunds", s.listAttention).Methods(http.MethodGet)
+	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
+	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
+	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)
 	if opts.Notify != nil {
 		nc := *opts.Notify
 		if nc.Deadline <= 0 {
@@ -120,6 +131,7 @@ func New(engine Engine, opts Options) *Server {
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, &apiError{code: codeMethod, msg: "method not allowed"})
 	})
+	s.indexRoutes()
 	return s
 }
 
@@ -133,8 +145,12 @@ func (s *Server) NotifyStats() *NotifyStats {
 }
 
 // Router exposes the router so other handlers (notifications) can be added
-// by the wiring in cmd/.
-func (s *Server) Router() *mux.Router { return s.router }
+// by the wiring in cmd/. Requests are then served through mux's own
+// dispatch, so that what is added finds mux.Vars and mux.CurrentRoute.
+func (s *Server) Router() *mux.Router {
+	s.exposed.Store(true)
+	return s.router
+}
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
@@ -152,7 +168,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, &apiError{code: codeInternal, msg: "internal error"})
 		}
 	}()
-	s.router.ServeHTTP(w, r)
+	s.dispatch(w, r)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

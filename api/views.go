@@ -6,7 +6,9 @@ import (
 	"refundd/internal/reservation"
 )
 
-// reservationView is the JSON shape of a reservation.
+// reservationView is the JSON shape of a reservation. The responses of
+// the lifecycle are encoded by appendReservation and appendRefund
+// (fastjson.go), which must agree with these views (fastjson_test.go).
 type reservationView struct {
 	ID            string       `json:"id"`
 	UserID        string       `json:"user_id"`

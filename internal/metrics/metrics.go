@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -56,7 +57,24 @@ type Metrics struct {
 
 	activations atomic.Uint64
 	watched     atomic.Bool
+
+	// requests caches the histogram of each label set of
+	// httpDuration seen so far (copied on write, read without a lock):
+	// WithLabelValues hashes the labels under a lock and allocates on every
+	// call.
+	requests atomic.Pointer[map[requestLabels]prometheus.Observer]
 }
+
+// requestLabels are the labels of one http_request_duration_seconds
+// series, before the status code is formatted.
+type requestLabels struct {
+	method, route string
+	status        int
+}
+
+// maxCachedRequests bounds the cache of request series; labels beyond it
+// are still counted, without the cache.
+const maxCachedRequests = 4096
 
 // Bucket sets: requests include long-polls of up to 30 s; commits are
 // dominated by one fsync.
@@ -148,7 +166,30 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 	if route == "" {
 		route = "unmatched"
 	}
-	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	key := requestLabels{method: method, route: route, status: status}
+	cache := m.requests.Load()
+	if cache != nil {
+		if o, ok := (*cache)[key]; ok {
+			o.Observe(d.Seconds())
+			return
+		}
+	}
+	o := m.httpDuration.WithLabelValues(method, route, strconv.Itoa(status))
+	o.Observe(d.Seconds())
+	for {
+		next := map[requestLabels]prometheus.Observer{key: o}
+		if cache != nil {
+			if len(*cache) >= maxCachedRequests {
+				return
+			}
+			next = maps.Clone(*cache)
+			next[key] = o
+		}
+		if m.requests.CompareAndSwap(cache, &next) {
+			return
+		}
+		cache = m.requests.Load()
+	}
 }
 
 // ObserveCommit records one transaction of the journal's group committer:

@@ -251,6 +251,29 @@ func TestObserveRequest_Labels(t *testing.T) {
 	want(t, text, `refundd_http_request_duration_seconds_count{code="404",method="OTHER",route="unmatched"}`, 1)
 }
 
+// Series are cached after their first observation: every observation
+// still counts, from many goroutines at once.
+func TestObserveRequest_Repeated(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				m.ObserveRequest("POST", "/v1/reservations", 201, time.Millisecond)
+				m.ObserveRequest("POST", "/v1/reservations", 200+i%2, time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	text := scrape(t, m)
+	want(t, text, `refundd_http_request_duration_seconds_count{code="201",method="POST",route="/v1/reservations"}`, 300)
+	want(t, text, `refundd_http_request_duration_seconds_count{code="200",method="POST",route="/v1/reservations"}`, 100)
+	want(t, text, `refundd_http_request_duration_seconds_bucket{code="200",method="POST",route="/v1/reservations",le="0.5"}`, 0)
+	want(t, text, `refundd_http_request_duration_seconds_bucket{code="201",method="POST",route="/v1/reservations",le="0.0025"}`, 200)
+}
+
 func TestObserveCommit(t *testing.T) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	m.ObserveCommit(8, 4*time.Millisecond, 3*time.Millisecond, nil)

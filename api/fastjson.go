@@ -1,0 +1,486 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"refundd/internal/reservation"
+)
+
+// The lifecycle's bodies are small and plain, and encoding/json's decoder
+// and reflection were a large part of the API's cost per request. The fast
+// paths here handle the plain case only and leave everything else to
+// encoding/json, so what a client sees never depends on which path ran;
+// fastjson_test.go compares them.
+
+// fastBodyMax is how much of a body decodeStrict reads before handing it
+// to encoding/json: far above any plain request, far below maxBody.
+const fastBodyMax = 4 << 10
+
+// maxPooled keeps buffers that grew for an unusual body out of the pool.
+const maxPooled = 64 << 10
+
+// buffer is a pooled byte slice (a pointer, so that pooling it does not
+// allocate).
+type buffer struct{ b []byte }
+
+func (s *Server) getBuf() *buffer {
+	if b, _ := s.bufs.Get().(*buffer); b != nil {
+		b.b = b.b[:0]
+		return b
+	}
+	return &buffer{b: make([]byte, 0, 1024)}
+}
+
+// putBuf returns b to the pool emptied: nothing of one request is read by
+// another.
+func (s *Server) putBuf(b *buffer) {
+	if cap(b.b) > maxPooled {
+		return
+	}
+	b.b = b.b[:0]
+	s.bufs.Put(b)
+}
+
+// readBody appends up to limit bytes of body to buf. It reports whether the
+// body ended within them, and a read error other than io.EOF.
+func readBody(buf []byte, body io.Reader, limit int) ([]byte, bool, error) {
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 512)
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// errReader replays a read error after the bytes read before it.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// flatObject takes the members of a plain JSON object from scanFlat.
+type flatObject interface {
+	// member sets the field named key from val: a string's contents
+	// without its quotes when quoted, an integer literal otherwise. It
+	// returns false for a key or kind it does not take.
+	member(key, val []byte, quoted bool) bool
+}
+
+// decodeFlat decodes b into v when v has a fast path and b is plain;
+// otherwise it returns false and leaves v as it was.
+func decodeFlat(b []byte, v any) bool {
+	switch v := v.(type) {
+	case *registerRequest:
+		return scanInto(b, v)
+	case *refundRequest:
+		return scanInto(b, v)
+	case *operatorRequest:
+		return scanInto(b, v)
+	}
+	return false
+}
+
+func scanInto[T any, P interface {
+	*T
+	flatObject
+}](b []byte, v P) bool {
+	saved := *v
+	if scanFlat(b, v) {
+		return true
+	}
+	*v = saved
+	return false
+}
+
+// scanFlat reads b as one JSON object, and nothing after it but
+// whitespace, whose members are plain strings (no escapes or control
+// characters, valid UTF-8) or integers, and gives each member to o in
+// order (a repeated key overwrites, as with encoding/json). It returns
+// false for anything else, leaving o partly set.
+func scanFlat(b []byte, o flatObject) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		key, j, ok := scanString(b, i)
+		if !ok {
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return false
+		}
+		quoted := b[i] == '"'
+		var val []byte
+		if quoted {
+			val, j, ok = scanString(b, i)
+		} else {
+			val, j, ok = scanInt(b, i)
+		}
+		if !ok || !o.member(key, val, quoted) {
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// skipSpace skips JSON whitespace from b[i].
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the contents of the plain string that starts at b[i]
+// and the index after its closing quote.
+func scanString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s := b[i+1 : j]
+			if !ascii && !utf8.Valid(s) {
+				return nil, 0, false // encoding/json substitutes U+FFFD
+			}
+			return s, j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, 0, false
+}
+
+// scanInt returns the integer literal -?(0|[1-9][0-9]*) at b[i] and the
+// index after it. Whatever follows must end the member, so a fraction or an
+// exponent is left to encoding/json.
+func scanInt(b []byte, i int) ([]byte, int, bool) {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j >= len(b):
+		return nil, 0, false
+	case b[j] == '0':
+		j++
+	case b[j] >= '1' && b[j] <= '9':
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+	default:
+		return nil, 0, false
+	}
+	return b[i:j], j, true
+}
+
+// setInt sets *p from an integer literal as encoding/json does for an
+// *int64 field: out of range is for encoding/json to refuse.
+func setInt(p **int64, lit []byte) bool {
+	n, err := strconv.ParseInt(string(lit), 10, 64)
+	if err != nil {
+		return false
+	}
+	if *p == nil {
+		*p = new(int64)
+	}
+	**p = n
+	return true
+}
+
+func (q *registerRequest) member(key, val []byte, quoted bool) bool {
+	if string(key) == "amount" {
+		return !quoted && setInt(&q.Amount, val)
+	}
+	if !quoted {
+		return false
+	}
+	switch string(key) {
+	case "id":
+		q.ID = string(val)
+	case "user_id":
+		q.UserID = string(val)
+	case "out_trade_no":
+		q.OutTradeNo = string(val)
+	case "transaction_id":
+		q.TransactionID = string(val)
+	case "currency":
+		q.Currency = string(val)
+	case "paid_at":
+		if q.PaidAt == nil {
+			q.PaidAt = new(string)
+		}
+		*q.PaidAt = string(val)
+	default:
+		return false
+	}
+	return true
+}
+
+func (q *refundRequest) member(key, val []byte, quoted bool) bool {
+	if string(key) == "amount" {
+		return !quoted && setInt(&q.Amount, val)
+	}
+	if !quoted {
+		return false
+	}
+	switch string(key) {
+	case "user_id":
+		q.UserID = string(val)
+	case "reason":
+		q.Reason = string(val)
+	default:
+		return false
+	}
+	return true
+}
+
+func (q *operatorRequest) member(key, val []byte, quoted bool) bool {
+	if string(key) != "reason" || !quoted {
+		return false
+	}
+	q.Reason = string(val)
+	return true
+}
+
+// Header values of every JSON answer. Assigning them saves Header.Set's
+// allocation per value; they are never modified (net/http only reads
+// them, and a slice of capacity one is copied by any append).
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+)
+
+// writeEncoded sends body, JSON encoded by one of the append functions
+// below, as writeJSON sends a value.
+func writeEncoded(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeRefund answers viewRefund(reservationID, ref).
+func (s *Server) writeRefund(w http.ResponseWriter, status int, reservationID string, ref *reservation.Refund) {
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	b, ok := appendRefund(buf.b, reservationID, ref)
+	if !ok {
+		writeJSON(w, status, viewRefund(reservationID, ref))
+		return
+	}
+	buf.b = append(b, '\n')
+	writeEncoded(w, status, buf.b)
+}
+
+// writeReservation answers viewReservation(st).
+func (s *Server) writeReservation(w http.ResponseWriter, status int, st *reservation.State) {
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	b, ok := appendReservation(buf.b, st)
+	if !ok {
+		writeJSON(w, status, viewReservation(st))
+		return
+	}
+	buf.b = append(b, '\n')
+	writeEncoded(w, status, buf.b)
+}
+
+// writeErrorBody answers errorBody{Error: d}.
+func (s *Server) writeErrorBody(w http.ResponseWriter, status int, d errorDetail) {
+	buf := s.getBuf()
+	defer s.putBuf(buf)
+	buf.b = append(d.appendJSON(buf.b), '\n')
+	writeEncoded(w, status, buf.b)
+}
+
+// The append functions encode exactly what encoding/json encodes for the
+// views (views.go), fields in order, omitempty and HTML-safe strings
+// included, straight from the state without building the view. ok is
+// false only where encoding/json fails (a time it cannot encode); the
+// caller then lets encoding/json answer.
+
+func (d *errorDetail) appendJSON(b []byte) []byte {
+	b = append(b, `{"error":{"code":`...)
+	b = appendString(b, d.Code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, d.Message)
+	if d.Field != "" {
+		b = append(b, `,"field":`...)
+		b = appendString(b, d.Field)
+	}
+	return append(b, "}}"...)
+}
+
+// appendReservation encodes viewReservation(st).
+func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"id":`...)
+	b = appendString(b, st.ID)
+	b = append(b, `,"user_id":`...)
+	b = appendString(b, st.UserID)
+	b = append(b, `,"out_trade_no":`...)
+	b = appendString(b, st.OutTradeNo)
+	if st.TransactionID != "" {
+		b = append(b, `,"transaction_id":`...)
+		b = appendString(b, st.TransactionID)
+	}
+	b = append(b, `,"amount":`...)
+	b = strconv.AppendInt(b, st.Amount, 10)
+	b = append(b, `,"currency":`...)
+	b = appendString(b, st.Currency)
+	if !st.PaidAt.IsZero() {
+		b = append(b, `,"paid_at":`...)
+		b, ok = appendTime(b, st.PaidAt, ok)
+	}
+	b = append(b, `,"status":`...)
+	b = appendString(b, string(st.Status))
+	b = append(b, `,"refunded":`...)
+	b = strconv.AppendInt(b, st.Refunded(), 10)
+	b = append(b, `,"in_flight":`...)
+	b = strconv.AppendInt(b, st.InFlight(), 10)
+	b = append(b, `,"refundable":`...)
+	b = strconv.AppendInt(b, st.Refundable(), 10)
+	b = append(b, `,"refunds":[`...)
+	for i, r := range st.Refunds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var rok bool
+		b, rok = appendRefund(b, st.ID, r)
+		ok = ok && rok
+	}
+	b = append(b, `],"registered_at":`...)
+	b, ok = appendTime(b, st.RegisteredAt, ok)
+	return append(b, '}'), ok
+}
+
+// appendRefund encodes viewRefund(reservationID, r).
+func appendRefund(b []byte, reservationID string, r *reservation.Refund) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"refund_no":`...)
+	b = appendString(b, r.No)
+	b = append(b, `,"reservation_id":`...)
+	b = appendString(b, reservationID)
+	b = append(b, `,"amount":`...)
+	b = strconv.AppendInt(b, r.Amount, 10)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(r.State))
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
+	}
+	if r.Code != "" {
+		b = append(b, `,"code":`...)
+		b = appendString(b, r.Code)
+	}
+	if r.Message != "" {
+		b = append(b, `,"message":`...)
+		b = appendString(b, r.Message)
+	}
+	if r.ProviderID != "" {
+		b = append(b, `,"provider_refund_id":`...)
+		b = appendString(b, r.ProviderID)
+	}
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(r.Attempts), 10)
+	if r.Stuck {
+		b = append(b, `,"stuck":true`...)
+	}
+	if !r.DueAt.IsZero() {
+		b = append(b, `,"next_check_at":`...)
+		b, ok = appendTime(b, r.DueAt, ok)
+	}
+	if r.Conflicts != 0 {
+		b = append(b, `,"conflicts":`...)
+		b = strconv.AppendInt(b, int64(r.Conflicts), 10)
+	}
+	b = append(b, `,"created_at":`...)
+	b, ok = appendTime(b, r.CreatedAt, ok)
+	b = append(b, `,"updated_at":`...)
+	b, ok = appendTime(b, r.UpdatedAt, ok)
+	if !r.SucceededAt.IsZero() {
+		b = append(b, `,"succeeded_at":`...)
+		b, ok = appendTime(b, r.SucceededAt, ok)
+	}
+	return append(b, '}'), ok
+}
+
+// appendTime encodes t as time.Time.MarshalJSON does; ok becomes false
+// where that fails (a year outside 0..9999).
+func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
+	b = append(b, '"')
+	out, err := t.AppendText(b)
+	if err != nil {
+		return b, false
+	}
+	return append(out, '"'), ok
+}
+
+// appendString encodes s as encoding/json does with HTML escaping on (its
+// default): a plain string as it is, anything needing an escape by
+// encoding/json itself.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return appendStringEscaped(b, s)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return appendStringEscaped(b, s)
+		}
+		i += size
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func appendStringEscaped(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
