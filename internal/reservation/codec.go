@@ -12,42 +12,65 @@ import (
 const EventVersion uint16 = 1
 
 // envelope is an event's stored form; the type and version live beside it in
-// the journal record. Encode writes it by hand (see there); Decode reads it
-// with the data typed (envelopeOf).
+// the journal record. Encode writes it by hand (AppendEncoded); Decode reads
+// the exact form Encode writes by hand too (decodeCanonical), and anything
+// else with encoding/json, the data typed (envelopeOf).
 //
 //	{"at":"2025-03-01T10:00:00Z","by":"engine","data":{...}}
 
 // Encode returns an event's type, schema version and stored bytes.
-//
-// The envelope is written by hand around the marshaled data, in the exact
-// bytes encoding/json would give it: marshaling a json.RawMessage field
-// re-scans and copies the data, which cost more than encoding it.
 func Encode(e Event) (typ string, version uint16, data []byte, err error) {
 	if e.Data == nil {
 		return "", 0, nil, fmt.Errorf("reservation: encode: event has no data")
 	}
-	raw, err := json.Marshal(e.Data)
+	data, err = AppendEncoded(make([]byte, 0, EncodedSizeHint(e)), e)
 	if err != nil {
-		return "", 0, nil, fmt.Errorf("reservation: encode %s: %w", e.Data.EventType(), err)
+		return "", 0, nil, err
 	}
+	return e.Data.EventType(), EventVersion, data, nil
+}
+
+// EncodedSizeHint is about the length of e's stored bytes (exact unless
+// strings need escaping), to size a buffer for AppendEncoded.
+func EncodedSizeHint(e Event) int {
+	return len(`{"at":,"by":"","data":}`) + timeLen(e.At) + len(e.By) + dataSizeHint(e.Data)
+}
+
+// AppendEncoded appends e's stored bytes (what Encode returns) to dst, so
+// that the events of one append can share a buffer. On error the returned
+// slice is dst unchanged.
+//
+// The whole record is written by hand, in the exact bytes encoding/json
+// gives it (see jsonappend.go): reflection and the copies of a
+// json.RawMessage cost more than the encoding itself, on every append.
+func AppendEncoded(dst []byte, e Event) ([]byte, error) {
+	if e.Data == nil {
+		return dst, fmt.Errorf("reservation: encode: event has no data")
+	}
+	n0 := len(dst)
 	at := e.At.UTC()
+	b := append(dst, `{"at":"`...)
+	b = at.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","by":`...)
+	b = appendJSONString(b, e.By)
+	b = append(b, `,"data":`...)
+	pre := len(b)
+	b, ok := appendData(b, e.Data)
+	if !ok {
+		b = b[:pre]
+		// What encoding/json does with it: its error, or its bytes for a
+		// type appendData does not know.
+		raw, err := json.Marshal(e.Data)
+		if err != nil {
+			return dst[:n0], fmt.Errorf("reservation: encode %s: %w", e.Data.EventType(), err)
+		}
+		b = append(b, raw...)
+	}
 	if y := at.Year(); y < 0 || y > 9999 {
 		// The error encoding/json gives, for the same times.
-		return "", 0, nil, fmt.Errorf("reservation: encode %s: at: year %d outside of range [0,9999]", e.Data.EventType(), y)
+		return dst[:n0], fmt.Errorf("reservation: encode %s: at: year %d outside of range [0,9999]", e.Data.EventType(), y)
 	}
-	by, err := json.Marshal(e.By)
-	if err != nil {
-		return "", 0, nil, fmt.Errorf("reservation: encode %s: %w", e.Data.EventType(), err)
-	}
-	data = make([]byte, 0, len(`{"at":"","by":,"data":}`)+len(time.RFC3339Nano)+len(by)+len(raw))
-	data = append(data, `{"at":"`...)
-	data = at.AppendFormat(data, time.RFC3339Nano)
-	data = append(data, `","by":`...)
-	data = append(data, by...)
-	data = append(data, `,"data":`...)
-	data = append(data, raw...)
-	data = append(data, '}')
-	return e.Data.EventType(), EventVersion, data, nil
+	return append(b, '}'), nil
 }
 
 // ErrUnknownEvent is returned by Decode for a type or version this build does
@@ -59,6 +82,15 @@ func Decode(typ string, version uint16, data []byte) (Event, error) {
 	if version == 0 || version > EventVersion {
 		return Event{}, fmt.Errorf("%w: %s v%d (this build reads up to v%d)", ErrUnknownEvent, typ, version, EventVersion)
 	}
+	if ev, ok := decodeCanonical(typ, data); ok {
+		return ev, nil
+	}
+	return decodeJSON(typ, data)
+}
+
+// decodeJSON reads a record with encoding/json: whatever decodeCanonical
+// does not take, and the reference it is tested against.
+func decodeJSON(typ string, data []byte) (Event, error) {
 	var (
 		ev  Event
 		err error

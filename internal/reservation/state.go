@@ -83,9 +83,9 @@ type State struct {
 	Refunds       []*Refund // in request order
 	Version       uint64    // number of events applied
 
-	// Lookup indexes, kept only once a reservation has indexFrom refunds:
-	// below that a scan is as fast, and Clone (a copy per reply) stays
-	// small.
+	// Lookup indexes, kept only once a reservation has indexFrom refunds
+	// (below that a scan is as fast) and not copied by Clone, so that a
+	// copy stays small.
 	byNo  map[string]int
 	byKey map[string]int
 }
@@ -185,7 +185,9 @@ func (s *State) lastSubmittedAt() time.Time {
 
 // Clone returns a deep copy, so a caller can apply events tentatively.
 // The refunds are copied into one block: three allocations whatever their
-// number, until the lookup maps exist.
+// number. The lookup maps are not copied: the copy scans (as every state
+// below indexFrom refunds does, and finding the same refunds) until a
+// refund is added to it, which builds them again.
 func (s *State) Clone() *State {
 	c := *s
 	c.Refunds = make([]*Refund, len(s.Refunds))
@@ -194,16 +196,7 @@ func (s *State) Clone() *State {
 		block[i] = *r
 		c.Refunds[i] = &block[i]
 	}
-	if s.byNo != nil {
-		c.byNo = make(map[string]int, len(s.byNo))
-		for k, v := range s.byNo {
-			c.byNo[k] = v
-		}
-		c.byKey = make(map[string]int, len(s.byKey))
-		for k, v := range s.byKey {
-			c.byKey[k] = v
-		}
-	}
+	c.byNo, c.byKey = nil, nil
 	return &c
 }
 
