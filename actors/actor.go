@@ -16,14 +16,21 @@ import (
 
 // reservationActor owns one reservation's state while it is active.
 type reservationActor struct {
-	e       *Engine
-	id      string
-	entry   *entry
-	state   *reservation.State
-	broken  error // the state could not be loaded; every request fails
-	waiters []waiter
-	leaving bool // passivation started; only this actor's goroutine reads it
-	active  time.Time
+	e     *Engine
+	id    string
+	entry *entry
+	state *reservation.State
+	// shared says state was handed out with a reply: it is never changed
+	// again, and the next change applies to a copy (copy on write, so that
+	// replies need no copy of their own).
+	shared bool
+	broken error // the state could not be loaded; every request fails
+	// answered says the message being handled got its reply; only the
+	// actor's goroutine uses it.
+	answered bool
+	waiters  []waiter
+	leaving  bool // passivation started; only this actor's goroutine reads it
+	active   time.Time
 }
 
 func (a *reservationActor) Receive(ctx actor.Context) {
@@ -50,9 +57,7 @@ func (a *reservationActor) Receive(ctx actor.Context) {
 // load rebuilds the state from the journal. It runs on every (re)start, so a
 // restart after a panic recovers from durable facts only.
 func (a *reservationActor) load() {
-	loadCtx, cancel := context.WithTimeout(a.e.baseCtx, a.e.cfg.DeliverTimeout)
-	defer cancel()
-	events, version, err := a.e.cfg.Store.Load(loadCtx, a.id)
+	events, version, err := a.e.cfg.Store.Load(a.e.journalDeadline.context(), a.id)
 	if err != nil {
 		a.broken = fmt.Errorf("%w: load %s: %v", ErrUnavailable, a.id, err)
 		a.log().Error("loading reservation failed", "err", err)
@@ -82,6 +87,7 @@ func (a *reservationActor) passivate(ctx actor.Context) {
 }
 
 func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
+	a.answered = false
 	defer func() {
 		// A panic must not leave the caller waiting nor keep a state that
 		// may be half applied: answer, then rebuild from the journal.
@@ -89,62 +95,71 @@ func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
 			a.log().Error("reservation actor panicked; passivating", "panic", p)
 			a.broken = fmt.Errorf("%w: panic: %v", ErrUnavailable, p)
 			a.passivate(ctx) // before answering: see execute
-			select {
-			case m.reply <- reply{err: a.broken}:
-			default:
+			if !a.answered {
+				a.answer(m, reply{err: a.broken})
 			}
 		}
 	}()
 	if a.broken != nil {
-		m.reply <- reply{err: a.broken}
+		a.answer(m, reply{err: a.broken})
 		a.passivate(ctx)
 		return
 	}
-	switch p := m.payload.(type) {
-	case getMsg:
+	switch m.kind {
+	case askGet:
 		if !a.state.Registered() {
-			m.reply <- reply{err: reservation.ErrNotFound}
+			a.answer(m, reply{err: reservation.ErrNotFound})
 			return
 		}
-		m.reply <- reply{state: a.state.Clone()}
-	case awaitMsg:
+		a.answer(m, reply{state: a.publish()})
+	case askAwait:
 		if !a.state.Registered() {
-			m.reply <- reply{err: reservation.ErrNotFound}
+			a.answer(m, reply{err: reservation.ErrNotFound})
 			return
 		}
-		done, err := holds(p.done, a.state)
+		done, err := holds(m.done, a.state)
+		// The waiter is kept after answering, so that nothing can fail
+		// between the two: the caller frees m when the answer says no
+		// waiter was kept.
+		w := waiter{ctx: m.ctx, done: m.done, ch: m.reply}
+		a.answer(m, reply{state: a.publish(), done: done, err: err})
 		if !done && err == nil {
-			a.waiters = append(a.waiters, waiter{ctx: m.ctx, done: p.done, ch: p.ch})
+			a.waiters = append(a.waiters, w)
 		}
-		m.reply <- reply{state: a.state.Clone(), done: done, err: err}
-	case cmdMsg:
-		a.execute(ctx, m, p)
+	case askCmd:
+		a.execute(ctx, m)
 	default:
-		m.reply <- reply{err: fmt.Errorf("actors: unknown message %T", p)}
+		a.answer(m, reply{err: fmt.Errorf("actors: unknown request kind %d", m.kind)})
 	}
+}
+
+// answer sends m its reply. The caller may reuse m as soon as it has it,
+// so the actor must not touch m afterwards.
+func (a *reservationActor) answer(m *envelope, r reply) {
+	a.answered = true
+	m.reply <- r
 }
 
 // execute is the one order every change follows: decide, append (durable),
 // apply, reply, then side effects.
-func (a *reservationActor) execute(ctx actor.Context, m *envelope, c cmdMsg) {
-	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: c.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
-	events, err := a.decide(c.cmd, env)
+func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
+	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
+	quiet := m.quiet
+	events, next, err := a.decide(m.cmd, env)
 	if err != nil {
-		m.reply <- reply{state: a.snapshot(c.quiet), err: err}
+		a.answer(m, reply{state: a.snapshot(quiet), err: err})
 		return
 	}
 	if len(events) == 0 {
-		m.reply <- reply{state: a.snapshot(c.quiet)}
+		a.answer(m, reply{state: a.snapshot(quiet)})
 		return
 	}
 	// The append outlives a caller that gave up: once decided, the outcome
 	// of this message must be settled one way or the other.
-	appendCtx, cancel := context.WithTimeout(a.e.baseCtx, a.e.cfg.DeliverTimeout)
-	err = a.e.cfg.Store.Append(appendCtx, a.id, a.state.Version, events)
-	cancel()
+	err = a.e.cfg.Store.Append(a.e.journalDeadline.context(), a.id, a.state.Version, events)
 	if err != nil {
 		if errors.Is(err, reservation.ErrOutTradeNoTaken) {
-			m.reply <- reply{err: err}
+			a.answer(m, reply{err: err})
 			return
 		}
 		a.log().Error("journal append failed; passivating to recover from the journal", "err", err)
@@ -153,54 +168,63 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope, c cmdMsg) {
 		// reaches a fresh activation that reloads the journal, not this
 		// one, which would only repeat the error.
 		a.passivate(ctx)
-		m.reply <- reply{err: a.broken}
+		a.answer(m, reply{err: a.broken})
 		return
 	}
-	for _, ev := range events {
-		reservation.Apply(a.state, ev)
+	if next == nil {
+		next = a.state
+		if a.shared {
+			next = a.state.Clone()
+		}
+		for _, ev := range events {
+			reservation.Apply(next, ev)
+		}
 	}
+	a.state, a.shared = next, false
 	a.wakeWaiters()
-	m.reply <- reply{state: a.snapshot(c.quiet), events: events}
+	a.answer(m, reply{state: a.snapshot(quiet), events: events})
 	a.sideEffects(events)
 }
 
 // decide runs the pure core. A new refund also gets its first submission,
 // with the exact provider bytes, in the same append: a refund is never
-// journaled without the request that will be sent for it.
-func (a *reservationActor) decide(cmd reservation.Command, env reservation.Env) ([]reservation.Event, error) {
-	events, err := reservation.Decide(a.state, cmd, env)
+// journaled without the request that will be sent for it. The submission
+// is decided on a copy of the state with the events before it applied;
+// that copy, with every event applied, is returned as next (nil when no
+// copy was needed) and becomes the state once the events are journaled.
+func (a *reservationActor) decide(cmd reservation.Command, env reservation.Env) (events []reservation.Event, next *reservation.State, err error) {
+	events, err = reservation.Decide(a.state, cmd, env)
 	if err != nil || len(events) == 0 {
-		return events, err
+		return events, nil, err
 	}
-	var tentative *reservation.State
 	for _, ev := range events {
 		req, ok := ev.Data.(reservation.RefundRequested)
 		if !ok {
 			continue
 		}
-		if tentative == nil {
-			tentative = a.state.Clone()
+		if next == nil {
+			next = a.state.Clone()
 			for _, e := range events {
-				reservation.Apply(tentative, e)
+				reservation.Apply(next, e)
 			}
 		}
 		body, err := a.e.cfg.Provider.RequestBody(RefundRequest{
-			RefundNo: req.RefundNo, OutTradeNo: tentative.OutTradeNo, TransactionID: tentative.TransactionID,
-			Amount: req.Amount, Total: tentative.Amount, Currency: tentative.Currency, Reason: req.Reason,
+			RefundNo: req.RefundNo, OutTradeNo: next.OutTradeNo, TransactionID: next.TransactionID,
+			Amount: req.Amount, Total: next.Amount, Currency: next.Currency, Reason: req.Reason,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("actors: build provider request for %s: %w", req.RefundNo, err)
+			return nil, nil, fmt.Errorf("actors: build provider request for %s: %w", req.RefundNo, err)
 		}
-		more, err := reservation.Decide(tentative, reservation.StartSubmission{RefundNo: req.RefundNo, Request: body}, env)
+		more, err := reservation.Decide(next, reservation.StartSubmission{RefundNo: req.RefundNo, Request: body}, env)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, e := range more {
-			reservation.Apply(tentative, e)
+			reservation.Apply(next, e)
 		}
 		events = append(events, more...)
 	}
-	return events, nil
+	return events, next, nil
 }
 
 // sideEffects starts the provider calls that the journaled events justify.
@@ -218,34 +242,47 @@ func (a *reservationActor) sideEffects(events []reservation.Event) {
 			if r == nil || len(r.Request) == 0 {
 				continue
 			}
-			no, body, attempt := r.No, r.Request, d.Attempt
 			crashpoint.Hit(crashpoint.AfterSubmitJournaled)
-			a.e.goWork(func(base context.Context) {
-				cctx, cancel := context.WithTimeout(base, a.e.cfg.ProviderTimeout)
-				o := a.e.cfg.Provider.Submit(cctx, no, body, attempt)
-				cancel()
-				crashpoint.Hit(crashpoint.AfterProviderAnswered)
-				a.e.report(a.id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: attempt, Outcome: o})
-			})
+			a.e.work.add()
+			go a.e.submit(a.id, r.No, r.Request, d.Attempt)
 		case reservation.QueryStarted:
-			no := d.RefundNo
-			a.e.goWork(func(base context.Context) {
-				cctx, cancel := context.WithTimeout(base, a.e.cfg.ProviderTimeout)
-				o := a.e.cfg.Provider.Query(cctx, no)
-				cancel()
-				a.e.report(a.id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceQuery, Outcome: o})
-			})
+			a.e.work.add()
+			go a.e.query(a.id, d.RefundNo)
 		}
 	}
 }
 
-// snapshot is the state a reply carries: a copy, since the caller reads it
-// while this actor goes on; none when the caller does not read it (quiet).
+// snapshot is the state a reply carries: none when the caller does not
+// read it (quiet) or there is no reservation.
 func (a *reservationActor) snapshot(quiet bool) *reservation.State {
 	if quiet || a.state == nil || !a.state.Registered() {
 		return nil
 	}
-	return a.state.Clone()
+	return a.publish()
+}
+
+// publish hands out the state: from now on it is only read, by callers
+// while this actor goes on, and the next change is made to a copy.
+func (a *reservationActor) publish() *reservation.State {
+	a.shared = true
+	return a.state
+}
+
+// submit makes one provider submission and delivers its outcome, as
+// tracked work (the caller has added it).
+func (e *Engine) submit(id, no string, body []byte, attempt int) {
+	defer e.work.done()
+	o := e.cfg.Provider.Submit(e.providerDeadline.context(), no, body, attempt)
+	crashpoint.Hit(crashpoint.AfterProviderAnswered)
+	e.report(id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: attempt, Outcome: o})
+}
+
+// query asks the provider for a refund's outcome and delivers it, as
+// tracked work (the caller has added it).
+func (e *Engine) query(id, no string) {
+	defer e.work.done()
+	o := e.cfg.Provider.Query(e.providerDeadline.context(), no)
+	e.report(id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceQuery, Outcome: o})
 }
 
 // waiter is an Engine.Await call waiting for its condition on this
@@ -254,7 +291,7 @@ func (a *reservationActor) snapshot(quiet bool) *reservation.State {
 type waiter struct {
 	ctx  context.Context
 	done func(*reservation.State) bool
-	ch   chan reply // buffered: this actor never blocks on it
+	ch   chan reply // the envelope's: it has room for this one reply
 }
 
 // holds runs an Await condition on the actor's state. A condition that
@@ -283,7 +320,7 @@ func (a *reservationActor) wakeWaiters() {
 		}
 		var st *reservation.State
 		if err == nil {
-			st = a.state.Clone()
+			st = a.publish()
 		}
 		w.ch <- reply{state: st, done: done, err: err}
 	}

@@ -26,9 +26,13 @@ type Config struct {
 	IdleTimeout time.Duration
 	// ProviderTimeout bounds one provider call; zero means 10 seconds.
 	ProviderTimeout time.Duration
-	// DeliverTimeout bounds handing a provider result back to an actor;
-	// zero means 30 seconds. A result that cannot be delivered is recovered
-	// by the refund's journaled due time.
+	// DeliverTimeout bounds handing a provider result back to an actor,
+	// and an actor's journal reads and appends; zero means 30 seconds. A
+	// result that cannot be delivered is recovered by the refund's
+	// journaled due time.
+	//
+	// Calls started close together share one deadline (see
+	// sharedDeadline), so these timeouts may run up to 1/32 longer.
 	DeliverTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -76,11 +80,20 @@ type Engine struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// envelopes holds envelopes free for reuse (newEnvelope).
+	envelopes sync.Pool
+
 	// work tracks provider calls and result deliveries in flight, so that
 	// Close can let them finish and journal their results.
 	work    tracker
 	baseCtx context.Context
 	cancel  context.CancelFunc
+
+	// Deadlines of the actors' journal calls and of provider calls (both
+	// ending with baseCtx), and of deliveries (which do not).
+	journalDeadline  *sharedDeadline
+	providerDeadline *sharedDeadline
+	deliverDeadline  *sharedDeadline
 }
 
 type shard struct {
@@ -111,6 +124,9 @@ func New(cfg Config) (*Engine, error) {
 		e.shards[i].live = make(map[string]*entry)
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	e.journalDeadline = newSharedDeadline(e.baseCtx, cfg.DeliverTimeout)
+	e.providerDeadline = newSharedDeadline(e.baseCtx, cfg.ProviderTimeout)
+	e.deliverDeadline = newSharedDeadline(context.Background(), cfg.DeliverTimeout)
 	go e.sweep()
 	return e, nil
 }
@@ -138,40 +154,68 @@ func (e *Engine) sweep() {
 	}
 }
 
-// envelope carries one request to an actor and its reply channel.
+// envelope carries one request to an actor and its replies. Envelopes are
+// reused (Engine.envelopes): an asker puts one back only once it received
+// every reply the actor will send on it, and the actor touches an envelope
+// only until it has answered it.
 type envelope struct {
-	ctx     context.Context
-	payload any
-	reply   chan reply
+	ctx  context.Context
+	kind askKind
+	// askCmd: the command, the principal, and quiet when the caller reads
+	// only the events and the error (the reply then carries no state).
+	cmd   reservation.Command
+	by    string
+	quiet bool
+	// askAwait: the condition.
+	done func(*reservation.State) bool
+	// reply is buffered (2) so that the actor never blocks on it: every
+	// request gets one reply, and an await that waits gets one more, when
+	// its condition holds or the actor stops (see waiter).
+	reply chan reply
 }
+
+type askKind uint8
+
+const (
+	askGet askKind = iota + 1
+	askCmd
+	askAwait
+)
 
 type reply struct {
 	state  *reservation.State
 	events []reservation.Event
-	done   bool // awaitMsg: the condition holds for state
+	done   bool // askAwait: the condition holds for state
 	err    error
 }
 
-// Messages an actor understands.
+// Messages an actor understands, besides *envelope.
 type (
-	cmdMsg struct {
-		cmd reservation.Command
-		by  string
-		// quiet: the caller reads only the events and the error, so the
-		// reply carries no copy of the state.
-		quiet bool
-	}
-	getMsg   struct{}
-	awaitMsg struct {
-		done func(*reservation.State) bool
-		ch   chan reply // buffered (1): gets the state once done holds
-	}
 	passivateNow struct{}
 	// idleCheck asks an actor to passivate if it has been idle for
 	// IdleTimeout. The engine's sweeper sends it instead of protoactor's
 	// ReceiveTimeout, whose timer races with the mailbox (go test -race).
 	idleCheck struct{}
 )
+
+// newEnvelope returns an envelope for ctx, reused when one is free: an ask
+// allocates nothing of its own.
+func (e *Engine) newEnvelope(ctx context.Context, kind askKind) *envelope {
+	env, _ := e.envelopes.Get().(*envelope)
+	if env == nil {
+		env = &envelope{reply: make(chan reply, 2)}
+	}
+	env.ctx, env.kind = ctx, kind
+	return env
+}
+
+// freeEnvelope makes env reusable. Only an asker that received every reply
+// the actor sends on env may call it; an asker that gave up leaves env to
+// the garbage collector, since a late reply may still arrive.
+func (e *Engine) freeEnvelope(env *envelope) {
+	*env = envelope{reply: env.reply}
+	e.envelopes.Put(env)
+}
 
 func (e *Engine) shard(id string) *shard {
 	return &e.shards[maphash.String(e.seed, id)%shardCount]
@@ -202,7 +246,7 @@ func (e *Engine) send(ctx context.Context, id string, msg any) error {
 			}
 			en = &entry{stopped: make(chan struct{})}
 			name := "reservation/" + id + "/" + strconv.FormatUint(e.gen.Add(1), 10)
-			pid, err := e.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+			pid, err := e.system.Root.SpawnNamed(actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor {
 				return &reservationActor{e: e, id: id, entry: en}
 			}), name)
 			if err != nil {
@@ -237,47 +281,70 @@ func (e *Engine) removeEntry(id string, en *entry) {
 	close(en.stopped)
 }
 
-func (e *Engine) ask(ctx context.Context, id string, payload any) (reply, error) {
+// ask sends env to the reservation's actor and waits for its first reply.
+// sent is false when env never reached the actor; an env that was sent but
+// not answered (ctx ended first) may still get a reply and must not be
+// reused.
+func (e *Engine) ask(ctx context.Context, id string, env *envelope) (r reply, sent bool, err error) {
 	if !reservation.ValidReservationID(id) {
-		return reply{}, reservation.ErrNotFound
+		return reply{}, false, reservation.ErrNotFound
 	}
-	env := &envelope{ctx: ctx, payload: payload, reply: make(chan reply, 1)}
 	if err := e.send(ctx, id, env); err != nil {
-		return reply{}, err
+		return reply{}, false, err
 	}
 	select {
 	case r := <-env.reply:
-		return r, r.err
+		return r, true, r.err
 	case <-ctx.Done():
-		return reply{}, ctx.Err()
+		return reply{}, true, ctx.Err()
 	}
+}
+
+// do asks a command or a snapshot: one reply, after which env is free.
+func (e *Engine) do(ctx context.Context, id string, env *envelope) (reply, error) {
+	r, sent, err := e.ask(ctx, id, env)
+	if !sent || err == nil || r.err != nil {
+		e.freeEnvelope(env)
+	}
+	return r, err
 }
 
 // Execute runs one command on a reservation and returns the state after it
 // and the events it journaled (none for a duplicate). by is the principal
 // recorded with the events.
+//
+// The state returned by Execute, Get and Await is shared with the
+// reservation's actor and other callers, and is never changed once
+// returned (the actor changes a copy): callers must only read it.
 func (e *Engine) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
-	r, err := e.ask(ctx, id, cmdMsg{cmd: cmd, by: by})
+	env := e.newEnvelope(ctx, askCmd)
+	env.cmd, env.by = cmd, by
+	r, err := e.do(ctx, id, env)
 	return r.state, r.events, err
 }
 
-// Get returns a snapshot of a reservation, or reservation.ErrNotFound.
+// Get returns a snapshot of a reservation, or reservation.ErrNotFound. The
+// snapshot is shared and must only be read (see Execute).
 func (e *Engine) Get(ctx context.Context, id string) (*reservation.State, error) {
-	r, err := e.ask(ctx, id, getMsg{})
+	r, err := e.do(ctx, id, e.newEnvelope(ctx, askGet))
 	return r.state, err
 }
 
 // Await waits until done(state) holds or ctx ends, and returns the last
-// state seen. done runs on the reservation's actor, at once and after every
-// change, so a waiting caller costs nothing until it is answered: it must
-// be quick, must not block or call the Engine, and must not keep or modify
-// the state it is given.
+// state seen (shared, to be read only: see Execute). done runs on the
+// reservation's actor, at once and after every change, so a waiting caller
+// costs nothing until it is answered: it must be quick, must not block or
+// call the Engine, and must not keep or modify the state it is given.
 func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.State) bool) (*reservation.State, error) {
 	var last *reservation.State
 	for {
-		ch := make(chan reply, 1)
-		r, err := e.ask(ctx, id, awaitMsg{done: done, ch: ch})
+		env := e.newEnvelope(ctx, askAwait)
+		env.done = done
+		r, sent, err := e.ask(ctx, id, env)
 		if err != nil {
+			if !sent || r.err != nil {
+				e.freeEnvelope(env) // not sent, or answered with an error: no waiter was kept
+			}
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return last, nil
 			}
@@ -285,10 +352,13 @@ func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.St
 		}
 		last = r.state
 		if r.done {
+			e.freeEnvelope(env)
 			return last, nil
 		}
+		// The actor keeps a waiter that answers once more on env.reply.
 		select {
-		case r := <-ch:
+		case r := <-env.reply:
+			e.freeEnvelope(env)
 			if r.err != nil {
 				return last, r.err
 			}
@@ -317,27 +387,18 @@ func (e *Engine) LookupRefund(ctx context.Context, refundNo string) (string, err
 }
 
 // record runs a command whose caller needs only the events and the error:
-// the reply carries no copy of the state.
+// the reply carries no state.
 func (e *Engine) record(ctx context.Context, id, by string, cmd reservation.Command) ([]reservation.Event, error) {
-	r, err := e.ask(ctx, id, cmdMsg{cmd: cmd, by: by, quiet: true})
+	env := e.newEnvelope(ctx, askCmd)
+	env.cmd, env.by, env.quiet = cmd, by, true
+	r, err := e.do(ctx, id, env)
 	return r.events, err
 }
 
 // deliver hands a provider result or timer back to the reservation's actor.
 func (e *Engine) deliver(id string, cmd reservation.Command, by string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliverTimeout)
-	defer cancel()
-	_, err := e.record(ctx, id, by, cmd)
+	_, err := e.record(e.deliverDeadline.context(), id, by, cmd)
 	return err
-}
-
-// goWork runs f as tracked background work unless the engine is closed.
-func (e *Engine) goWork(f func(ctx context.Context)) {
-	e.work.add()
-	go func() {
-		defer e.work.done()
-		f(e.baseCtx)
-	}()
 }
 
 // Close lets in-flight provider calls finish and journal their results

@@ -93,32 +93,11 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 
 // Append implements actors.Store.
 func (s *Store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
-	req := journal.AppendRequest{Stream: id, Expected: expected, Events: make([]journal.Event, 0, len(events))}
-	for _, e := range events {
-		typ, ver, data, err := reservation.Encode(e)
-		if err != nil {
-			return err
-		}
-		req.Events = append(req.Events, journal.Event{Type: typ, Version: ver, Data: data})
-		switch d := e.Data.(type) {
-		case reservation.Registered:
-			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
-		case reservation.RefundRequested:
-			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
-		}
-		if no, at, ok := reservation.DueOf(e.Data); ok {
-			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})
-		}
-		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
-			for _, k := range remove {
-				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no), Clear: true})
-			}
-			for _, k := range add {
-				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no)})
-			}
-		}
+	req, err := appendRequest(id, expected, events)
+	if err != nil {
+		return err
 	}
-	_, err := s.db.Append(ctx, req)
+	_, err = s.db.Append(ctx, req)
 	var taken *journal.KeyTakenError
 	switch {
 	case err == nil:
@@ -138,12 +117,114 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 // attentionKey is the marks-index key of a refund needing attention:
 // "attention/KIND/RESERVATION/REFUND_NO" (neither id contains '/').
 func attentionKey(kind, id, no string) string {
-	return "attention/" + kind + "/" + id + "/" + no
+	return attentionPrefix + kind + "/" + id + "/" + no
+}
+
+const attentionPrefix = "attention/"
+
+// attentionKeyLen is len(attentionKey(kind, id, no)).
+func attentionKeyLen(kind, id, no string) int {
+	return len(attentionPrefix) + len(kind) + 1 + len(id) + 1 + len(no)
+}
+
+// requestRoom holds a journal request's slices for a typical append (a
+// refund requested with its first submission, or a provider result), so
+// that building one costs a single allocation; a larger append grows them.
+type requestRoom struct {
+	events [2]journal.Event
+	claims [1]journal.Claim
+	dues   [1]journal.Due
+	marks  [2]journal.Mark
+}
+
+// pendingMark is a mark of the attention index before its key is built.
+type pendingMark struct {
+	kind, no string
+	clear    bool
+}
+
+// appendRequest builds the journal request of an append: the encoded
+// events (all in one buffer) and the claims, due times and attention marks
+// they carry.
+func appendRequest(id string, expected uint64, events []reservation.Event) (journal.AppendRequest, error) {
+	room := new(requestRoom)
+	req := journal.AppendRequest{Stream: id, Expected: expected,
+		Events: room.events[:0], Claims: room.claims[:0], Dues: room.dues[:0]}
+	if len(events) > len(room.events) {
+		req.Events = make([]journal.Event, 0, len(events))
+	}
+	size := 0
+	for _, e := range events {
+		size += reservation.EncodedSizeHint(e)
+	}
+	buf := make([]byte, 0, size)
+	var (
+		marksRoom [4]pendingMark
+		marks     = marksRoom[:0]
+		keysLen   int
+	)
+	for _, e := range events {
+		start := len(buf)
+		var err error
+		if buf, err = reservation.AppendEncoded(buf, e); err != nil {
+			return journal.AppendRequest{}, err
+		}
+		// Capped: the next event's bytes must not be appended into it.
+		data := buf[start:len(buf):len(buf)]
+		req.Events = append(req.Events, journal.Event{Type: e.Data.EventType(), Version: reservation.EventVersion, Data: data})
+		switch d := e.Data.(type) {
+		case reservation.Registered:
+			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
+		case reservation.RefundRequested:
+			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
+		}
+		if no, at, ok := reservation.DueOf(e.Data); ok {
+			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})
+		}
+		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
+			for _, k := range remove {
+				marks = append(marks, pendingMark{kind: k, no: no, clear: true})
+				keysLen += attentionKeyLen(k, id, no)
+			}
+			for _, k := range add {
+				marks = append(marks, pendingMark{kind: k, no: no})
+				keysLen += attentionKeyLen(k, id, no)
+			}
+		}
+	}
+	if len(marks) > 0 {
+		req.Marks = room.marks[:0]
+		// The keys are cut from one string: one allocation for them all.
+		var b strings.Builder
+		b.Grow(keysLen)
+		for _, m := range marks {
+			b.WriteString(attentionPrefix)
+			b.WriteString(m.kind)
+			b.WriteByte('/')
+			b.WriteString(id)
+			b.WriteByte('/')
+			b.WriteString(m.no)
+		}
+		keys := b.String()
+		for _, m := range marks {
+			n := attentionKeyLen(m.kind, id, m.no)
+			req.Marks = append(req.Marks, journal.Mark{Key: keys[:n], Clear: m.clear})
+			keys = keys[n:]
+		}
+	}
+	// As nil when empty, like a request built by appending from nothing.
+	if len(req.Claims) == 0 {
+		req.Claims = nil
+	}
+	if len(req.Dues) == 0 {
+		req.Dues = nil
+	}
+	return req, nil
 }
 
 // Attention implements actors.Store.
 func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
-	prefix := "attention/" + kind + "/"
+	prefix := attentionPrefix + kind + "/"
 	var from string
 	if after != "" {
 		from = prefix + after
