@@ -19,7 +19,10 @@ type client struct {
 	base  string
 	token string
 	http  *http.Client
-	rec   *recorder
+	// wire serves plain http:// targets (wire.go); https:// ones go
+	// through http.
+	wire *wire
+	rec  *recorder
 }
 
 func newClient(base, token string, timeout time.Duration, conns int, rec *recorder) *client {
@@ -31,10 +34,23 @@ func newClient(base, token string, timeout time.Duration, conns int, rec *record
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: timeout}, rec: rec}
+	c := &client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: timeout}, rec: rec}
+	if u, err := url.Parse(c.base); err == nil && u.Scheme == "http" && u.Host != "" && (u.Path == "" || u.Path == "/") {
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+		c.wire = newWire(host, timeout, conns)
+	}
+	return c
 }
 
-func (c *client) close() { c.http.CloseIdleConnections() }
+func (c *client) close() {
+	c.http.CloseIdleConnections()
+	if c.wire != nil {
+		c.wire.close()
+	}
+}
 
 // reservationView and refundView are the parts of refundd's JSON shapes the
 // bench reads.
@@ -81,6 +97,13 @@ func (c *client) do(ctx context.Context, kind, method, path string, header http.
 }
 
 func (c *client) exchange(ctx context.Context, method, path string, header http.Header, body []byte, out any) result {
+	if c.wire != nil {
+		status, raw, err := c.wire.roundTrip(ctx, method, path, header, c.token, body)
+		if err != nil {
+			return result{status: status, err: err}
+		}
+		return answer(method, path, status, raw, out)
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -107,7 +130,12 @@ func (c *client) exchange(ctx context.Context, method, path string, header http.
 	if err != nil {
 		return result{status: resp.StatusCode, err: err}
 	}
-	r := result{status: resp.StatusCode}
+	return answer(method, path, resp.StatusCode, raw, out)
+}
+
+// answer reads an answer's body: an error code, or a 2xx body into out.
+func answer(method, path string, status int, raw []byte, out any) result {
+	r := result{status: status}
 	if !r.ok() {
 		r.code = errorCode(raw)
 		return r
@@ -181,7 +209,7 @@ func errorKey(kind string, r result) string {
 	case r.status == 0 && r.err != nil:
 		msg := r.err.Error()
 		switch {
-		case errors.Is(r.err, context.DeadlineExceeded), strings.Contains(msg, "Client.Timeout"):
+		case errors.Is(r.err, context.DeadlineExceeded), strings.Contains(msg, "Client.Timeout"), isTimeout(r.err):
 			msg = "timeout"
 		case strings.Contains(msg, "connection refused"):
 			msg = "connection refused"
@@ -197,4 +225,10 @@ func errorKey(kind string, r result) string {
 		return fmt.Sprintf("%s %d %s", kind, r.status, r.code)
 	}
 	return fmt.Sprintf("%s %d", kind, r.status)
+}
+
+// isTimeout reports a network timeout (the wire client's deadlines).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
