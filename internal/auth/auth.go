@@ -5,7 +5,6 @@ package auth
 
 import (
 	"bufio"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -191,17 +190,4 @@ func NewToken() (string, error) {
 func HashHex(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(h[:])
-}
-
-type ctxKey struct{}
-
-// WithPrincipal attaches the authenticated principal to a context.
-func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, ctxKey{}, p)
-}
-
-// PrincipalFrom returns the principal attached to ctx.
-func PrincipalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(ctxKey{}).(Principal)
-	return p, ok
 }
