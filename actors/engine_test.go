@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -295,6 +296,81 @@ func TestEngine_LostResponsesRetriedThenResolvedByQuery(t *testing.T) {
 	}
 }
 
+// assertLiveDues checks that the store's due index holds exactly the due
+// times of id's refunds that are waiting on one: a superseded timer must
+// have left the index with the events that superseded it.
+func (h *harness) assertLiveDues(what, id string) {
+	h.t.Helper()
+	st, err := h.engine.Get(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var want []actors.Timer
+	for _, r := range st.Refunds {
+		if !r.DueAt.IsZero() {
+			want = append(want, actors.Timer{ReservationID: id, RefundNo: r.No, DueAt: r.DueAt.UTC()})
+		}
+	}
+	got, err := h.store.DueBefore(context.Background(), h.clock.Now().Add(24*time.Hour), 100)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		h.t.Fatalf("%s: the due index holds %+v, the live due times are %+v", what, got, want)
+	}
+}
+
+func TestEngine_DueIndexHoldsOnlyLiveTimers(t *testing.T) {
+	t.Run("success at once", func(t *testing.T) {
+		h := newHarness(t, harnessOpts{})
+		h.register("r1", 10000)
+		st, _, err := h.refund("r1", "k1", 700)
+		if err != nil {
+			t.Fatal(err)
+		}
+		no := st.RefundByKey("k1").No
+		waitFor(t, "SUCCEEDED", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+		h.assertLiveDues("after success", "r1")
+	})
+	t.Run("retries, then a query", func(t *testing.T) {
+		var lost atomic.Bool
+		lost.Store(true)
+		h := newHarness(t, harnessOpts{
+			policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 2, RetryBackoff: time.Second},
+			sim: simprovider.Options{Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
+				if op == "submit" && lost.Load() {
+					return simprovider.Injected{Apply: true, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
+				}
+				return simprovider.Injected{}, false
+			}},
+		})
+		h.register("r1", 10000)
+		st, _, err := h.refund("r1", "k1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		no := st.RefundByKey("k1").No
+		waitFor(t, "a retry to be scheduled", func() bool {
+			st, _ := h.engine.Get(context.Background(), "r1")
+			return st.Refund(no).Retry
+		})
+		h.assertLiveDues("retry scheduled", "r1")
+		h.clock.Advance(2 * time.Second)
+		if _, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "UNKNOWN after the last attempt", func() bool { return h.refundState("r1", no) == reservation.Unknown })
+		h.assertLiveDues("unknown, waiting for a query", "r1")
+		lost.Store(false)
+		h.clock.Advance(2 * time.Minute)
+		if n, err := h.engine.FireDue(context.Background(), h.clock.Now(), 100); err != nil || n == 0 {
+			t.Fatalf("FireDue = %d, %v", n, err)
+		}
+		waitFor(t, "SUCCEEDED via query", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+		h.assertLiveDues("after success", "r1")
+	})
+}
+
 func TestEngine_SubmissionThatNeverArrivedIsResubmittedWithSameNumber(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
@@ -355,11 +431,11 @@ type failingStore struct {
 	fail atomic.Bool
 }
 
-func (f *failingStore) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
+func (f *failingStore) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
 	if f.fail.Load() {
 		return errors.New("disk on fire")
 	}
-	return f.Store.Append(ctx, id, expected, events)
+	return f.Store.Append(ctx, id, expected, events, dropped)
 }
 
 func TestEngine_FailedAppendRepliesErrorAndRecovers(t *testing.T) {

@@ -18,8 +18,10 @@ type Store interface {
 	// stream moved, with reservation.ErrOutTradeNoTaken when a registration
 	// names an order held by another reservation, and otherwise with an IO
 	// error; on any error nothing was appended. Events carrying due times
-	// put them in the due index in the same commit.
-	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event) error
+	// put them in the due index in the same commit, and dropped (the due
+	// times the events supersede, reservation.DroppedDues) leave it in
+	// that commit.
+	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error
 	// LookupRefund returns the reservation owning a refund number, or
 	// reservation.ErrNotFound.
 	LookupRefund(ctx context.Context, refundNo string) (string, error)

@@ -23,8 +23,8 @@ type pending struct {
 }
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1,
-// req.Expected+2, ..., together with req.Claims and req.Dues, in one atomic
-// write. It returns the Seq of the last appended event only after the
+// req.Expected+2, ..., together with req.Claims, req.Dues, req.DropDues and
+// req.Marks, in one atomic write. It returns the Seq of the last appended event only after the
 // commit holding it has been fsynced (unless Options.NoSync).
 //
 // Errors: *SequenceError (ErrSequenceMismatch) if req.Expected is not the
@@ -103,8 +103,8 @@ func checkClaim(c Claim) error {
 }
 
 // validate checks everything that does not depend on stored state, and
-// fills Due.Stream defaults (req is Append's own copy, but its Dues slice is
-// the caller's, so it is copied before being changed).
+// fills Due.Stream defaults (req is Append's own copy, but its due slices
+// are the caller's, so they are copied before being changed).
 func validate(req *AppendRequest) error {
 	if err := checkStream(req.Stream); err != nil {
 		return err
@@ -136,25 +136,37 @@ func validate(req *AppendRequest) error {
 			return fmt.Errorf("%w: mark %d: key must be 1..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(m.Key))
 		}
 	}
-	if len(req.Dues) > 0 {
-		req.Dues = append([]Due(nil), req.Dues...)
+	var err error
+	if req.Dues, err = checkDues("due", req.Stream, req.Dues); err != nil {
+		return err
 	}
-	for i := range req.Dues {
-		d := &req.Dues[i]
-		if d.Stream == "" {
-			d.Stream = req.Stream
+	req.DropDues, err = checkDues("dropped due", req.Stream, req.DropDues)
+	return err
+}
+
+// checkDues validates due entries and fills their Stream default, in a copy
+// when one needs filling: the slice is the caller's.
+func checkDues(what, stream string, dues []Due) ([]Due, error) {
+	copied := false
+	for i := range dues {
+		if dues[i].Stream == "" {
+			if !copied {
+				dues, copied = append([]Due(nil), dues...), true
+			}
+			dues[i].Stream = stream
 		}
+		d := dues[i]
 		if err := checkStream(d.Stream); err != nil {
-			return fmt.Errorf("due %d: %w", i, err)
+			return nil, fmt.Errorf("%s %d: %w", what, i, err)
 		}
 		if len(d.Key) > maxKeyLen {
-			return fmt.Errorf("%w: due %d: key must be 0..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(d.Key))
+			return nil, fmt.Errorf("%w: %s %d: key must be 0..%d bytes, got %d", ErrInvalid, what, i, maxKeyLen, len(d.Key))
 		}
 		if _, ok := dueNanos(d.At); !ok {
-			return fmt.Errorf("%w: due %d: time %s outside 1970..2262", ErrInvalid, i, d.At.UTC().Format(time.RFC3339))
+			return nil, fmt.Errorf("%w: %s %d: time %s outside 1970..2262", ErrInvalid, what, i, d.At.UTC().Format(time.RFC3339))
 		}
 	}
-	return nil
+	return dues, nil
 }
 
 // commitLoop is the single committer. A due part of the index tail
@@ -466,6 +478,12 @@ func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip) (last 
 	for _, d := range req.Dues {
 		n, _ := dueNanos(d.At) // checked by validate
 		if err := b.due.Put(dueKey(n, d.Stream, d.Key), []byte{}); err != nil {
+			return 0, nil, err
+		}
+	}
+	for _, d := range req.DropDues {
+		n, _ := dueNanos(d.At) // checked by validate
+		if err := b.due.Delete(dueKey(n, d.Stream, d.Key)); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -149,7 +149,11 @@ type AppendRequest struct {
 	Events   []Event // at least one; stored with Seq Expected+1, Expected+2, ...
 	Claims   []Claim // claimed atomically with the events; same-stream re-claim is a no-op
 	Dues     []Due   // put into the due index atomically with the events; empty Due.Stream means Stream
-	Marks    []Mark  // set or cleared in the marks index atomically with the events
+	// DropDues are deleted from the due index atomically with the events,
+	// after Dues are put (the due times the events supersede); empty
+	// Due.Stream means Stream, and a missing entry is no error.
+	DropDues []Due
+	Marks    []Mark // set or cleared in the marks index atomically with the events
 }
 
 // DB is an open journal file. It is safe for concurrent use.

@@ -98,7 +98,7 @@ func (n *memNode) Load(_ context.Context, id string) ([]reservation.Event, uint6
 	return append([]reservation.Event(nil), s.events...), uint64(len(s.events)), nil
 }
 
-func (n *memNode) Append(_ context.Context, id string, expected uint64, events []reservation.Event) error {
+func (n *memNode) Append(_ context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
 	n.mu.Lock()
 	mine := n.epochs[id]
 	n.mu.Unlock()
@@ -146,6 +146,9 @@ func (n *memNode) Append(_ context.Context, id string, expected uint64, events [
 		}
 		s.events = append(s.events, e)
 		s.writers = append(s.writers, fmt.Sprintf("%s@%d", n.name, mine))
+	}
+	for _, d := range dropped {
+		delete(n.j.dues, actors.Timer{ReservationID: id, RefundNo: d.RefundNo, DueAt: d.At.UTC()})
 	}
 	return nil
 }

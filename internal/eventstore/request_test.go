@@ -93,7 +93,7 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 		cases = append(cases, events)
 	}
 	for _, events := range cases {
-		got, err := appendRequest("r1", 7, events)
+		got, err := appendRequest("r1", 7, events, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 
 func TestAppendRequest_EncodeError(t *testing.T) {
 	events := []reservation.Event{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), By: "x", Data: reservation.Canceled{Refunded: 1}}}
-	_, err := appendRequest("r1", 0, events)
+	_, err := appendRequest("r1", 0, events, nil)
 	_, _, _, want := reservation.Encode(events[0])
 	if err == nil || want == nil || err.Error() != want.Error() {
 		t.Fatalf("appendRequest error %v, Encode error %v", err, want)

@@ -92,8 +92,8 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 }
 
 // Append implements actors.Store.
-func (s *Store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
-	req, err := appendRequest(id, expected, events)
+func (s *Store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
+	req, err := appendRequest(id, expected, events, dropped)
 	if err != nil {
 		return err
 	}
@@ -144,9 +144,9 @@ type pendingMark struct {
 }
 
 // appendRequest builds the journal request of an append: the encoded
-// events (all in one buffer) and the claims, due times and attention marks
-// they carry.
-func appendRequest(id string, expected uint64, events []reservation.Event) (journal.AppendRequest, error) {
+// events (all in one buffer), the claims, due times and attention marks
+// they carry, and the due times they supersede.
+func appendRequest(id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
 	room := new(requestRoom)
 	req := journal.AppendRequest{Stream: id, Expected: expected,
 		Events: room.events[:0], Claims: room.claims[:0], Dues: room.dues[:0]}
@@ -218,6 +218,12 @@ func appendRequest(id string, expected uint64, events []reservation.Event) (jour
 	}
 	if len(req.Dues) == 0 {
 		req.Dues = nil
+	}
+	if len(dropped) > 0 {
+		req.DropDues = make([]journal.Due, len(dropped))
+		for i, d := range dropped {
+			req.DropDues[i] = journal.Due{At: d.At, Stream: id, Key: d.RefundNo}
+		}
 	}
 	return req, nil
 }

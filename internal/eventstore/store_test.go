@@ -53,7 +53,7 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 			t.Fatalf("Load(%s) of a new reservation: version %d, %v", id, v, err)
 		}
 	}
-	if err := s.Append(ctx, "r1", 0, events); err != nil {
+	if err := s.Append(ctx, "r1", 0, events, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, version, err := s.Load(ctx, "r1")
@@ -85,7 +85,7 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 
 	// A second reservation on the same order is refused and writes nothing.
 	err = s.Append(ctx, "r2", 0, []reservation.Event{{At: at, By: "test",
-		Data: reservation.Registered{ReservationID: "r2", UserID: "u", OutTradeNo: "O1", Amount: 5, Currency: "CNY"}}})
+		Data: reservation.Registered{ReservationID: "r2", UserID: "u", OutTradeNo: "O1", Amount: 5, Currency: "CNY"}}}, nil)
 	if !errors.Is(err, reservation.ErrOutTradeNoTaken) {
 		t.Fatalf("second registration on O1: %v", err)
 	}
@@ -93,8 +93,75 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 		t.Fatalf("refused registration left %d events", v)
 	}
 	// A stale expected version is a conflict, not a silent overwrite.
-	if err := s.Append(ctx, "r1", 1, events[2:]); !errors.Is(err, actors.ErrVersionConflict) {
+	if err := s.Append(ctx, "r1", 1, events[2:], nil); !errors.Is(err, actors.ErrVersionConflict) {
 		t.Fatalf("stale append: %v", err)
+	}
+}
+
+// TestStore_DroppedDuesLeaveWithTheEvents: the due times an append
+// supersedes leave the index in its commit, on both journals, and a
+// refused append drops nothing.
+func TestStore_DroppedDuesLeaveWithTheEvents(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := eventstore.New(be.open(t))
+			at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+			due1, due2 := at.Add(30*time.Second), at.Add(90*time.Second)
+			if _, _, err := s.Load(ctx, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			first := []reservation.Event{
+				{At: at, By: "test", Data: reservation.Registered{ReservationID: "r1", UserID: "u", OutTradeNo: "O1", Amount: 100, Currency: "CNY"}},
+				{At: at, By: "test", Data: reservation.RefundRequested{RefundNo: "T-r1-1", Number: 1, IdempotencyKey: "k", Fingerprint: "f", Amount: 100}},
+				{At: at, By: "test", Data: reservation.SubmissionStarted{RefundNo: "T-r1-1", Attempt: 1, Request: []byte(`{}`), DueAt: due1}},
+			}
+			if err := s.Append(ctx, "r1", 0, first, reservation.DroppedDues(&reservation.State{}, first)); err != nil {
+				t.Fatal(err)
+			}
+			state := reservation.Replay(first)
+			dues := func() []actors.Timer {
+				t.Helper()
+				timers, err := s.DueBefore(ctx, at.Add(time.Hour), 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return timers
+			}
+			if got := dues(); len(got) != 1 || !got[0].DueAt.Equal(due1) {
+				t.Fatalf("after the submission: %+v", got)
+			}
+			// A query moves the due time: the old entry goes, the new one stays.
+			query := []reservation.Event{{At: due1, By: "test", Data: reservation.QueryStarted{RefundNo: "T-r1-1", Query: 1, DueAt: due2}}}
+			dropped := reservation.DroppedDues(state, query)
+			if len(dropped) != 1 || !dropped[0].At.Equal(due1) {
+				t.Fatalf("DroppedDues for the query = %+v", dropped)
+			}
+			// Refused (stale version): nothing is dropped.
+			if err := s.Append(ctx, "r1", 1, query, dropped); !errors.Is(err, actors.ErrVersionConflict) {
+				t.Fatalf("stale append: %v", err)
+			}
+			if got := dues(); len(got) != 1 || !got[0].DueAt.Equal(due1) {
+				t.Fatalf("a refused append changed the due index: %+v", got)
+			}
+			if err := s.Append(ctx, "r1", 3, query, dropped); err != nil {
+				t.Fatal(err)
+			}
+			reservation.Apply(state, query[0])
+			if got := dues(); len(got) != 1 || !got[0].DueAt.Equal(due2) || got[0].RefundNo != "T-r1-1" {
+				t.Fatalf("after the query: %+v", got)
+			}
+			// Success clears the due time: the index is empty.
+			done := []reservation.Event{{At: due1, By: "test", Data: reservation.ProviderResult{RefundNo: "T-r1-1",
+				Source: reservation.SourceQuery, From: reservation.Processing, To: reservation.Succeeded, ProviderID: "wx1"}}}
+			if err := s.Append(ctx, "r1", 4, done, reservation.DroppedDues(state, done)); err != nil {
+				t.Fatal(err)
+			}
+			if got := dues(); len(got) != 0 {
+				t.Fatalf("after success the index holds %+v", got)
+			}
+		})
 	}
 }
 
@@ -113,20 +180,20 @@ func TestStore_FencedIsVersionConflict(t *testing.T) {
 	if _, _, err := a.Load(ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Append(ctx, "r1", 0, reg); err != nil {
+	if err := a.Append(ctx, "r1", 0, reg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, v, err := b.Load(ctx, "r1"); err != nil || v != 1 {
 		t.Fatalf("B's load: version %d, %v", v, err)
 	}
-	err := a.Append(ctx, "r1", 1, req)
+	err := a.Append(ctx, "r1", 1, req, nil)
 	if !errors.Is(err, actors.ErrVersionConflict) || !errors.Is(err, pgjournal.ErrFenced) {
 		t.Fatalf("A's append after B took over: %v", err)
 	}
 	if _, err := b.LookupRefund(ctx, "T-r1-1"); !errors.Is(err, reservation.ErrNotFound) {
 		t.Fatalf("the fenced append's claim is visible: %v", err)
 	}
-	if err := b.Append(ctx, "r1", 1, req); err != nil {
+	if err := b.Append(ctx, "r1", 1, req, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,9 +31,9 @@ func (s *store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	return events, version, err
 }
 
-func (s *store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event) error {
+func (s *store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
 	start := time.Now()
-	err := s.Store.Append(ctx, id, expected, events)
+	err := s.Store.Append(ctx, id, expected, events, dropped)
 	result := "ok"
 	switch {
 	case err == nil:

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"reflect"
@@ -146,6 +147,7 @@ type sim struct {
 	m                 model
 	terminal          map[string]RefundState
 	attention         map[string]bool   // kept from AttentionOf alone: "KIND/refund_no"
+	dueIndex          map[DueTime]bool  // kept from DueOf and DroppedDues alone, as an adapter keeps it
 	bodies            map[string]string // the first bytes journaled for each refund
 	dues              []time.Time       // every due time ever seen, for stale timers
 	lastCmd           Command
@@ -593,6 +595,17 @@ func (h *sim) exec(cmd Command, by string) {
 			dues[r.No] = r.DueAt
 		}
 		Apply(h.s, e)
+		// DueEffect must say exactly what Apply did to due times.
+		no, at, set := DueEffect(e.Data)
+		for _, r := range h.s.Refunds {
+			want := dues[r.No]
+			if set && r.No == no {
+				want = at
+			}
+			if !r.DueAt.Equal(want) {
+				t.Fatalf("%s left refund %s due %v (before %v) but DueEffect says %q %v %v", e.Data.EventType(), r.No, r.DueAt, dues[r.No], no, at, set)
+			}
+		}
 		// Every due time Apply sets must be visible to the adapters that
 		// index due times, through DueOf.
 		for _, r := range h.s.Refunds {
@@ -626,6 +639,29 @@ func (h *sim) exec(cmd Command, by string) {
 		Apply(h.decoded, back)
 		h.journal = append(h.journal, e)
 		h.stored = append(h.stored, back)
+	}
+	// A due index kept as the adapters keep it (DueOf's times put, then
+	// DroppedDues' times deleted, in one write) holds exactly the live
+	// due times: nothing superseded is left to fire.
+	for _, e := range events {
+		if no, at, ok := DueOf(e.Data); ok {
+			h.dueIndex[DueTime{RefundNo: no, At: at.UTC()}] = true
+		}
+	}
+	for _, d := range DroppedDues(before, events) {
+		if !h.dueIndex[DueTime{RefundNo: d.RefundNo, At: d.At.UTC()}] {
+			t.Fatalf("%T: DroppedDues names %s %v, which the index does not hold", cmd, d.RefundNo, d.At)
+		}
+		delete(h.dueIndex, DueTime{RefundNo: d.RefundNo, At: d.At.UTC()})
+	}
+	live := map[DueTime]bool{}
+	for _, r := range h.s.Refunds {
+		if !r.DueAt.IsZero() {
+			live[DueTime{RefundNo: r.No, At: r.DueAt.UTC()}] = true
+		}
+	}
+	if !maps.Equal(live, h.dueIndex) {
+		t.Fatalf("after %T the due index is %v, the live due times are %v", cmd, h.dueIndex, live)
 	}
 	if want.commit != nil {
 		want.commit(events)
@@ -991,7 +1027,7 @@ func TestDecide_Properties(t *testing.T) {
 		h := &sim{
 			t: t, policy: policy, now: t0, s: &State{}, replayed: &State{}, decoded: &State{},
 			m:        model{byKey: map[string]int{}},
-			terminal: map[string]RefundState{}, attention: map[string]bool{},
+			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
 				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY",

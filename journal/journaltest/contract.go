@@ -84,6 +84,7 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"ConcurrentSameExpected", testConcurrentSameExpected},
 		{"Claims", testClaims},
 		{"DuesAndMarksAtomic", testDuesAndMarks},
+		{"DropDues", testDropDues},
 		{"FailureIsolation", testFailureIsolation},
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
@@ -275,6 +276,10 @@ func testInvalid(t *testing.T, j Journal) {
 		"NUL in namespace": {Stream: "s", Events: []journal.Event{ev("t", "")}, Claims: []journal.Claim{{Namespace: "n\x00", Key: "k"}}},
 		"empty mark":       {Stream: "s", Events: []journal.Event{ev("t", "")}, Marks: []journal.Mark{{}}},
 		"due before 1970":  {Stream: "s", Events: []journal.Event{ev("t", "")}, Dues: []journal.Due{{At: time.Unix(-1, 0)}}},
+		"dropped due before 1970": {Stream: "s", Events: []journal.Event{ev("t", "")},
+			DropDues: []journal.Due{{At: time.Unix(-1, 0)}}},
+		"dropped due NUL stream": {Stream: "s", Events: []journal.Event{ev("t", "")},
+			DropDues: []journal.Due{{At: time.Unix(1, 0), Stream: "a\x00b"}}},
 	} {
 		if _, err := j.Append(ctx, req); !errors.Is(err, journal.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -435,6 +440,55 @@ func testClaims(t *testing.T, j Journal) {
 		t.Fatalf("contested key owned by %q (%v), winner %q", owner, err, winner)
 	}
 	checkLog(t, j)
+}
+
+// testDropDues: dropped dues leave the index in the same write as the
+// events, after the request's own dues are put; a refused append drops
+// nothing.
+func testDropDues(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	activate(t, j, "s")
+	activate(t, j, "t")
+	t0 := time.Date(2031, 1, 2, 3, 4, 5, 987654321, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	mustAppend(t, j, journal.AppendRequest{Stream: "s", Events: []journal.Event{ev("t", "")},
+		Dues: []journal.Due{{At: at(1), Key: "r1"}, {At: at(2), Key: "r2"}, {At: at(3), Key: "r3"}}})
+	mustAppend(t, j, journal.AppendRequest{Stream: "t", Events: []journal.Event{ev("t", "")},
+		Dues: []journal.Due{{At: at(1), Key: "r1"}}})
+	list := func() []journal.Due {
+		t.Helper()
+		d, err := j.DueBefore(ctx, at(100), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// A refused append drops nothing.
+	_, err := j.Append(ctx, journal.AppendRequest{Stream: "s", Expected: 7, Events: []journal.Event{ev("t", "")},
+		DropDues: []journal.Due{{At: at(1), Key: "r1"}}})
+	if !errors.Is(err, journal.ErrSequenceMismatch) {
+		t.Fatalf("append at the wrong head: %v", err)
+	}
+	if d := list(); len(d) != 4 {
+		t.Fatalf("after a refused append: %+v", d)
+	}
+	// r1 moves from minute 1 to 4; r2 is put and dropped in one request
+	// (the drop wins); r3 stays; a missing entry is no error; the other
+	// stream's r1 is untouched; an explicit stream is honoured.
+	mustAppend(t, j, journal.AppendRequest{Stream: "s", Expected: 1, Events: []journal.Event{ev("t", "")},
+		Dues: []journal.Due{{At: at(4), Key: "r1"}, {At: at(5), Key: "r2"}},
+		DropDues: []journal.Due{{At: at(1), Key: "r1"}, {At: at(2), Key: "r2"}, {At: at(5), Key: "r2"},
+			{At: at(9), Key: "never"}, {At: at(3), Stream: "s", Key: "nope"}}})
+	want := []journal.Due{{At: at(1), Stream: "t", Key: "r1"}, {At: at(3), Stream: "s", Key: "r3"}, {At: at(4), Stream: "s", Key: "r1"}}
+	if d := list(); !slices.Equal(d, want) {
+		t.Fatalf("after the drops: %+v,\nwant %+v", d, want)
+	}
+	// Another stream's append may drop this stream's entry when it names it.
+	mustAppend(t, j, journal.AppendRequest{Stream: "t", Expected: 1, Events: []journal.Event{ev("t", "")},
+		DropDues: []journal.Due{{At: at(3), Stream: "s", Key: "r3"}}})
+	if d := list(); !slices.Equal(d, []journal.Due{want[0], want[2]}) {
+		t.Fatalf("after dropping another stream's entry: %+v", d)
+	}
 }
 
 func testDuesAndMarks(t *testing.T, j Journal) {

@@ -25,10 +25,11 @@ type pending struct {
 }
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1, ...,
-// together with req.Claims, req.Dues and req.Marks, in one atomic write,
-// provided this DB still holds the epoch it activated for the stream. It
-// returns the Seq of the last appended event after the transaction holding
-// it committed (synchronous_commit as the server has it).
+// together with req.Claims, req.Dues, req.DropDues and req.Marks, in one
+// atomic write, provided this DB still holds the epoch it activated for the
+// stream. It returns the Seq of the last appended event after the
+// transaction holding it committed (synchronous_commit as the server has
+// it).
 //
 // Errors: *FencedError (ErrFenced) if this DB never activated the stream or
 // another DB activated it since; *journal.SequenceError if req.Expected is
@@ -175,10 +176,12 @@ type writes struct {
 	streams, types, data  [][]byte
 	hashes                [][]byte
 	versions              []int32
-	// claims and dues
+	// claims
 	claimNS, claimKeys, claimStreams [][]byte
-	dueAt                            []int64
-	dueStreams, dueKeys              [][]byte
+	// dues: entry -> put (true) or dropped (false), the last in queue order
+	// winning; dueOrder keeps first-seen order
+	dues     map[dueID]bool
+	dueOrder []dueID
 	// marks: key -> set (true) or clear (false), the last in queue order
 	// winning; markOrder keeps first-seen order
 	marks     map[string]bool
@@ -187,9 +190,18 @@ type writes struct {
 	heads map[string]uint64
 
 	// filled by finish
-	headStreams          [][]byte
-	headSeqs             []int64
-	markSet, markCleared [][]byte
+	headStreams           [][]byte
+	headSeqs              []int64
+	markSet, markCleared  [][]byte
+	dueAt, dropAt         []int64
+	dueStreams, dueKeys   [][]byte
+	dropStreams, dropKeys [][]byte
+}
+
+// dueID is one due entry: the dues table's primary key.
+type dueID struct {
+	at          int64
+	stream, key string
 }
 
 // commitTx runs the transaction: lock log_head, the streams' rows, read the
@@ -306,6 +318,7 @@ JOIN unnest($1::bytea[], $2::bytea[]) AS q(namespace, key) ON c.namespace = q.na
 	}
 
 	w.marks = make(map[string]bool)
+	w.dues = make(map[dueID]bool)
 	w.heads = make(map[string]uint64)
 	for _, p := range live {
 		db.check(p, rows, owners, &w)
@@ -412,11 +425,16 @@ func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]s
 		w.claimKeys = append(w.claimKeys, b(id.key))
 		w.claimStreams = append(w.claimStreams, stream)
 	}
-	for _, d := range req.Dues {
-		n, _ := dueNanos(d.At) // checked by validate
-		w.dueAt = append(w.dueAt, n)
-		w.dueStreams = append(w.dueStreams, b(d.Stream))
-		w.dueKeys = append(w.dueKeys, b(d.Key))
+	// Dues, then the dropped ones, as the bbolt journal writes them.
+	for i, list := range [2][]journal.Due{req.Dues, req.DropDues} {
+		for _, d := range list {
+			n, _ := dueNanos(d.At) // checked by validate
+			id := dueID{at: n, stream: d.Stream, key: d.Key}
+			if _, ok := w.dues[id]; !ok {
+				w.dueOrder = append(w.dueOrder, id)
+			}
+			w.dues[id] = i == 0
+		}
 	}
 	for _, m := range req.Marks { // in order: a later mark of the same key wins
 		if _, ok := w.marks[m.Key]; !ok {
@@ -433,6 +451,17 @@ func (w *writes) finish() {
 	for s, h := range w.heads {
 		w.headStreams = append(w.headStreams, b(s))
 		w.headSeqs = append(w.headSeqs, int64(h))
+	}
+	for _, id := range w.dueOrder {
+		if w.dues[id] {
+			w.dueAt = append(w.dueAt, id.at)
+			w.dueStreams = append(w.dueStreams, b(id.stream))
+			w.dueKeys = append(w.dueKeys, b(id.key))
+		} else {
+			w.dropAt = append(w.dropAt, id.at)
+			w.dropStreams = append(w.dropStreams, b(id.stream))
+			w.dropKeys = append(w.dropKeys, b(id.key))
+		}
 	}
 	for _, k := range w.markOrder {
 		if w.marks[k] {
@@ -460,6 +489,10 @@ SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[])`, w.claimNS, w.claim
 	if len(w.dueAt) > 0 {
 		batch.Queue(`INSERT INTO dues (at, stream, key)
 SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[]) ON CONFLICT DO NOTHING`, w.dueAt, w.dueStreams, w.dueKeys)
+	}
+	if len(w.dropAt) > 0 {
+		batch.Queue(`DELETE FROM dues USING unnest($1::bigint[], $2::bytea[], $3::bytea[]) AS u(at, stream, key)
+WHERE dues.at = u.at AND dues.stream = u.stream AND dues.key = u.key`, w.dropAt, w.dropStreams, w.dropKeys)
 	}
 	if len(w.markSet) > 0 {
 		batch.Queue(`INSERT INTO marks (key) SELECT * FROM unnest($1::bytea[]) ON CONFLICT DO NOTHING`, w.markSet)

@@ -93,7 +93,7 @@ func (h *History) appendEvents(id string, data ...reservation.EventData) []uint6
 			h.t.Fatalf("feedtest: activate %s: %v", id, err)
 		}
 	}
-	if err := h.store.Append(ctx, id, r.version, events); err != nil {
+	if err := h.store.Append(ctx, id, r.version, events, nil); err != nil {
 		h.t.Fatalf("feedtest: append to %s: %v", id, err)
 	}
 	last, err := h.db.LastGlobal(ctx)
