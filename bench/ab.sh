@@ -16,7 +16,9 @@
 # RATE (open loop per second; default closed loop with CLIENTS), DURATION
 # (10s), WARMUP (3s), ROUNDS (3), DUPLICATES (notify-storm copies, 5), OUT
 # (directory for binaries, data and the JSON reports; default a new one
-# under /tmp). No PostgreSQL is needed.
+# under /tmp), TREE_ENV and BASE_ENV (extra environment for one side's
+# refundd, e.g. TREE_ENV="GOMAXPROCS=4" with BASE=HEAD to try a runtime
+# setting). No PostgreSQL is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,8 @@ ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-}
 DUPLICATES=${DUPLICATES:-5}
 OUT=${OUT:-$(mktemp -d /tmp/refundd-ab.XXXXXX)}
+TREE_ENV=${TREE_ENV:-}
+BASE_ENV=${BASE_ENV:-}
 BIN=$OUT/bin
 mkdir -p "$BIN" "$OUT/base-src"
 
@@ -50,9 +54,12 @@ PROVIDER=(--provider memory --sandbox-delay 0)
 LOAD=(--clients "$CLIENTS")
 [[ -n $RATE ]] && LOAD=(--rate "$RATE")
 
-declare -A URL PID
+declare -A URL PID SIDE_ENV
+SIDE_ENV[tree]=$TREE_ENV
+SIDE_ENV[base]=$BASE_ENV
 for v in tree base; do
-    REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd-$v" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
+    # shellcheck disable=SC2086 # the side's settings are words on purpose
+    env ${SIDE_ENV[$v]} REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd-$v" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
         "${PROVIDER[@]}" --refund-spacing 0 --log-level warn >"$OUT/$v.out" 2>"$OUT/$v.err" &
     PID[$v]=$!
     PIDS+=("${PID[$v]}")
@@ -61,7 +68,7 @@ done
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
 echo "base: $BASE ($(git rev-parse --short "$BASE")); tree: $TREE"
-echo "command: BASE=$BASE TREE=$TREE SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS bench/ab.sh"
+echo "command: BASE=$BASE TREE=$TREE TREE_ENV=\"$TREE_ENV\" BASE_ENV=\"$BASE_ENV\" SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS bench/ab.sh"
 REPORTS=()
 for round in $(seq "$ROUNDS"); do
     for v in tree base; do
