@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"refundd/internal/jsontext"
 	"refundd/internal/reservation"
 )
 
@@ -341,12 +341,12 @@ func (s *Server) writeErrorBody(w http.ResponseWriter, status int, d errorDetail
 
 func (d *errorDetail) appendJSON(b []byte) []byte {
 	b = append(b, `{"error":{"code":`...)
-	b = appendString(b, d.Code)
+	b = jsontext.AppendString(b, d.Code)
 	b = append(b, `,"message":`...)
-	b = appendString(b, d.Message)
+	b = jsontext.AppendString(b, d.Message)
 	if d.Field != "" {
 		b = append(b, `,"field":`...)
-		b = appendString(b, d.Field)
+		b = jsontext.AppendString(b, d.Field)
 	}
 	return append(b, "}}"...)
 }
@@ -355,25 +355,25 @@ func (d *errorDetail) appendJSON(b []byte) []byte {
 func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"id":`...)
-	b = appendString(b, st.ID)
+	b = jsontext.AppendString(b, st.ID)
 	b = append(b, `,"user_id":`...)
-	b = appendString(b, st.UserID)
+	b = jsontext.AppendString(b, st.UserID)
 	b = append(b, `,"out_trade_no":`...)
-	b = appendString(b, st.OutTradeNo)
+	b = jsontext.AppendString(b, st.OutTradeNo)
 	if st.TransactionID != "" {
 		b = append(b, `,"transaction_id":`...)
-		b = appendString(b, st.TransactionID)
+		b = jsontext.AppendString(b, st.TransactionID)
 	}
 	b = append(b, `,"amount":`...)
 	b = strconv.AppendInt(b, st.Amount, 10)
 	b = append(b, `,"currency":`...)
-	b = appendString(b, st.Currency)
+	b = jsontext.AppendString(b, st.Currency)
 	if !st.PaidAt.IsZero() {
 		b = append(b, `,"paid_at":`...)
 		b, ok = appendTime(b, st.PaidAt, ok)
 	}
 	b = append(b, `,"status":`...)
-	b = appendString(b, string(st.Status))
+	b = jsontext.AppendString(b, string(st.Status))
 	b = append(b, `,"refunded":`...)
 	b = strconv.AppendInt(b, st.Refunded(), 10)
 	b = append(b, `,"in_flight":`...)
@@ -398,28 +398,28 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 func appendRefund(b []byte, reservationID string, r *reservation.Refund) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"refund_no":`...)
-	b = appendString(b, r.No)
+	b = jsontext.AppendString(b, r.No)
 	b = append(b, `,"reservation_id":`...)
-	b = appendString(b, reservationID)
+	b = jsontext.AppendString(b, reservationID)
 	b = append(b, `,"amount":`...)
 	b = strconv.AppendInt(b, r.Amount, 10)
 	b = append(b, `,"state":`...)
-	b = appendString(b, string(r.State))
+	b = jsontext.AppendString(b, string(r.State))
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendString(b, r.Reason)
+		b = jsontext.AppendString(b, r.Reason)
 	}
 	if r.Code != "" {
 		b = append(b, `,"code":`...)
-		b = appendString(b, r.Code)
+		b = jsontext.AppendString(b, r.Code)
 	}
 	if r.Message != "" {
 		b = append(b, `,"message":`...)
-		b = appendString(b, r.Message)
+		b = jsontext.AppendString(b, r.Message)
 	}
 	if r.ProviderID != "" {
 		b = append(b, `,"provider_refund_id":`...)
-		b = appendString(b, r.ProviderID)
+		b = jsontext.AppendString(b, r.ProviderID)
 	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(r.Attempts), 10)
@@ -454,33 +454,4 @@ func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
 		return b, false
 	}
 	return append(out, '"'), ok
-}
-
-// appendString encodes s as encoding/json does with HTML escaping on (its
-// default): a plain string as it is, anything needing an escape by
-// encoding/json itself.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				return appendStringEscaped(b, s)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			return appendStringEscaped(b, s)
-		}
-		i += size
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-func appendStringEscaped(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always encodes
-	return append(b, q...)
 }

@@ -14,6 +14,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"refundd/internal/jsontext"
 	"refundd/internal/reservation"
 )
 
@@ -180,7 +181,7 @@ func FuzzAppendString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
+		if got := jsontext.AppendString(nil, s); !bytes.Equal(got, want) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	})

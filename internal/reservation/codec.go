@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"refundd/internal/jsontext"
 )
 
 // EventVersion is the schema version every event type is written with today.
@@ -52,7 +54,7 @@ func AppendEncoded(dst []byte, e Event) ([]byte, error) {
 	b := append(dst, `{"at":"`...)
 	b = at.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","by":`...)
-	b = appendJSONString(b, e.By)
+	b = jsontext.AppendString(b, e.By)
 	b = append(b, `,"data":`...)
 	pre := len(b)
 	b, ok := appendData(b, e.Data)

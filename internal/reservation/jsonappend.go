@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"refundd/internal/jsontext"
 )
 
 // The event payloads are written by hand, in the exact bytes encoding/json
@@ -170,7 +171,7 @@ type jsonWriter struct {
 }
 
 func (w *jsonWriter) str(key, s string) {
-	w.b = appendJSONString(append(w.b, key...), s)
+	w.b = jsontext.AppendString(append(w.b, key...), s)
 }
 
 // strOmit is str for a field tagged omitempty.
@@ -214,60 +215,4 @@ func (w *jsonWriter) timeOmit(key string, t time.Time) {
 	if !t.IsZero() {
 		w.time(key, t)
 	}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted as encoding/json quotes strings (its
-// HTML-safe default): '"', '\\' and the short control escapes \b \f \n \r
-// \t; other bytes below 0x20 and '<', '>', '&' as \u00xx; each invalid
-// UTF-8 byte as \ufffd; U+2028 and U+2029 as \u2028 and \u2029.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 )
 
 // randomText returns a string mixing what JSON escaping treats differently:
@@ -197,31 +196,6 @@ func TestEncode_SameBytesAsEncodingJSONRandom(t *testing.T) {
 	}
 	if failed == 0 || failed == n {
 		t.Errorf("%d of %d random events fail to encode; want some of both", failed, n)
-	}
-}
-
-// TestAppendJSONString_EveryByteAndRune compares the string quoting with
-// encoding/json's for every byte alone and every rune of the BMP's edges.
-func TestAppendJSONString_EveryByteAndRune(t *testing.T) {
-	var inputs []string
-	for b := range 256 {
-		inputs = append(inputs, string([]byte{byte(b)}), "x"+string([]byte{byte(b)})+"y")
-	}
-	for r := rune(0); r < 0x3000; r++ {
-		inputs = append(inputs, string(r))
-	}
-	for r := rune(0xd700); r < 0x10000; r++ {
-		inputs = append(inputs, "a"+string(r))
-	}
-	inputs = append(inputs, string(rune(utf8.MaxRune)), "\U0001F642\u2028\u2029<&>\"\\")
-	for _, s := range inputs {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendJSONString(%q) = %s, encoding/json %s", s, got, want)
-		}
 	}
 }
 
