@@ -10,7 +10,6 @@ package simprovider
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -61,7 +60,8 @@ type refund struct {
 	acceptAt time.Time
 }
 
-// body is the request wire format, a subset of WeChat's.
+// body is the request wire format, a subset of WeChat's. body.go encodes
+// and decodes it as encoding/json does.
 type body struct {
 	OutTradeNo    string `json:"out_trade_no,omitempty"`
 	TransactionID string `json:"transaction_id,omitempty"`
@@ -89,7 +89,7 @@ func (p *Provider) RequestBody(r actors.RefundRequest) ([]byte, error) {
 	var b body
 	b.OutTradeNo, b.OutRefundNo, b.Reason = r.OutTradeNo, r.RefundNo, r.Reason
 	b.Amount.Refund, b.Amount.Total, b.Amount.Currency = r.Amount, r.Total, r.Currency
-	return json.Marshal(b)
+	return appendBody(make([]byte, 0, bodySize(&b)), &b), nil
 }
 
 // Submit implements actors.Provider.
@@ -110,7 +110,7 @@ func (p *Provider) Submit(ctx context.Context, refundNo string, raw []byte, atte
 
 func (p *Provider) submit(refundNo string, raw []byte) reservation.Outcome {
 	var b body
-	if err := json.Unmarshal(raw, &b); err != nil || b.OutRefundNo != refundNo {
+	if err := parseBody(raw, &b); err != nil || b.OutRefundNo != refundNo {
 		return reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "PARAM_ERROR", Message: "malformed request"}
 	}
 	p.mu.Lock()
