@@ -30,17 +30,16 @@ type reservationActor struct {
 	answered bool
 	waiters  []waiter
 	leaving  bool // passivation started; only this actor's goroutine reads it
-	active   time.Time
 }
 
 func (a *reservationActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.active = time.Now()
+		a.entry.active.Store(a.e.since())
 		a.load()
 	case idleCheck:
 		a.dropGoneWaiters()
-		if time.Since(a.active) >= a.e.cfg.IdleTimeout && len(a.waiters) == 0 {
+		if time.Duration(a.e.since()-a.entry.active.Load()) >= a.e.cfg.IdleTimeout && len(a.waiters) == 0 {
 			a.passivate(ctx)
 		}
 	case passivateNow:
@@ -49,7 +48,7 @@ func (a *reservationActor) Receive(ctx actor.Context) {
 		a.releaseWaiters()
 		a.e.removeEntry(a.id, a.entry)
 	case *envelope:
-		a.active = time.Now()
+		a.entry.active.Store(a.e.since())
 		a.handle(ctx, m)
 	}
 }

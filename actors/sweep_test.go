@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"refundd/internal/reservation"
+)
+
+// emptyStore is a Store with nothing in it that accepts every append: the
+// sweep's test needs live actors, not a journal.
+type emptyStore struct{}
+
+func (emptyStore) Load(context.Context, string) ([]reservation.Event, uint64, error) {
+	return nil, 0, nil
+}
+
+func (emptyStore) Append(context.Context, string, uint64, []reservation.Event, []reservation.DueTime) error {
+	return nil
+}
+
+func (emptyStore) LookupRefund(context.Context, string) (string, error) {
+	return "", reservation.ErrNotFound
+}
+
+func (emptyStore) DueBefore(context.Context, time.Time, int) ([]Timer, error) { return nil, nil }
+func (emptyStore) DeleteDue(context.Context, []Timer) error                   { return nil }
+func (emptyStore) Attention(context.Context, string, string, int) ([]RefundRef, error) {
+	return nil, nil
+}
+
+// noProvider is never called: no refund is requested.
+type noProvider struct{}
+
+func (noProvider) RequestBody(RefundRequest) ([]byte, error) { return []byte("{}"), nil }
+func (noProvider) Submit(context.Context, string, []byte, int) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeUnknown}
+}
+func (noProvider) Query(context.Context, string) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeUnknown}
+}
+
+// TestSweep_AsksOnlyIdleActors: the sweep sends nothing to actors that had
+// work within IdleTimeout, and the ones it asks passivate.
+func TestSweep_AsksOnlyIdleActors(t *testing.T) {
+	// An hour: the sweep's own ticker never fires during the test; askIdle
+	// is called by hand.
+	e, err := New(Config{Store: emptyStore{}, Provider: noProvider{}, IdleTimeout: time.Hour,
+		Policy: reservation.Policy{RefundNoPrefix: "T"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	ctx := context.Background()
+	ids := []string{"a1", "a2", "a3"}
+	for _, id := range ids {
+		if _, _, err := e.Execute(ctx, id, "test", reservation.Register{ReservationID: id, UserID: "u",
+			OutTradeNo: "O-" + id, Amount: 100, Currency: "CNY"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.askIdle(); n != 0 {
+		t.Fatalf("askIdle asked %d actors that just had work", n)
+	}
+	// Two actors' last activity moves two hours back, as if they had been
+	// idle that long.
+	for _, id := range ids[:2] {
+		sh := e.shard(id)
+		sh.mu.Lock()
+		sh.live[id].active.Add(-int64(2 * time.Hour))
+		sh.mu.Unlock()
+	}
+	if n := e.askIdle(); n != 2 {
+		t.Fatalf("askIdle asked %d actors, want the 2 idle ones", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Active() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d actors live, want the busy one only", e.Active())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sh := e.shard(ids[2])
+	sh.mu.Lock()
+	_, live := sh.live[ids[2]]
+	sh.mu.Unlock()
+	if !live {
+		t.Fatal("the actor with recent work passivated")
+	}
+	// A passivated reservation is activated again by its next message
+	// (and, from this empty store, reloads as never registered).
+	if _, err := e.Get(ctx, ids[0]); !errors.Is(err, reservation.ErrNotFound) {
+		t.Fatalf("Get after passivation: %v", err)
+	}
+	if n := e.Active(); n != 2 {
+		t.Fatalf("%d actors live after the reactivation, want 2", n)
+	}
+}
