@@ -243,19 +243,25 @@ func TestEngine_NoMessageLostAcrossPassivation(t *testing.T) {
 	}
 }
 
-func TestEngine_LostResponsesRetriedThenResolvedByQuery(t *testing.T) {
-	var lost atomic.Bool
+// lostAnswers is a harness whose provider refunds every submission but
+// loses the answer (TIMEOUT) while lost is set, which it is at first.
+func lostAnswers(t *testing.T, maxAttempts int) (h *harness, lost *atomic.Bool) {
+	lost = new(atomic.Bool)
 	lost.Store(true)
-	h := newHarness(t, harnessOpts{
-		policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 3, RetryBackoff: time.Second},
+	h = newHarness(t, harnessOpts{
+		policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: maxAttempts, RetryBackoff: time.Second},
 		sim: simprovider.Options{Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
 			if op == "submit" && lost.Load() {
-				// The provider refunds, but the answer never arrives.
 				return simprovider.Injected{Apply: true, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
 			}
 			return simprovider.Injected{}, false
 		}},
 	})
+	return h, lost
+}
+
+func TestEngine_LostResponsesRetriedThenResolvedByQuery(t *testing.T) {
+	h, lost := lostAnswers(t, 3)
 	h.register("r1", 10000)
 	st, _, err := h.refund("r1", "k1", 0)
 	if err != nil {
@@ -333,17 +339,7 @@ func TestEngine_DueIndexHoldsOnlyLiveTimers(t *testing.T) {
 		h.assertLiveDues("after success", "r1")
 	})
 	t.Run("retries, then a query", func(t *testing.T) {
-		var lost atomic.Bool
-		lost.Store(true)
-		h := newHarness(t, harnessOpts{
-			policy: &reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 2, RetryBackoff: time.Second},
-			sim: simprovider.Options{Fault: func(op, no string, attempt int) (simprovider.Injected, bool) {
-				if op == "submit" && lost.Load() {
-					return simprovider.Injected{Apply: true, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
-				}
-				return simprovider.Injected{}, false
-			}},
-		})
+		h, lost := lostAnswers(t, 2)
 		h.register("r1", 10000)
 		st, _, err := h.refund("r1", "k1", 0)
 		if err != nil {
