@@ -24,8 +24,9 @@ type pending struct {
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1,
 // req.Expected+2, ..., together with req.Claims, req.Dues, req.DropDues and
-// req.Marks, in one atomic write. It returns the Seq of the last appended event only after the
-// commit holding it has been fsynced (unless Options.NoSync).
+// req.Marks, in one atomic write. It returns the Seq of the last appended
+// event only after the commit holding it has been fsynced (unless
+// Options.NoSync).
 //
 // Errors: *SequenceError (ErrSequenceMismatch) if req.Expected is not the
 // stream's head; *KeyTakenError (ErrKeyTaken) if another stream owns a

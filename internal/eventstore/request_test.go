@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // referenceRequest is how Append built its journal request before it
 // encoded into one buffer and cut the attention keys from one string:
 // appendRequest must build the same request.
-func referenceRequest(id string, expected uint64, events []reservation.Event) (journal.AppendRequest, error) {
+func referenceRequest(id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
 	req := journal.AppendRequest{Stream: id, Expected: expected, Events: make([]journal.Event, 0, len(events))}
 	for _, e := range events {
 		typ, ver, data, err := reservation.Encode(e)
@@ -38,6 +39,9 @@ func referenceRequest(id string, expected uint64, events []reservation.Event) (j
 				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no)})
 			}
 		}
+	}
+	for _, d := range dropped {
+		req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
 	}
 	return req, nil
 }
@@ -92,12 +96,18 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 		}
 		cases = append(cases, events)
 	}
-	for _, events := range cases {
-		got, err := appendRequest("r1", 7, events, nil)
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	for i, events := range cases {
+		// None, one or two superseded due times, passed through as they are.
+		var dropped []reservation.DueTime
+		for k := range i % 3 {
+			dropped = append(dropped, reservation.DueTime{RefundNo: fmt.Sprintf("T-r1-%d", k+1), At: at.Add(time.Duration(k) * time.Second)})
+		}
+		got, err := appendRequest("r1", 7, events, dropped)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := referenceRequest("r1", 7, events)
+		want, err := referenceRequest("r1", 7, events, dropped)
 		if err != nil {
 			t.Fatal(err)
 		}

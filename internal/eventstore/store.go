@@ -134,6 +134,7 @@ type requestRoom struct {
 	events [2]journal.Event
 	claims [1]journal.Claim
 	dues   [1]journal.Due
+	drops  [1]journal.Due
 	marks  [2]journal.Mark
 }
 
@@ -220,9 +221,9 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 		req.Dues = nil
 	}
 	if len(dropped) > 0 {
-		req.DropDues = make([]journal.Due, len(dropped))
-		for i, d := range dropped {
-			req.DropDues[i] = journal.Due{At: d.At, Stream: id, Key: d.RefundNo}
+		req.DropDues = room.drops[:0]
+		for _, d := range dropped {
+			req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
 		}
 	}
 	return req, nil
