@@ -56,57 +56,56 @@ type DueTime struct {
 // deletes these in the same write as the events, so that its index holds
 // only live due times: a superseded timer would otherwise fire later for
 // nothing (Decide ignores it, but the scheduler has to wake the
-// reservation to find out). s is not changed.
+// reservation to find out). s is not changed. An append carries a few
+// events, so the quadratic scans cost less than a map; nothing is
+// allocated unless something is dropped.
 func DroppedDues(s *State, events []Event) []DueTime {
-	// Most appends touch one refund; the array keeps that off the heap.
-	var room [2]dueTrack
-	touched := room[:0]
-	for _, e := range events {
-		no, at, set := DueEffect(e.Data)
-		if !set {
-			continue
-		}
-		i := 0
-		for i < len(touched) && touched[i].no != no {
-			i++
-		}
-		if i == len(touched) {
-			var cur time.Time
-			if r := s.Refund(no); r != nil {
-				cur = r.DueAt
-			}
-			touched = append(touched, dueTrack{no: no, cur: cur})
-			touched[i].seen(cur)
-		}
-		touched[i].seen(at)
-		touched[i].cur = at
-	}
 	var out []DueTime
-	for _, t := range touched {
-		for _, at := range t.times {
-			if !at.Equal(t.cur) {
-				out = append(out, DueTime{RefundNo: t.no, At: at})
+	for i, e := range events {
+		no, _, set := DueEffect(e.Data)
+		if !set || setsDue(events[:i], no) {
+			continue // not a due time, or its refund was handled at an earlier event
+		}
+		var before time.Time
+		if r := s.Refund(no); r != nil {
+			before = r.DueAt
+		}
+		final := before
+		for _, later := range events[i:] {
+			if n, at, ok := DueEffect(later.Data); ok && n == no {
+				final = at
+			}
+		}
+		out = appendDropped(out, no, before, final)
+		for _, later := range events[i:] {
+			if n, at, ok := DueEffect(later.Data); ok && n == no {
+				out = appendDropped(out, no, at, final)
 			}
 		}
 	}
 	return out
 }
 
-// dueTrack follows one refund's due time through an append.
-type dueTrack struct {
-	no    string
-	cur   time.Time   // the due time after the events so far
-	times []time.Time // every non-zero due time it had, each once
-}
-
-func (t *dueTrack) seen(at time.Time) {
-	if at.IsZero() {
-		return
-	}
-	for _, x := range t.times {
-		if x.Equal(at) {
-			return
+// setsDue says whether any of events sets refund no's due time.
+func setsDue(events []Event, no string) bool {
+	for _, e := range events {
+		if n, _, ok := DueEffect(e.Data); ok && n == no {
+			return true
 		}
 	}
-	t.times = append(t.times, at)
+	return false
+}
+
+// appendDropped adds (no, at) to out unless at is zero, is the refund's
+// final due time, or is listed already.
+func appendDropped(out []DueTime, no string, at, final time.Time) []DueTime {
+	if at.IsZero() || at.Equal(final) {
+		return out
+	}
+	for _, d := range out {
+		if d.RefundNo == no && d.At.Equal(at) {
+			return out
+		}
+	}
+	return append(out, DueTime{RefundNo: no, At: at})
 }
