@@ -292,7 +292,13 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		}
 		return noChange()
 	case OutcomeRejected:
-		if r.State == Processing || r.State == Unknown {
+		// REJECTED means no money moved, and lets an operator abandon the
+		// refund and free its amount. Only a submission's answer to the
+		// latest attempt of a refund the provider never acknowledged says
+		// that: a later attempt may have been taken after an older one was
+		// refused, and a provider refund id means the provider has the
+		// refund.
+		if (r.State == Processing || r.State == Unknown) && c.Source == SourceResponse && c.Attempt == r.Attempts && r.ProviderID == "" {
 			return []EventData{result(Rejected)}, nil
 		}
 		return noChange()

@@ -150,6 +150,12 @@ func outcome(no string, src Source, kind OutcomeKind) RecordOutcome {
 	return RecordOutcome{RefundNo: no, Source: src, Outcome: Outcome{Kind: kind}}
 }
 
+// rejection is the provider's refusal of the refund's latest submission
+// attempt, the one answer that makes a refund REJECTED.
+func rejection(s *State, no string) RecordOutcome {
+	return RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: s.Refund(no).Attempts, Outcome: Outcome{Kind: OutcomeRejected}}
+}
+
 // Refund states a test can put a refund into. "FAILED(abandoned)" is FAILED
 // reached by an operator rather than by the provider.
 const failedAbandoned RefundState = "FAILED(abandoned)"
@@ -951,7 +957,8 @@ func TestRecordOutcome_Transitions(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Decide: %v", err)
 					}
-					if (rule == ruleAttempt || rule == ruleRetry) && src != SourceResponse || rule == ruleResend && src != SourceQuery {
+					if (rule == ruleAttempt || rule == ruleRetry) && src != SourceResponse || rule == ruleResend && src != SourceQuery ||
+						kind == OutcomeRejected && src != SourceResponse {
 						rule = ruleIgnore
 					}
 					switch rule {
@@ -1102,7 +1109,7 @@ func TestRecordOutcome_SuccessCancels(t *testing.T) {
 			case Unknown:
 				exhaustRetries(t, s, no, providerEnv)
 			case Rejected:
-				run(t, s, outcome(no, SourceResponse, OutcomeRejected), providerEnv)
+				run(t, s, rejection(s, no), providerEnv)
 			case Abnormal:
 				run(t, s, outcome(no, SourceNotification, OutcomeAbnormal), providerEnv)
 			}
@@ -1254,6 +1261,82 @@ func TestRecordOutcome_RejectedThenProcessingIsChecked(t *testing.T) {
 	}
 }
 
+// A refusal makes a refund REJECTED, and so abandonable with its amount
+// free again, only as a submission's answer to the latest attempt of a
+// refund the provider never acknowledged. Anything else may still pay out.
+func TestRecordOutcome_RejectionOnlyOfTheLatestUnacknowledgedAttempt(t *testing.T) {
+	at := t0.Add(2 * time.Second)
+	pEnv := testEnv(at, "provider:wechatpay")
+	// resent: attempt 1 is still in flight when a query finds nothing, so
+	// attempt 2 goes out under the same number.
+	resent := func(t *testing.T) (*State, string) {
+		s, no := refundIn(t, Processing)
+		assertTypes(t, run(t, s, CheckProvider{RefundNo: no}, testEnv(at, "operator:alice")), TypeQueryStarted)
+		assertTypes(t, run(t, s, outcome(no, SourceQuery, OutcomeNotFound), pEnv), TypeSubmissionStarted)
+		return s, no
+	}
+	acknowledged := func(s *State, no string, src Source, attempt int) {
+		run(t, s, RecordOutcome{RefundNo: no, Source: src, Attempt: attempt,
+			Outcome: Outcome{Kind: OutcomeProcessing, ProviderID: "50300000001"}}, pEnv)
+		if r := s.Refund(no); r.ProviderID != "50300000001" {
+			t.Fatalf("provider id not learned: %+v", *r)
+		}
+	}
+	olderAttempt := func(s *State, no string) RecordOutcome {
+		c := rejection(s, no)
+		c.Attempt = s.Refund(no).Attempts - 1
+		return c
+	}
+	from := func(src Source) func(s *State, no string) RecordOutcome {
+		return func(s *State, no string) RecordOutcome {
+			c := rejection(s, no)
+			c.Source = src
+			return c
+		}
+	}
+	processing := func(t *testing.T) (*State, string) { return refundIn(t, Processing) }
+	cases := []struct {
+		name   string
+		setup  func(t *testing.T) (*State, string)
+		refuse func(s *State, no string) RecordOutcome
+		want   RefundState
+	}{
+		{"the latest attempt, never acknowledged", processing, rejection, Rejected},
+		{"the latest attempt after a resend", resent, rejection, Rejected},
+		{"an older attempt after a resend", resent, olderAttempt, Processing},
+		{"an older attempt after the resend was acknowledged", func(t *testing.T) (*State, string) {
+			s, no := resent(t)
+			acknowledged(s, no, SourceResponse, 2)
+			return s, no
+		}, olderAttempt, Processing},
+		{"the latest attempt after a query found the refund", func(t *testing.T) (*State, string) {
+			s, no := refundIn(t, Processing)
+			acknowledged(s, no, SourceQuery, 0)
+			return s, no
+		}, rejection, Processing},
+		{"a query", processing, from(SourceQuery), Processing},
+		{"a notification", processing, from(SourceNotification), Processing},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, no := tc.setup(t)
+			held := s.InFlight()
+			run(t, s, tc.refuse(s, no), pEnv)
+			r := s.Refund(no)
+			if r.State != tc.want {
+				t.Fatalf("refund is %s, want %s: %+v", r.State, tc.want, *r)
+			}
+			if tc.want == Rejected {
+				return
+			}
+			mustFail(t, s, Abandon{RefundNo: no}, testEnv(at.Add(time.Minute), "operator:alice"), ErrInvalidState)
+			if s.InFlight() != held || held < r.Amount {
+				t.Fatalf("in flight %d, was %d: the refund's %d fen must stay held", s.InFlight(), held, r.Amount)
+			}
+		})
+	}
+}
+
 func TestRecordOutcome_Refused(t *testing.T) {
 	s, no := refundIn(t, Processing)
 	err := mustFail(t, s, RecordOutcome{RefundNo: no, Source: SourceQuery, Outcome: Outcome{Kind: "SUCCESS"}}, providerEnv, ErrInvalid)
@@ -1296,7 +1379,7 @@ func TestResubmit_States(t *testing.T) {
 	t.Run("never submitted", func(t *testing.T) {
 		s := registered(t)
 		no := run(t, s, RequestRefund{UserID: testUser, IdempotencyKey: "k"}, testEnv(t0, "u"))[0].Data.(RefundRequested).RefundNo
-		run(t, s, outcome(no, SourceResponse, OutcomeRejected), providerEnv)
+		run(t, s, rejection(s, no), providerEnv)
 		mustFail(t, s, Resubmit{RefundNo: no}, testEnv(t0, "op"), ErrInvalidState)
 	})
 	t.Run("unknown refund", func(t *testing.T) {

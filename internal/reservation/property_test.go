@@ -108,7 +108,9 @@ func (h *sim) modelOutcome(r *modelRefund, kind OutcomeKind, src Source, latest,
 		}
 		return Processing, "result"
 	case OutcomeRejected:
-		if st == Processing || st == Unknown {
+		// Only a submission's refusal of the latest attempt of a refund the
+		// provider never acknowledged says that no money moved.
+		if (st == Processing || st == Unknown) && src == SourceResponse && latest && r.providerID == "" {
 			return Rejected, "result"
 		}
 		return attempt()

@@ -343,7 +343,11 @@ func TestFireTimer_RetryPending(t *testing.T) {
 	for _, kind := range []OutcomeKind{OutcomeSucceeded, OutcomeFailed, OutcomeRejected} {
 		t.Run("settled by "+string(kind), func(t *testing.T) {
 			s, no, due := pending(t)
-			run(t, s, outcome(no, SourceNotification, kind), providerEnv)
+			cmd := outcome(no, SourceNotification, kind)
+			if kind == OutcomeRejected {
+				cmd = rejection(s, no) // only a submission's answer refuses
+			}
+			run(t, s, cmd, providerEnv)
 			if r := s.Refund(no); r.Retry || !r.DueAt.IsZero() || r.State != kind.target() {
 				t.Fatalf("refund %+v", *r)
 			}

@@ -74,7 +74,7 @@ func TestStartSubmission_Spacing(t *testing.T) {
 				last, _ = submitAt(t, s, fmt.Sprintf("pre-%d", i), 100, t0.Add(at), Policy{})
 			}
 			if tc.resubmit != 0 {
-				run(t, s, outcome(last, SourceResponse, OutcomeRejected), testEnv(t0.Add(tc.resubmit), "p"))
+				run(t, s, rejection(s, last), testEnv(t0.Add(tc.resubmit), "p"))
 				run(t, s, Resubmit{RefundNo: last}, testEnv(t0.Add(tc.resubmit), "operator:alice"))
 				if r := s.Refund(last); r.Attempts != 2 || !r.SubmittedAt.Equal(t0.Add(tc.before[len(tc.before)-1])) {
 					t.Fatalf("resubmitted refund %+v: SubmittedAt must stay the first submission's", *r)
@@ -307,7 +307,7 @@ func TestRequestRefund_WindowOrder(t *testing.T) {
 		s := registered(t)
 		no := newRefund(t, s, "key-1", ptr(4000))
 		assertTypes(t, run(t, s, FireTimer{RefundNo: no, DueAt: s.Refund(no).DueAt}, testEnv(closed.Now, "engine")), TypeFlaggedStuck, TypeQueryStarted)
-		assertTypes(t, run(t, s, outcome(no, SourceResponse, OutcomeRejected), testEnv(closed.Now, "p")), TypeProviderResult)
+		assertTypes(t, run(t, s, rejection(s, no), testEnv(closed.Now, "p")), TypeProviderResult)
 		assertTypes(t, run(t, s, Resubmit{RefundNo: no}, testEnv(closed.Now, "operator:alice")), TypeSubmissionStarted)
 		assertTypes(t, run(t, s, outcome(no, SourceQuery, OutcomeSucceeded), testEnv(closed.Now, "p")), TypeProviderResult)
 		if s.Refunded() != 4000 {
