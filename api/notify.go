@@ -322,7 +322,12 @@ func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *noti
 		}
 		if err := q.Keep(quarantine.Entry{At: time.Now().UTC(), Endpoint: endpoint, Reason: string(f.outcome),
 			Detail: errString(f.err), Headers: headers, Body: body}); err != nil {
-			n.log.ErrorContext(r.Context(), "could not keep a refused notification", "err", err)
+			// A full disk fails every refusal alike, and anyone can post
+			// refusals: rate-limited like the refusals themselves.
+			if ok, held := n.limiter.allow(endpoint + "/quarantine_failed"); ok {
+				n.log.ErrorContext(r.Context(), "could not keep a refused notification", "endpoint", endpoint,
+					"err", err, "similar_suppressed", held)
+			}
 		}
 	}
 	if ok, held := n.limiter.allow(endpoint + "/" + string(f.outcome)); ok {

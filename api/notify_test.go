@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -293,5 +296,76 @@ func TestNotifyV2_IsOnlyAHintConfirmedByQuery(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode == 200 || !strings.Contains(string(b), "FAIL") {
 		t.Fatalf("garbage v2: %d %s", resp.StatusCode, b)
+	}
+}
+
+// errorCounter counts the log records at ERROR and above by message.
+type errorCounter struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (h *errorCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *errorCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.mu.Lock()
+		h.msgs[r.Message]++
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *errorCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorCounter) WithGroup(string) slog.Handler      { return h }
+
+// Anyone can post to the notification endpoint: when the quarantine cannot
+// be written (a full disk, a directory gone), its failures are logged
+// rate-limited like the refusals, and the refusals are still counted and
+// answered so that WeChat retries.
+func TestNotify_QuarantineFailureIsLoggedRateLimited(t *testing.T) {
+	counter := &errorCounter{msgs: map[string]int{}}
+	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: simprovider.New(simprovider.Options{}),
+		Logger: slog.New(slog.DiscardHandler), Policy: reservation.Policy{RefundNoPrefix: "N"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = engine.Close(context.Background()) })
+	dir := filepath.Join(t.TempDir(), "quarantine")
+	q, err := quarantine.Open(dir, quarantine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &wechatpay.Verifier{}
+	if err := v.AddPublicKey("PUB_KEY_ID_TEST", &ntPlatformKey(t).PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	s := api.New(engine, api.Options{Logger: slog.New(counter), Notify: &api.NotifyConfig{
+		MchID: ntMchID, Verifier: v, APIv3Key: []byte("0123456789abcdef0123456789abcdef"), Engine: engine, Quarantine: q,
+	}})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for range n {
+		resp, err := http.Post(srv.URL+"/v1/notify/wechatpay/refund", "application/json", strings.NewReader(`{"forged":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a forged notification got %d, want 401", resp.StatusCode)
+		}
+	}
+	if got := s.NotifyStats().Snapshot()["rejected"]; got != n {
+		t.Fatalf("%d refusals counted, want %d", got, n)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if got := counter.msgs["could not keep a refused notification"]; got != 1 {
+		t.Fatalf("%d forged notifications logged the quarantine failure %d times, want once per interval", n, got)
+	}
+	if got := counter.msgs["wechatpay notification refused; WeChat will retry"]; got != 1 {
+		t.Fatalf("the refusal was logged %d times, want once per interval", got)
 	}
 }
