@@ -150,6 +150,12 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		return
 	}
 	if len(events) == 0 {
+		if isTimer(m.cmd) {
+			if err := a.confirmCurrent(ctx); err != nil {
+				a.answer(m, reply{err: err})
+				return
+			}
+		}
 		a.answer(m, reply{state: a.snapshot(quiet)})
 		return
 	}
@@ -186,6 +192,39 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	a.wakeWaiters()
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
 	a.sideEffects(events)
+}
+
+// isTimer reports whether cmd fires a due timer.
+func isTimer(cmd reservation.Command) bool {
+	switch cmd.(type) {
+	case reservation.FireTimer, *reservation.FireTimer:
+		return true
+	}
+	return false
+}
+
+// confirmCurrent checks the state against the journal before a timer is
+// answered as stale. The scheduler deletes a timer so answered from the
+// shared due index, and in cluster mode a node that still believes it owns
+// the reservation may hold a state older than the journal's (only appends
+// are fenced): its "stale" could be the live due time of a newer event,
+// and deleting it would leave the refund with nobody to check on it. Stale
+// timers are rare (superseded due times leave the index with the events
+// that supersede them), so the extra read costs little. A state behind the
+// journal passivates the actor and answers an error: the timer stays, and
+// the next pass finds a fresh activation.
+func (a *reservationActor) confirmCurrent(ctx actor.Context) error {
+	_, version, err := a.e.cfg.Store.Load(a.e.journalDeadline.context(), a.id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: confirm %s against the journal: %v", ErrUnavailable, a.id, err)
+	case version != a.state.Version:
+		a.log().Warn("reservation state behind the journal; reloading before handling its timer",
+			"version", a.state.Version, "journal_version", version)
+		a.passivate(ctx)
+		return fmt.Errorf("%w: %s: state at version %d, journal at %d", ErrUnavailable, a.id, a.state.Version, version)
+	}
+	return nil
 }
 
 // decide runs the pure core. A new refund also gets its first submission,

@@ -367,6 +367,73 @@ func TestEngine_DueIndexHoldsOnlyLiveTimers(t *testing.T) {
 	})
 }
 
+// In cluster mode two nodes may briefly both believe they own a
+// reservation, and only appends are fenced. An old owner whose actor still
+// holds an older state must not answer the refund's live timer as stale:
+// the scheduler would delete it from the shared index, and nothing would
+// check on the refund again. Two engines on one journal play the nodes.
+func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := st.RefundByKey("k1").No
+	waitFor(t, "PROCESSING with a provider id", func() bool {
+		st, _ := h.engine.Get(ctx, "r1")
+		return st.Refund(no).ProviderID != ""
+	})
+	owner, err := actors.New(actors.Config{Store: h.store, Provider: h.provider, Now: h.clock.Now,
+		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Close(ctx) })
+	// The new owner fires the first recheck: a query, and a later due time.
+	h.clock.Advance(2 * time.Minute)
+	if n, err := owner.FireDue(ctx, h.clock.Now(), 100); err != nil || n != 1 {
+		t.Fatalf("new owner's FireDue = %d, %v; want 1 timer handled", n, err)
+	}
+	ost, err := owner.Get(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := ost.Refund(no).DueAt
+	if live.IsZero() {
+		t.Fatal("no due time after the query started")
+	}
+	// The old owner's actor still holds the state from before the query.
+	if st, _ := h.engine.Get(ctx, "r1"); st.Version >= ost.Version {
+		t.Fatalf("old owner's state is at version %d, the journal at %d: nothing to test", st.Version, ost.Version)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if n, err := h.engine.FireDue(ctx, h.clock.Now(), 100); err != nil || n != 0 {
+		t.Fatalf("old owner's FireDue = %d, %v; want the live timer left alone", n, err)
+	}
+	dues, err := h.store.DueBefore(ctx, h.clock.Now(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dues) != 1 || dues[0].RefundNo != no || !dues[0].DueAt.Equal(live) {
+		t.Fatalf("due index %+v, want the live timer of %s at %v", dues, no, live)
+	}
+	// Reloaded from the journal, the old owner's next pass handles it.
+	waitFor(t, "the old owner's handled timer", func() bool {
+		n, err := h.engine.FireDue(ctx, h.clock.Now(), 100)
+		return err == nil && n == 1
+	})
+	// The provider paid the refund meanwhile (its delay is an hour): the
+	// query finds it.
+	waitFor(t, "SUCCEEDED via the query", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	st, _ = h.engine.Get(ctx, "r1")
+	if r := st.Refund(no); r.Queries != ost.Refund(no).Queries+1 {
+		t.Fatalf("after the reload: %d queries, want %d", r.Queries, ost.Refund(no).Queries+1)
+	}
+	h.assertLiveDues("after the reload", "r1")
+}
+
 func TestEngine_SubmissionThatNeverArrivedIsResubmittedWithSameNumber(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
