@@ -13,9 +13,10 @@ import (
 // timers of reservations it owns, on its own engine, then deletes those.
 // When a node dies its reservations, and so their timers, move with the
 // placement; two nodes that briefly both believe they own one may both
-// fire it, which is harmless (a timer whose due time is no longer the
-// refund's is stale and produces nothing, and the journal fences the
-// stale owner). docs/CLUSTER.md explains why this rather than a leader.
+// fire it, which is harmless: the journal fences the stale owner's
+// appends, and an actor answers a timer as stale (so that it is deleted)
+// only after checking its state against the journal. docs/CLUSTER.md
+// explains why this rather than a leader.
 
 // scanLimit is how many due timers one pass reads: the owner filter keeps
 // about 1/N of them, so a pass reads more than the engine's 256.
