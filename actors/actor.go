@@ -140,7 +140,7 @@ func (a *reservationActor) answer(m *envelope, r reply) {
 }
 
 // execute is the one order every change follows: decide, append (durable),
-// apply, reply, then side effects.
+// apply, reply, then side effects (counted as work before the reply).
 func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
 	quiet := m.quiet
@@ -190,8 +190,10 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	}
 	a.state, a.shared = next, false
 	a.wakeWaiters()
+	var buf [2]providerCall
+	calls := a.providerCalls(events, buf[:0])
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
-	a.sideEffects(events)
+	a.startCalls(calls)
 }
 
 // isTimer reports whether cmd fires a due timer.
@@ -268,10 +270,20 @@ func (a *reservationActor) decide(cmd reservation.Command, env reservation.Env) 
 	return events, next, nil
 }
 
-// sideEffects starts the provider calls that the journaled events justify.
-// Results come back through the engine as messages, never by touching the
-// state from another goroutine.
-func (a *reservationActor) sideEffects(events []reservation.Event) {
+// providerCall is one provider call that a journaled event justifies: a
+// submission of body, or a query when body is nil.
+type providerCall struct {
+	no      string
+	body    []byte
+	attempt int
+}
+
+// providerCalls lists, into calls, the provider calls the journaled events
+// justify, and counts each as the engine's work. It runs before the reply:
+// a reply can finish the provider call that reported this outcome, and
+// Close, seeing no work between the two, would cancel the calls this turn
+// starts.
+func (a *reservationActor) providerCalls(events []reservation.Event, calls []providerCall) []providerCall {
 	for _, ev := range events {
 		switch d := ev.Data.(type) {
 		case reservation.FlaggedStuck:
@@ -283,13 +295,27 @@ func (a *reservationActor) sideEffects(events []reservation.Event) {
 			if r == nil || len(r.Request) == 0 {
 				continue
 			}
-			crashpoint.Hit(crashpoint.AfterSubmitJournaled)
 			a.e.work.add()
-			go a.e.submit(a.id, r.No, r.Request, d.Attempt)
+			calls = append(calls, providerCall{no: r.No, body: r.Request, attempt: d.Attempt})
 		case reservation.QueryStarted:
 			a.e.work.add()
-			go a.e.query(a.id, d.RefundNo)
+			calls = append(calls, providerCall{no: d.RefundNo})
 		}
+	}
+	return calls
+}
+
+// startCalls starts the counted provider calls. Results come back through
+// the engine as messages, never by touching the state from another
+// goroutine.
+func (a *reservationActor) startCalls(calls []providerCall) {
+	for _, c := range calls {
+		if c.body == nil {
+			go a.e.query(a.id, c.no)
+			continue
+		}
+		crashpoint.Hit(crashpoint.AfterSubmitJournaled)
+		go a.e.submit(a.id, c.no, c.body, c.attempt)
 	}
 }
 
