@@ -64,6 +64,13 @@ type RestoreCheckOptions struct {
 	// are asked about, per lost epoch. Zero means 99 (the most refunds a
 	// reservation can have).
 	MaxProbe int
+	// MaxGap is how many numbers in a row the provider may not know before
+	// the probe of a reservation stops. A number can be missing at the
+	// provider with later ones present: a refund refused on its first
+	// attempt (NOT_ENOUGH, say) never exists there. Zero means 5. Longer
+	// runs of refusals hide what follows them from this check; only the
+	// bills of the days since the backup (ReconcileBill) show everything.
+	MaxGap int
 }
 
 // RestoreCheck is what ReconcileAfterRestore did.
@@ -94,9 +101,9 @@ func (c *RestoreCheck) Done() bool { return len(c.Failed) == 0 }
 //     is queried with the provider and the answer applied through ex, as a
 //     query outcome (so the state machine decides, and journals, as usual);
 //  2. for every reservation, the refund numbers that the epochs between
-//     the backup and the restore would have issued next are queried: a
-//     refund found there was made after the backup and is reported in
-//     Lost.
+//     the backup and the restore would have issued next are queried, until
+//     opts.MaxGap of them in a row are unknown to the provider: a refund
+//     found there was made after the backup and is reported in Lost.
 //
 // Refunds of reservations registered after the backup are not in the
 // journal at all: only the daily bill shows them (ReconcileBill). The
@@ -107,6 +114,9 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 	}
 	if opts.MaxProbe <= 0 {
 		opts.MaxProbe = 99
+	}
+	if opts.MaxGap <= 0 {
+		opts.MaxGap = 5
 	}
 	states, _, err := Replay(ctx, db, nil)
 	if err != nil {
@@ -163,7 +173,8 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 			if !s.Registered() || s.Status == reservation.StatusCanceled {
 				continue
 			}
-			for n := len(s.Refunds) + 1; n <= len(s.Refunds)+opts.MaxProbe; n++ {
+			gap := 0
+			for n := len(s.Refunds) + 1; n <= len(s.Refunds)+opts.MaxProbe && gap < opts.MaxGap; n++ {
 				no := reservation.RefundNo(prefix, id, n)
 				if s.Refund(no) != nil {
 					continue
@@ -173,8 +184,10 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 					return nil, err
 				}
 				if o.Kind == reservation.OutcomeNotFound {
-					break
+					gap++
+					continue
 				}
+				gap = 0
 				m := Mismatch{RefundNo: no, ReservationID: id,
 					Provider: &ProviderAnswer{Kind: o.Kind, Code: o.Code, Amount: o.RefundAmount, OutTradeNo: o.OutTradeNo, ProviderID: o.ProviderID}}
 				if o.Kind == reservation.OutcomeUnknown || o.Kind == "" {
