@@ -239,7 +239,7 @@ Credentials: --wechatpay-* flags (or REFUNDD_WECHATPAY_* variables), or
 					if err != nil {
 						return c.fail(name, err)
 					}
-					opts := audit.BillOptions{Date: *date, Slack: *slack}
+					opts := audit.BillOptions{Date: *date, Slack: *slack, MchID: prov.mchID}
 					if *prefix != "" {
 						epoch, err := db.Epoch(c.ctx)
 						if err != nil {

@@ -86,6 +86,10 @@ type BillOptions struct {
 	// when its number starts with one of them followed by "-", as made in
 	// the merchant platform otherwise. Nil means no such description.
 	Prefixes []string
+	// MchID is this merchant's id. When set, a bill with a row of another
+	// merchant (商户号) is refused: its refund numbers could coincide with
+	// ours and pass as agreement.
+	MchID string
 }
 
 // BillReport is what ReconcileBill found.
@@ -119,6 +123,13 @@ func ReconcileBill(facts []RefundFact, bill *wechatpay.Bill, opts BillOptions) (
 	}
 	if opts.Slack <= 0 {
 		opts.Slack = 5 * time.Minute
+	}
+	if opts.MchID != "" {
+		for _, r := range rows {
+			if r.MchID != opts.MchID {
+				return nil, fmt.Errorf("%w: line %d is merchant %q's, not %q's: not this merchant's bill", ErrInvalid, r.Line, r.MchID, opts.MchID)
+			}
+		}
 	}
 	date := opts.Date
 	if date == "" {

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -83,6 +84,20 @@ func TestReconcileBill_Sandbox(t *testing.T) {
 	if rep.Date != date || rep.BillRefunds != 4 || rep.Matched != 2 || rep.JournalRefunds != 4 || rep.OK() {
 		t.Fatalf("report %+v", rep)
 	}
+	t.Run("another merchant's bill", func(t *testing.T) {
+		rows, _ := bill.Refunds()
+		ours := rows[0].MchID
+		if ours == "" {
+			t.Fatal("the sandbox's bill names no merchant")
+		}
+		if _, err := audit.ReconcileBill(facts, bill, audit.BillOptions{Date: date, MchID: ours}); err != nil {
+			t.Fatalf("our own bill refused: %v", err)
+		}
+		_, err := audit.ReconcileBill(facts, bill, audit.BillOptions{Date: date, MchID: "1900009999"})
+		if !errors.Is(err, audit.ErrInvalid) || !strings.Contains(err.Error(), "not this merchant's bill") {
+			t.Fatalf("err = %v, want ErrInvalid naming another merchant's bill", err)
+		}
+	})
 	t.Run("our prefix on an unknown refund", func(t *testing.T) {
 		rep, err := audit.ReconcileBill(facts, bill, audit.BillOptions{Prefixes: []string{"MP"}, Date: date})
 		if err != nil {
