@@ -145,17 +145,17 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
 	quiet := m.quiet
 	events, next, err := a.decide(m.cmd, env)
+	if (err != nil || len(events) == 0) && isTimer(m.cmd) {
+		if cerr := a.confirmCurrent(ctx); cerr != nil {
+			a.answer(m, reply{err: cerr})
+			return
+		}
+	}
 	if err != nil {
 		a.answer(m, reply{state: a.snapshot(quiet), err: err})
 		return
 	}
 	if len(events) == 0 {
-		if isTimer(m.cmd) {
-			if err := a.confirmCurrent(ctx); err != nil {
-				a.answer(m, reply{err: err})
-				return
-			}
-		}
 		a.answer(m, reply{state: a.snapshot(quiet)})
 		return
 	}
@@ -206,17 +206,19 @@ func isTimer(cmd reservation.Command) bool {
 }
 
 // confirmCurrent checks the state against the journal before a timer is
-// answered as stale. The scheduler deletes a timer so answered from the
-// shared due index, and in cluster mode a node that still believes it owns
-// the reservation may hold a state older than the journal's (only appends
-// are fenced): its "stale" could be the live due time of a newer event,
-// and deleting it would leave the refund with nobody to check on it. Stale
-// timers are rare (superseded due times leave the index with the events
-// that supersede them), so the extra read costs little. A state behind the
-// journal passivates the actor and answers an error: the timer stays, and
-// the next pass finds a fresh activation.
+// answered as stale or as unknown (a refund or reservation the state does
+// not hold). The scheduler deletes a timer so answered from the shared due
+// index, and in cluster mode a node that still believes it owns the
+// reservation may hold a state older than the journal's (only appends are
+// fenced): its "stale" could be the live due time of a newer event, and
+// deleting it would leave the refund with nobody to check on it. Such
+// answers are rare (superseded due times leave the index with the events
+// that supersede them), so the extra read costs little; it reads the
+// version without taking ownership, which would fence the real owner. A
+// state behind the journal passivates the actor and answers an error: the
+// timer stays, and the next pass finds a fresh activation.
 func (a *reservationActor) confirmCurrent(ctx actor.Context) error {
-	_, version, err := a.e.cfg.Store.Load(a.e.journalDeadline.context(), a.id)
+	version, err := a.e.cfg.Store.Version(a.e.journalDeadline.context(), a.id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: confirm %s against the journal: %v", ErrUnavailable, a.id, err)

@@ -13,6 +13,10 @@ type Store interface {
 	// Load returns every event of a reservation in order and the stream's
 	// version (the number of events). An unknown reservation has none.
 	Load(ctx context.Context, reservationID string) ([]reservation.Event, uint64, error)
+	// Version returns the reservation's version (its number of events) as
+	// the journal holds it now, without loading the events and without
+	// taking ownership of the stream (unlike Load in cluster mode).
+	Version(ctx context.Context, reservationID string) (uint64, error)
 	// Append durably appends events after version expected and returns only
 	// once they are on disk. It fails with ErrVersionConflict when the
 	// stream moved, with reservation.ErrOutTradeNoTaken when a registration

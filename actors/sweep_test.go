@@ -17,6 +17,8 @@ func (emptyStore) Load(context.Context, string) ([]reservation.Event, uint64, er
 	return nil, 0, nil
 }
 
+func (emptyStore) Version(context.Context, string) (uint64, error) { return 0, nil }
+
 func (emptyStore) Append(context.Context, string, uint64, []reservation.Event, []reservation.DueTime) error {
 	return nil
 }

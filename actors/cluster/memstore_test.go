@@ -98,6 +98,15 @@ func (n *memNode) Load(_ context.Context, id string) ([]reservation.Event, uint6
 	return append([]reservation.Event(nil), s.events...), uint64(len(s.events)), nil
 }
 
+func (n *memNode) Version(_ context.Context, id string) (uint64, error) {
+	n.j.mu.Lock()
+	defer n.j.mu.Unlock()
+	if s := n.j.streams[id]; s != nil {
+		return uint64(len(s.events)), nil
+	}
+	return 0, nil
+}
+
 func (n *memNode) Append(_ context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
 	n.mu.Lock()
 	mine := n.epochs[id]

@@ -37,6 +37,7 @@ const (
 type Journal interface {
 	Append(ctx context.Context, req journal.AppendRequest) (uint64, error)
 	Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error)
+	Head(ctx context.Context, stream string) (uint64, error)
 	Lookup(ctx context.Context, namespace, key string) (string, error)
 	DueBefore(ctx context.Context, t time.Time, limit int) ([]journal.Due, error)
 	DeleteDue(ctx context.Context, dues []journal.Due) error
@@ -89,6 +90,12 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 		}
 	}
 	return events, uint64(len(recs)), nil
+}
+
+// Version implements actors.Store: the stream's head, read without
+// activating it.
+func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
+	return s.db.Head(ctx, id)
 }
 
 // Append implements actors.Store.
