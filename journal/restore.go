@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -145,18 +146,41 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 		return fail(err)
 	}
 	if _, err := os.Stat(dst); err == nil {
-		info.Replaced = dst + ".replaced-" + info.RestoredAt.Format("20060102T150405Z")
-		if err := os.Rename(dst, info.Replaced); err != nil {
+		if info.Replaced, err = keepAside(dst, info.RestoredAt); err != nil {
 			return fail(err)
 		}
 	}
 	if err := os.Rename(tmp, dst); err != nil {
+		if info.Replaced != "" {
+			_ = os.Remove(info.Replaced) // dst still holds the same file
+		}
 		return fail(err)
 	}
 	if err := syncDir(filepath.Dir(dst)); err != nil {
 		return fail(err)
 	}
 	return info, nil
+}
+
+// keepAside gives the journal at dst a second name that no file has yet,
+// dst.replaced-TIME (with -2, -3, ... when taken), by a hard link: a link
+// never replaces a file, so two restores within one second cannot put the
+// first one's copy over the journal it kept aside, and dst stays in place
+// until the restored copy replaces it in one rename, so no crash leaves
+// no journal at dst.
+func keepAside(dst string, at time.Time) (string, error) {
+	base := dst + ".replaced-" + at.Format("20060102T150405Z")
+	name := base
+	for n := 2; ; n++ {
+		err := os.Link(dst, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || n > 1000 {
+			return "", fmt.Errorf("keep %s aside: %w", dst, err)
+		}
+		name = fmt.Sprintf("%s-%d", base, n)
+	}
 }
 
 // markRestored writes the epoch and the restore records into the copy at

@@ -134,3 +134,57 @@ func TestRestore_RefusesCorruptBackup(t *testing.T) {
 		t.Fatalf("forced restore: %v", err)
 	}
 }
+
+// Two restores within one second (an operator redoing one with another
+// backup) each keep the journal they replace: the second must not put the
+// first one's copy over the original, the only record of what happened
+// after the backup.
+func TestRestore_TwiceInOneSecondKeepsEveryReplacedJournal(t *testing.T) {
+	backup, _ := backupOf(t, 3)
+	dst := filepath.Join(t.TempDir(), "refundd.db")
+	in, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := journal.Open(dst, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, live, "s", 5) // after the backup
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	opts := &journal.RestoreOptions{Replace: true, Now: func() time.Time { return at }}
+	first, err := journal.Restore(bg, backup, dst, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := journal.Restore(bg, backup, dst, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Replaced == "" || second.Replaced == first.Replaced {
+		t.Fatalf("replaced journals kept as %q and %q: want two names", first.Replaced, second.Replaced)
+	}
+	for _, c := range []struct {
+		path string
+		want uint64
+	}{{first.Replaced, 8}, {second.Replaced, 3}, {dst, 3}} {
+		db, err := journal.Open(c.path, &journal.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := db.LastGlobal(bg)
+		_ = db.Close()
+		if err != nil || last != c.want {
+			t.Fatalf("%s holds %d events (%v), want %d", c.path, last, err, c.want)
+		}
+	}
+	if left, _ := filepath.Glob(dst + ".restoring"); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
