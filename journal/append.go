@@ -263,7 +263,9 @@ func (db *DB) commit(batch []*pending) {
 	defer func() {
 		if r := recover(); r != nil {
 			// bbolt rolls the transaction back on panic; fail the batch
-			// instead of leaving its waiters blocked forever.
+			// instead of leaving its waiters blocked forever. (After a
+			// commit nothing here panics: the observer's panics are
+			// caught by observe.)
 			err := fmt.Errorf("journal: internal error during commit: %v", r)
 			db.log.Error("journal commit panicked", "err", err, "batch", len(batch))
 			for _, p := range batch {
@@ -298,7 +300,6 @@ func (db *DB) commit(batch []*pending) {
 			end, cp, adds, flushed, err = db.writeBatch(tx, live)
 			return obs.wrote(tx, err)
 		})
-		obs.done(err)
 		db.commits.Add(1)
 		if err == nil {
 			db.tip = end
@@ -324,6 +325,9 @@ func (db *DB) commit(batch []*pending) {
 				db.cpMu.Unlock()
 			}
 		}
+		// Observed once the in-memory state matches the file: a panic
+		// in the observer must not leave committed records out of the tail.
+		db.observe(obs, err)
 		var ie *internalError
 		if errors.As(err, &ie) {
 			db.log.Error("journal append failed inside transaction; retrying batch without it",

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,6 +157,46 @@ func assertNothingWritten(t *testing.T, db *journal.DB, globals uint64) {
 	}
 	if d, _ := db.DueBefore(bg, time.Unix(1<<40, 0), 0); len(d) != 0 {
 		t.Errorf("due written by failed request: %v", d)
+	}
+}
+
+// An OnCommit observer that panics must not make the committer forget a
+// commit that is on disk: the append succeeds, its record is in the index,
+// the next append at the same sequence is refused, and the file verifies.
+func TestAppend_ObserverPanicKeepsTheCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	var calls atomic.Int32
+	db, err := journal.Open(path, &journal.Options{NoSync: true, OnCommit: func(journal.CommitInfo) {
+		if calls.Add(1) == 1 {
+			panic("metrics exploded")
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := journal.AppendRequest{Stream: "s", Expected: 0, Events: []journal.Event{ev("t", "a")}}
+	if last, err := db.Append(bg, req); err != nil || last != 1 {
+		t.Fatalf("append under a panicking observer = %d, %v; want 1, nil", last, err)
+	}
+	if head, err := db.Head(bg, "s"); err != nil || head != 1 {
+		t.Fatalf("Head = %d, %v; want 1", head, err)
+	}
+	if _, err := db.Append(bg, req); !errors.Is(err, journal.ErrSequenceMismatch) {
+		t.Fatalf("second append at sequence 1: %v, want ErrSequenceMismatch", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Verify(bg); err != nil {
+		t.Fatalf("verify after reopen: %v", err)
+	}
+	if recs, err := db.Load(bg, "s", 0); err != nil || len(recs) != 1 {
+		t.Fatalf("Load = %d records, %v; want 1", len(recs), err)
 	}
 }
 

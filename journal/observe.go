@@ -44,6 +44,18 @@ func (c *commitTimer) wrote(tx *bolt.Tx, err error) error {
 	return nil
 }
 
+// observe reports a finished transaction to Options.OnCommit. The commit
+// is already decided; a panicking observer is logged and otherwise ignored,
+// so that it cannot fail appends that are on disk.
+func (db *DB) observe(c *commitTimer, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db.log.Error("journal: OnCommit panicked; ignored", "panic", r)
+		}
+	}()
+	c.done(err)
+}
+
 func (c *commitTimer) done(err error) {
 	if c == nil {
 		return
