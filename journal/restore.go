@@ -42,7 +42,8 @@ type RestoreInfo struct {
 type RestoreOptions struct {
 	// MinEpoch is the lowest epoch the restored journal may get. Zero means
 	// no floor beyond the backup's and the replaced journal's epochs. Set it
-	// when the journal being replaced is lost, above every epoch ever used.
+	// when the journal being replaced is lost, above every epoch ever used;
+	// a journal being replaced that cannot be read is refused without it.
 	MinEpoch uint64
 	// Replace allows the destination to exist: it is moved aside to
 	// dst+".replaced-<UTC time>", never deleted. A destination held by a
@@ -89,6 +90,10 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 		switch {
 		case errors.Is(err, ErrLocked):
 			return fail(err)
+		case err != nil && o.MinEpoch == 0:
+			// Its epoch is unknown: guessing 0 could issue again the refund
+			// numbers of an epoch it used.
+			return fail(fmt.Errorf("%w: the journal being replaced cannot be read, so its epoch is unknown (%v): pass MinEpoch above every epoch ever used (the refund-number prefixes in WeChat Pay's bills show them)", ErrInvalid, err))
 		case err == nil:
 			info.ReplacedEpoch, err = old.Epoch(ctx)
 			cerr := old.Close()
@@ -99,8 +104,8 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 				return fail(cerr)
 			}
 		}
-		// An unreadable destination is moved aside all the same; its epoch
-		// is unknown, which is what MinEpoch is for.
+		// An unreadable destination is moved aside all the same, under the
+		// MinEpoch the caller gave for it.
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}

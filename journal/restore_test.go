@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -186,5 +187,32 @@ func TestRestore_TwiceInOneSecondKeepsEveryReplacedJournal(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(dst + ".restoring"); len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// A journal being replaced that cannot be read has an unknown epoch: the
+// restore needs MinEpoch for it rather than guessing 0.
+func TestRestore_UnreadableDestinationNeedsMinEpoch(t *testing.T) {
+	backup, _ := backupOf(t, 3)
+	dst := filepath.Join(t.TempDir(), "refundd.db")
+	if err := os.WriteFile(dst, bytes.Repeat([]byte("not a journal "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := journal.Restore(bg, backup, dst, &journal.RestoreOptions{Replace: true})
+	if !errors.Is(err, journal.ErrInvalid) || !strings.Contains(err.Error(), "pass MinEpoch") {
+		t.Fatalf("err = %v, want ErrInvalid asking for MinEpoch", err)
+	}
+	if b, _ := os.ReadFile(dst); !bytes.HasPrefix(b, []byte("not a journal")) {
+		t.Fatal("the refused restore changed the destination")
+	}
+	info, err := journal.Restore(bg, backup, dst, &journal.RestoreOptions{Replace: true, MinEpoch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Epoch != 7 || info.Replaced == "" {
+		t.Fatalf("restore %+v, want epoch 7 and the unreadable file kept aside", info)
+	}
+	if b, _ := os.ReadFile(info.Replaced); !bytes.HasPrefix(b, []byte("not a journal")) {
+		t.Fatal("the unreadable journal was not kept aside")
 	}
 }
