@@ -29,7 +29,10 @@ type reservationActor struct {
 	// actor's goroutine uses it.
 	answered bool
 	waiters  []waiter
-	leaving  bool // passivation started; only this actor's goroutine reads it
+	// sweepAt is the number of waiters at which the next one kept first
+	// forgets those whose callers left (keepWaiter).
+	sweepAt int
+	leaving bool // passivation started; only this actor's goroutine reads it
 }
 
 func (a *reservationActor) Receive(ctx actor.Context) {
@@ -123,7 +126,7 @@ func (a *reservationActor) handle(ctx actor.Context, m *envelope) {
 		w := waiter{ctx: m.ctx, done: m.done, ch: m.reply}
 		a.answer(m, reply{state: a.publish(), done: done, err: err})
 		if !done && err == nil {
-			a.waiters = append(a.waiters, w)
+			a.keepWaiter(w)
 		}
 	case askCmd:
 		a.execute(ctx, m)
@@ -393,8 +396,26 @@ func (a *reservationActor) wakeWaiters() {
 		}
 		w.ch <- reply{state: st, done: done, err: err}
 	}
-	clear(a.waiters[len(kept):])
-	a.waiters = kept
+	a.setWaiters(kept)
+}
+
+// keepWaiter keeps w until its condition holds or its caller leaves. A
+// refund that does not change, polled with ?wait=, would otherwise keep
+// every finished poll's waiter (and its request) until the reservation
+// changes, and polling keeps the actor from the idle check that drops
+// them: so each time the list has doubled, the waiters whose callers left
+// are forgotten first, which bounds it by twice the callers still waiting
+// at a constant cost per waiter.
+func (a *reservationActor) keepWaiter(w waiter) {
+	if w.ctx.Err() != nil {
+		return // already gone
+	}
+	if len(a.waiters) >= a.sweepAt {
+		a.dropGoneWaiters()
+		a.sweepAt = max(2*len(a.waiters), 8)
+	}
+	a.waiters = append(a.waiters, w)
+	a.e.waiting.Add(1)
 }
 
 // dropGoneWaiters forgets waiters whose caller gave up, so that they do not
@@ -406,7 +427,13 @@ func (a *reservationActor) dropGoneWaiters() {
 			kept = append(kept, w)
 		}
 	}
+	a.setWaiters(kept)
+}
+
+// setWaiters makes kept, a prefix of the waiters' own array, the waiters.
+func (a *reservationActor) setWaiters(kept []waiter) {
 	clear(a.waiters[len(kept):])
+	a.e.waiting.Add(int64(len(kept) - len(a.waiters)))
 	a.waiters = kept
 }
 
@@ -416,5 +443,6 @@ func (a *reservationActor) releaseWaiters() {
 	for _, w := range a.waiters {
 		w.ch <- reply{}
 	}
+	a.setWaiters(a.waiters[:0])
 	a.waiters = nil
 }

@@ -80,6 +80,8 @@ type Engine struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	// waiting counts the Await calls parked on actors (Waiting).
+	waiting atomic.Int64
 
 	// envelopes holds envelopes free for reuse (newEnvelope).
 	envelopes sync.Pool
@@ -489,6 +491,10 @@ func (e *Engine) Active() int {
 	}
 	return n
 }
+
+// Waiting returns the number of Await calls kept by actors until their
+// condition holds or their caller leaves.
+func (e *Engine) Waiting() int { return int(e.waiting.Load()) }
 
 // ProviderPrincipal is recorded as the cause of events that provider answers
 // produce.

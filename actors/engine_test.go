@@ -434,6 +434,52 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 	h.assertLiveDues("after the reload", "r1")
 }
 
+// A refund that does not change, polled with short waits: the actor must
+// not keep a waiter for every poll that ended (and its request with it)
+// until the reservation changes. Polling keeps the actor from the idle
+// check, so only the actor itself can forget them.
+func TestEngine_PollingAnUnchangedRefundKeepsNoWaiterPerPoll(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := st.RefundByKey("k1").No
+	final := func(s *reservation.State) bool { return s.Refund(no).State.Terminal() }
+	// Three callers still waiting, for as long as it takes.
+	live, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.engine.Await(live, "r1", final)
+		}()
+	}
+	waitFor(t, "three waiters", func() bool { return h.engine.Waiting() == 3 })
+	// Polls that each end at once, as GET ...?wait=1ms does.
+	for i := range 2000 {
+		poll, cancel := context.WithTimeout(ctx, time.Duration(i%3)*time.Microsecond)
+		if _, err := h.engine.Await(poll, "r1", final); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	if n := h.engine.Waiting(); n > 2*3+8 {
+		t.Fatalf("%d waiters kept after 2000 finished polls and 3 live callers, want at most %d", n, 2*3+8)
+	}
+	stop()
+	wg.Wait()
+	// The refund's next change answers or forgets every waiter.
+	h.clock.Advance(2 * time.Minute)
+	if _, err := h.engine.FireDue(ctx, h.clock.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no waiters", func() bool { return h.engine.Waiting() == 0 })
+}
+
 func TestEngine_SubmissionThatNeverArrivedIsResubmittedWithSameNumber(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
