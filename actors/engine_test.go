@@ -367,6 +367,20 @@ func TestEngine_DueIndexHoldsOnlyLiveTimers(t *testing.T) {
 	})
 }
 
+// slowRefund is a harness whose provider answers after an hour, with
+// reservation r1 registered and a refund of 700 fen requested: PROCESSING
+// until the test's clock moves.
+func slowRefund(t *testing.T) (*harness, string) {
+	t.Helper()
+	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, st.RefundByKey("k1").No
+}
+
 // In cluster mode two nodes may briefly both believe they own a
 // reservation, and only appends are fenced. An old owner whose actor still
 // holds an older state must not answer the refund's live timer as stale:
@@ -374,13 +388,7 @@ func TestEngine_DueIndexHoldsOnlyLiveTimers(t *testing.T) {
 // check on the refund again. Two engines on one journal play the nodes.
 func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
-	h.register("r1", 10000)
-	st, _, err := h.refund("r1", "k1", 700)
-	if err != nil {
-		t.Fatal(err)
-	}
-	no := st.RefundByKey("k1").No
+	h, no := slowRefund(t)
 	waitFor(t, "PROCESSING with a provider id", func() bool {
 		st, _ := h.engine.Get(ctx, "r1")
 		return st.Refund(no).ProviderID != ""
@@ -427,7 +435,7 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 	// The provider paid the refund meanwhile (its delay is an hour): the
 	// query finds it.
 	waitFor(t, "SUCCEEDED via the query", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
-	st, _ = h.engine.Get(ctx, "r1")
+	st, _ := h.engine.Get(ctx, "r1")
 	if r := st.Refund(no); r.Queries != ost.Refund(no).Queries+1 {
 		t.Fatalf("after the reload: %d queries, want %d", r.Queries, ost.Refund(no).Queries+1)
 	}
@@ -440,13 +448,7 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 // check, so only the actor itself can forget them.
 func TestEngine_PollingAnUnchangedRefundKeepsNoWaiterPerPoll(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, harnessOpts{sim: simprovider.Options{Delay: time.Hour}})
-	h.register("r1", 10000)
-	st, _, err := h.refund("r1", "k1", 700)
-	if err != nil {
-		t.Fatal(err)
-	}
-	no := st.RefundByKey("k1").No
+	h, no := slowRefund(t)
 	final := func(s *reservation.State) bool { return s.Refund(no).State.Terminal() }
 	// Three callers still waiting, for as long as it takes.
 	live, stop := context.WithCancel(ctx)
