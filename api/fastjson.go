@@ -107,10 +107,12 @@ func scanInto[T any, P interface {
 
 // scanFlat reads b as one JSON object, and nothing after it but
 // whitespace, whose members are plain strings (no escapes or control
-// characters, valid UTF-8) or integers, and gives each member to o in
-// order (a repeated key overwrites, as with encoding/json). It returns
-// false for anything else, leaving o partly set.
+// characters, valid UTF-8) or integers, each named once, and gives each
+// member to o in order. It returns false for anything else (a repeated
+// name too: decodeJSON refuses it with its error), leaving o partly set.
 func scanFlat(b []byte, o flatObject) bool {
+	var seen [8][]byte // the request types have at most 7 members
+	n := 0
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
@@ -139,9 +141,16 @@ func scanFlat(b []byte, o flatObject) bool {
 		} else {
 			val, j, ok = scanInt(b, i)
 		}
-		if !ok || !o.member(key, val, quoted) {
+		if !ok || !o.member(key, val, quoted) || n == len(seen) {
 			return false
 		}
+		for _, k := range seen[:n] {
+			if string(k) == string(key) {
+				return false
+			}
+		}
+		seen[n] = key
+		n++
 		i = skipSpace(b, j)
 		if i >= len(b) {
 			return false

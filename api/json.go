@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -50,9 +51,14 @@ func (s *Server) decodeStrict(w http.ResponseWriter, r *http.Request, v any) err
 	return decodeJSON(io.MultiReader(bytes.NewReader(b), rest), v)
 }
 
-// decodeJSON is decodeStrict's decoding by encoding/json.
+// decodeJSON is decodeStrict's decoding by encoding/json, which also takes
+// a repeated member (the last wins) and a member named in another case
+// ("AMOUNT"): a proxy or a check in front of refundd that reads the first,
+// or matches names exactly, would see another amount than refundd refunds.
+// So both are refused, by exactMembers, once the object has decoded.
 func decodeJSON(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
+	var raw bytes.Buffer
+	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -63,6 +69,46 @@ func decodeJSON(body io.Reader, v any) error {
 			return jsonError(err) // oversized, even if only by trailing space
 		}
 		return badRequest("body", "unexpected data after the JSON object")
+	}
+	return exactMembers(raw.Bytes(), v)
+}
+
+// exactMembers checks that the JSON object b, which decoded into the
+// struct v, names each member once and exactly as v's json tags do.
+func exactMembers(b []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t = t.Elem()
+	names := map[string]bool{}
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
+			names[tag] = false
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return jsonError(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonError(err)
+		}
+		key, _ := tok.(string)
+		seen, known := names[key]
+		switch {
+		case !known:
+			return badRequest(key, "unknown field (names are case-sensitive)")
+		case seen:
+			return badRequest(key, "given more than once")
+		}
+		names[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return jsonError(err)
+		}
 	}
 	return nil
 }
