@@ -321,6 +321,17 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		// of a refund that was submitted: one held back by spacing has its
 		// bytes journaled but waits for its timer.
 		if c.Source == SourceQuery && (r.State == Processing || r.State == Unknown) && r.Attempts > 0 && len(r.Request) > 0 {
+			// A refund left UNKNOWN (its last attempt answered, none in
+			// flight) that the provider still does not have after twice
+			// the attempts an unknown answer gets was refused or never
+			// arrived, again and again (WeChat Pay answers a refusal of a
+			// resubmission, which it cannot tell from a duplicate, without
+			// creating a refund). No money moved: it stops as REJECTED, for
+			// an operator to resubmit or abandon, instead of being resent
+			// for ever.
+			if r.State == Unknown && r.ProviderID == "" && r.Attempts >= 2*env.Policy.maxAttempts() {
+				return []EventData{result(Rejected)}, nil
+			}
 			return []EventData{resubmission(r, env)}, nil
 		}
 		return nil, nil

@@ -127,6 +127,9 @@ func (h *sim) modelOutcome(r *modelRefund, kind OutcomeKind, src Source, latest,
 	case OutcomeNotFound:
 		// Never sent (maybe waiting for spacing): "not found" is no news.
 		if src == SourceQuery && r.attempts > 0 && (st == Processing || st == Unknown) {
+			if st == Unknown && r.providerID == "" && r.attempts >= 2*h.maxAttempts() {
+				return Rejected, "result" // resent enough: an operator decides
+			}
 			return Processing, "resend"
 		}
 		return st, ""

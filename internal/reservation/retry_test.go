@@ -200,9 +200,9 @@ func TestRecordOutcome_MaxAttempts(t *testing.T) {
 			if r := s.Refund(no); r.State != Unknown || r.Attempts != tc.want {
 				t.Fatalf("refund %+v, want UNKNOWN after %d attempts", *r, tc.want)
 			}
-			// An operator's resubmission (or a "not found" query) goes past
+			// A "not found" query (or an operator's resubmission) goes past
 			// the limit: its unknown answer is UNKNOWN at once.
-			for _, again := range []Command{Resubmit{RefundNo: no}, outcome(no, SourceQuery, OutcomeNotFound)} {
+			for _, again := range []Command{outcome(no, SourceQuery, OutcomeNotFound), Resubmit{RefundNo: no}} {
 				n := s.Refund(no).Attempts + 1
 				assertTypes(t, run(t, s, again, Env{Now: now, By: "operator:alice", Policy: policy}), TypeSubmissionStarted)
 				ev := run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: n, Outcome: Outcome{Kind: OutcomeUnknown}},
@@ -211,6 +211,22 @@ func TestRecordOutcome_MaxAttempts(t *testing.T) {
 					t.Fatalf("%T: answer to attempt %d: %+v", again, n, d)
 				}
 			}
+			// Resent until twice the limit and still unknown to the
+			// provider: REJECTED, for an operator, not resent for ever.
+			for s.Refund(no).Attempts < 2*tc.want {
+				n := s.Refund(no).Attempts + 1
+				assertTypes(t, run(t, s, outcome(no, SourceQuery, OutcomeNotFound), Env{Now: now, By: "provider:wechatpay", Policy: policy}), TypeSubmissionStarted)
+				run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: n, Outcome: Outcome{Kind: OutcomeUnknown}},
+					Env{Now: now, By: "provider:wechatpay", Policy: policy})
+			}
+			ev := run(t, s, outcome(no, SourceQuery, OutcomeNotFound), Env{Now: now, By: "provider:wechatpay", Policy: policy})
+			if d := ev[0].Data.(ProviderResult); d.From != Unknown || d.To != Rejected || !d.DueAt.IsZero() {
+				t.Fatalf("not found after %d attempts: %+v, want UNKNOWN -> REJECTED", s.Refund(no).Attempts, d)
+			}
+			if r := s.Refund(no); r.State != Rejected || !r.DueAt.IsZero() || r.Retry {
+				t.Fatalf("refund %+v", *r)
+			}
+			assertTypes(t, run(t, s, Abandon{RefundNo: no}, Env{Now: now, By: "operator:alice", Policy: policy}), TypeAbandoned)
 		})
 	}
 	t.Run("the limit is read when the answer comes", func(t *testing.T) {
