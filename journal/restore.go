@@ -35,6 +35,23 @@ type RestoreInfo struct {
 	// Replaced is where the journal that was at the destination was moved
 	// (kept as evidence); empty when there was none.
 	Replaced string `json:"replaced,omitempty"`
+	// Rewritten is the global sequence after which this journal's records
+	// may differ from those of a journal it descends from: the head of the
+	// first backup in its line of restores (a backup of a restored journal
+	// keeps the earlier, lower one). Records up to it are the original
+	// journal's; a global sequence above it may have named another record
+	// before a restore. Nil in restores written before it was recorded:
+	// Backup.Global then.
+	Rewritten *uint64 `json:"rewritten,omitempty"`
+}
+
+// RewrittenAfter returns Rewritten, or Backup.Global where it was not
+// recorded.
+func (r *RestoreInfo) RewrittenAfter() uint64 {
+	if r.Rewritten != nil {
+		return *r.Rewritten
+	}
+	return r.Backup.Global
 }
 
 // RestoreOptions configures Restore. The zero value refuses to overwrite
@@ -123,6 +140,13 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 	if !res.OK() && !o.Force {
 		return fail(fmt.Errorf("backup fails its check (%d problems; first: %w)", len(res.Problems)+res.Dropped, res.Problems[0]))
 	}
+	rewritten := res.Head.Global
+	if prev, err := from.LastRestore(ctx); err != nil {
+		return fail(err)
+	} else if prev != nil {
+		rewritten = min(rewritten, prev.RewrittenAfter())
+	}
+	info.Rewritten = &rewritten
 	info.BackupEpoch = res.Epoch
 	info.Backup = Checkpoint{Global: res.Head.Global, Hash: res.Head.Hash}
 	info.Epoch = max(info.BackupEpoch, info.ReplacedEpoch) + 1

@@ -216,3 +216,43 @@ func TestRestore_UnreadableDestinationNeedsMinEpoch(t *testing.T) {
 		t.Fatal("the unreadable journal was not kept aside")
 	}
 }
+
+// Rewritten is where a journal's records may start to differ from those of
+// a journal it descends from: the first restore's backup head, kept by a
+// restore from a backup of a restored journal.
+func TestRestore_RewrittenKeepsTheFirstBackupHead(t *testing.T) {
+	backup, _ := backupOf(t, 3)
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.db")
+	info, err := journal.Restore(bg, backup, first, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Rewritten == nil || *info.Rewritten != 3 || info.RewrittenAfter() != 3 {
+		t.Fatalf("first restore: %+v, want rewritten after 3", info)
+	}
+	db, err := journal.Open(first, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, db, "s2", 4) // globals 4-7, after the restore
+	second := filepath.Join(dir, "second-backup.db")
+	if _, err := db.BackupFile(bg, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	info, err = journal.Restore(bg, second, filepath.Join(dir, "again.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Backup.Global != 7 || info.RewrittenAfter() != 3 {
+		t.Fatalf("restore of a restored journal's backup: backup head %d, rewritten after %d; want 7 and 3", info.Backup.Global, info.RewrittenAfter())
+	}
+	// A restore recorded before Rewritten existed counts from its backup.
+	old := journal.RestoreInfo{Backup: journal.Checkpoint{Global: 9}}
+	if old.RewrittenAfter() != 9 {
+		t.Fatalf("RewrittenAfter of an older record = %d, want 9", old.RewrittenAfter())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"refundd/internal/reservation"
+	"refundd/journal"
 )
 
 // SchemaVersion is the version of Event's JSON shape. Within a version
@@ -91,9 +92,21 @@ type Data struct {
 // ID returns the event id of the record with this global sequence.
 func ID(global uint64) string { return fmt.Sprintf("evt_%020d", global) }
 
-// ParseID returns the global sequence in an event id.
+// RewrittenID returns the event id of a record written after a restore,
+// whose global sequence may have named another record before it: ID and
+// the first 8 bytes of the record's chain hash, which differs between two
+// records at one sequence and stays the record's own in every journal
+// that holds it.
+func RewrittenID(global uint64, h journal.Hash) string {
+	return fmt.Sprintf("evt_%020d_%x", global, h[:8])
+}
+
+// ParseID returns the global sequence in an event id (of either form).
 func ParseID(id string) (uint64, error) {
 	digits, ok := strings.CutPrefix(id, "evt_")
+	if ok && len(digits) == 20+1+16 && digits[20] == '_' && isLowerHex(digits[21:]) {
+		digits = digits[:20]
+	}
 	if !ok || len(digits) != 20 {
 		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
 	}
@@ -102,6 +115,15 @@ func ParseID(id string) (uint64, error) {
 		return 0, fmt.Errorf("%w: %q", ErrBadID, id)
 	}
 	return g, nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // candidate reports whether e can produce a consumer event, looking only at
@@ -119,14 +141,14 @@ func candidate(e reservation.Event) bool {
 }
 
 // derive builds the consumer event of e, the record with global sequence
-// global, from st: the reservation's state with e already applied. It is
+// global and event id id, from st: the reservation's state with e already applied. It is
 // pure. ok is false when e produces no event.
-func derive(global uint64, e reservation.Event, st *reservation.State) (ev Event, ok bool, err error) {
+func derive(id string, global uint64, e reservation.Event, st *reservation.State) (ev Event, ok bool, err error) {
 	if !candidate(e) {
 		return Event{}, false, nil
 	}
 	ev = Event{
-		ID: ID(global), SchemaVersion: SchemaVersion, Global: global,
+		ID: id, SchemaVersion: SchemaVersion, Global: global,
 		ReservationID: st.ID, UserID: st.UserID, OutTradeNo: st.OutTradeNo,
 		Refunded: st.Refunded(), Paid: st.Amount, Currency: st.Currency,
 		At: e.At.UTC(),

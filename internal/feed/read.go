@@ -69,6 +69,15 @@ func Read(ctx context.Context, db Journal, after uint64, limit int, types []stri
 	events := []Event{}
 	cur := after
 	c := states{db: db, m: map[string]*stream{}}
+	if r, ok := db.(restorable); ok {
+		info, err := r.LastRestore(ctx)
+		if err != nil {
+			return nil, after, fmt.Errorf("feed: read after %d: %w", after, err)
+		}
+		if info != nil {
+			c.rewritten, c.restored = info.RewrittenAfter(), true
+		}
+	}
 	for scanned := 0; scanned < scanBudget; {
 		n := min(scanBatch, scanBudget-scanned)
 		recs, err := db.Scan(ctx, cur, n)
@@ -102,6 +111,16 @@ func Read(ctx context.Context, db Journal, after uint64, limit int, types []stri
 type states struct {
 	db Journal
 	m  map[string]*stream
+	// restored says the journal was restored from a backup: records after
+	// rewritten get ids that name their content too (RewrittenID).
+	restored  bool
+	rewritten uint64
+}
+
+// restorable is a journal that may have been restored from a backup
+// (*journal.DB; the PostgreSQL journal has no restore).
+type restorable interface {
+	LastRestore(ctx context.Context) (*journal.RestoreInfo, error)
 }
 
 type stream struct {
@@ -123,7 +142,11 @@ func (c *states) event(ctx context.Context, r journal.Record) (Event, bool, erro
 	if err != nil {
 		return Event{}, false, err
 	}
-	return derive(r.Global, e, st)
+	id := ID(r.Global)
+	if c.restored && r.Global > c.rewritten {
+		id = RewrittenID(r.Global, r.Hash)
+	}
+	return derive(id, r.Global, e, st)
 }
 
 // stateAt returns the state of r's stream with records 1..r.Seq applied; e

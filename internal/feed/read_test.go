@@ -302,6 +302,12 @@ func TestParseID(t *testing.T) {
 		{"evt_0000000000000000004x", 0, false},
 		{"evt_+0000000000000000042", 0, false},
 		{"", 0, false},
+		{feed.RewrittenID(42, journal.Hash{0xab, 0x01}), 42, true},
+		{"evt_00000000000000000042_ab01000000000000", 42, true},
+		{"evt_00000000000000000042_AB01000000000000", 0, false},
+		{"evt_00000000000000000042_ab0100000000000", 0, false},
+		{"evt_00000000000000000042-ab01000000000000", 0, false},
+		{"evt_00000000000000000042_", 0, false},
 	}
 	for _, tt := range tests {
 		g, err := feed.ParseID(tt.id)
