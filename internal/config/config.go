@@ -257,7 +257,14 @@ func maskURLPasswords(v string) string {
 	parts := strings.Split(v, ",")
 	for i, p := range parts {
 		u, err := url.Parse(p)
-		if err != nil || u.User == nil {
+		if err != nil {
+			// A password with a raw '/', '?' or '#' fails the parse: hide
+			// everything after the user name up to the last '@' (more than
+			// the password, never less).
+			parts[i] = maskUnparsedUserinfo(p)
+			continue
+		}
+		if u.User == nil {
 			continue
 		}
 		if _, has := u.User.Password(); has {
@@ -266,6 +273,19 @@ func maskURLPasswords(v string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+func maskUnparsedUserinfo(p string) string {
+	scheme, rest, ok := strings.Cut(p, "://")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return p
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return p
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // Settings is an effective configuration.

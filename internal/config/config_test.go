@@ -226,3 +226,30 @@ func TestOptions_EnvName(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// A password with a raw '/', '?' or '#' makes the URL unparsable: it is
+// hidden all the same, with everything up to the last '@'.
+func TestEffective_MasksPasswordsOfURLsItCannotParse(t *testing.T) {
+	env := map[string]string{}
+	v := "postgres://refundd:s3cr/et@db:5432/refundd,http://u:p?w#d@h:1,http://plain@h:2"
+	f := newFlags(t, env, "--listen", v)
+	src, err := config.Apply(f.fs, []string{"--listen", v}, nil, "", opts(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := config.Effective(f.fs, src, opts(env)).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, secret := range []string{"s3cr", "p?w", "#d"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("secret %q shown:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{"postgres://refundd:xxxxx@db:5432/refundd", "http://u:xxxxx@h:1", "http://plain@h:2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q in:\n%s", want, out)
+		}
+	}
+}
