@@ -31,6 +31,13 @@ func (e *Engine) FireDue(ctx context.Context, now time.Time, limit int) (int, er
 	return len(done), e.cfg.Store.DeleteDue(ctx, done)
 }
 
+// Scheduler passes read the due index in batches of schedulerBatch timers,
+// and up to schedulerMaxScan at once past timers that keep failing.
+const (
+	schedulerBatch   = 256
+	schedulerMaxScan = 1 << 16
+)
+
 // RunScheduler drains due timers every interval until ctx ends.
 func (e *Engine) RunScheduler(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
@@ -41,17 +48,64 @@ func (e *Engine) RunScheduler(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for {
-			n, err := e.FireDue(ctx, e.cfg.Now(), 256)
-			if err != nil {
-				if ctx.Err() == nil {
-					e.log.Error("scheduler pass failed", "err", err)
-				}
-				break
+		if _, err := e.firePass(ctx, e.cfg.Now(), schedulerBatch, schedulerMaxScan); err != nil && ctx.Err() == nil {
+			e.log.Error("scheduler pass failed", "err", err)
+		}
+	}
+}
+
+// timerKey identifies a timer within one pass.
+type timerKey struct {
+	id, no string
+	at     int64
+}
+
+// firePass fires every timer due at or before now, reading the index from
+// its start (oldest first) batch timers at a time, and returns how many
+// were handled. A timer that fails stays in the index for the next pass
+// and is not tried again in this one. When a read holds only timers that
+// failed in this pass, the next asks for twice as many, up to maxScan: the
+// index has no cursor, and a block of timers that keep failing (say,
+// reservations that cannot be loaded) would otherwise hide every timer
+// behind it, and the refunds waiting on them would never be resumed.
+func (e *Engine) firePass(ctx context.Context, now time.Time, batch, maxScan int) (int, error) {
+	failed := map[timerKey]bool{}
+	limit, handled := batch, 0
+	for {
+		timers, err := e.cfg.Store.DueBefore(ctx, now, limit)
+		if err != nil {
+			return handled, err
+		}
+		var done []Timer
+		tried := 0
+		for _, t := range timers {
+			k := timerKey{t.ReservationID, t.RefundNo, t.DueAt.UnixNano()}
+			if failed[k] {
+				continue
 			}
-			if n < 256 {
-				break
+			tried++
+			if _, err := e.record(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt}); err != nil && reservation.CodeOf(err) == "" {
+				e.log.Warn("timer not handled; will retry", "reservation", t.ReservationID, "refund_no", t.RefundNo, "err", err)
+				failed[k] = true
+				continue
 			}
+			done = append(done, t)
+		}
+		if len(done) > 0 {
+			if err := e.cfg.Store.DeleteDue(ctx, done); err != nil {
+				return handled, err
+			}
+			handled += len(done)
+		}
+		switch {
+		case len(timers) < limit:
+			return handled, nil // everything due was read
+		case tried == 0 && limit >= maxScan:
+			e.log.Error("scheduler: the oldest due timers keep failing; later ones wait for them to be fixed",
+				"failing", len(failed))
+			return handled, nil
+		case tried == 0:
+			limit = min(2*limit, maxScan)
 		}
 	}
 }
