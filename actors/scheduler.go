@@ -16,19 +16,33 @@ func (e *Engine) FireDue(ctx context.Context, now time.Time, limit int) (int, er
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
-	done := make([]Timer, 0, len(timers))
-	for _, t := range timers {
-		_, err := e.record(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt})
-		if err != nil && reservation.CodeOf(err) == "" {
-			e.log.Warn("timer not handled; will retry", "reservation", t.ReservationID, "refund_no", t.RefundNo, "err", err)
-			continue
-		}
-		done = append(done, t)
-	}
+	done, _ := e.fire(ctx, timers, nil)
 	if len(done) == 0 {
 		return 0, nil
 	}
 	return len(done), e.cfg.Store.DeleteDue(ctx, done)
+}
+
+// fire hands each timer to its reservation, except those in failed, and
+// returns the ones handled and how many were tried. A timer that fails is
+// added to failed (when not nil) and stays in the index.
+func (e *Engine) fire(ctx context.Context, timers []Timer, failed map[timerKey]bool) (done []Timer, tried int) {
+	for _, t := range timers {
+		k := timerKey{t.ReservationID, t.RefundNo, t.DueAt.UnixNano()}
+		if failed[k] {
+			continue
+		}
+		tried++
+		if _, err := e.record(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt}); err != nil && reservation.CodeOf(err) == "" {
+			e.log.Warn("timer not handled; will retry", "reservation", t.ReservationID, "refund_no", t.RefundNo, "err", err)
+			if failed != nil {
+				failed[k] = true
+			}
+			continue
+		}
+		done = append(done, t)
+	}
+	return done, tried
 }
 
 // Scheduler passes read the due index in batches of schedulerBatch timers,
@@ -76,21 +90,7 @@ func (e *Engine) firePass(ctx context.Context, now time.Time, batch, maxScan int
 		if err != nil {
 			return handled, err
 		}
-		var done []Timer
-		tried := 0
-		for _, t := range timers {
-			k := timerKey{t.ReservationID, t.RefundNo, t.DueAt.UnixNano()}
-			if failed[k] {
-				continue
-			}
-			tried++
-			if _, err := e.record(ctx, t.ReservationID, EnginePrincipal, reservation.FireTimer{RefundNo: t.RefundNo, DueAt: t.DueAt}); err != nil && reservation.CodeOf(err) == "" {
-				e.log.Warn("timer not handled; will retry", "reservation", t.ReservationID, "refund_no", t.RefundNo, "err", err)
-				failed[k] = true
-				continue
-			}
-			done = append(done, t)
-		}
+		done, tried := e.fire(ctx, timers, failed)
 		if len(done) > 0 {
 			if err := e.cfg.Store.DeleteDue(ctx, done); err != nil {
 				return handled, err
