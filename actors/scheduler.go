@@ -16,20 +16,21 @@ func (e *Engine) FireDue(ctx context.Context, now time.Time, limit int) (int, er
 	if err != nil || len(timers) == 0 {
 		return 0, err
 	}
-	done, _ := e.fire(ctx, timers, nil)
+	done, _ := e.fire(ctx, timers, nil, nil)
 	if len(done) == 0 {
 		return 0, nil
 	}
 	return len(done), e.cfg.Store.DeleteDue(ctx, done)
 }
 
-// fire hands each timer to its reservation, except those in failed, and
-// returns the ones handled and how many were tried. A timer that fails is
-// added to failed (when not nil) and stays in the index.
-func (e *Engine) fire(ctx context.Context, timers []Timer, failed map[timerKey]bool) (done []Timer, tried int) {
+// fire hands each timer to its reservation, except those in failed and
+// those of reservations owns refuses (owns nil: none), and returns the ones
+// handled and how many were tried. A timer that fails is added to failed
+// (when not nil) and stays in the index.
+func (e *Engine) fire(ctx context.Context, timers []Timer, failed map[timerKey]bool, owns func(string) bool) (done []Timer, tried int) {
 	for _, t := range timers {
 		k := timerKey{t.ReservationID, t.RefundNo, t.DueAt.UnixNano()}
-		if failed[k] {
+		if failed[k] || owns != nil && !owns(t.ReservationID) {
 			continue
 		}
 		tried++
@@ -62,10 +63,18 @@ func (e *Engine) RunScheduler(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		if _, err := e.firePass(ctx, e.cfg.Now(), schedulerBatch, schedulerMaxScan); err != nil && ctx.Err() == nil {
+		if _, err := e.FirePass(ctx, e.cfg.Now(), nil); err != nil && ctx.Err() == nil {
 			e.log.Error("scheduler pass failed", "err", err)
 		}
 	}
+}
+
+// FirePass fires every timer due at or before now of the reservations
+// owns accepts (nil: all; a cluster node passes the ones it owns), in one
+// pass that reads past timers that keep failing or are not its own
+// (firePass). It returns how many timers were handled.
+func (e *Engine) FirePass(ctx context.Context, now time.Time, owns func(reservationID string) bool) (int, error) {
+	return e.firePass(ctx, now, schedulerBatch, schedulerMaxScan, owns)
 }
 
 // timerKey identifies a timer within one pass.
@@ -74,15 +83,16 @@ type timerKey struct {
 	at     int64
 }
 
-// firePass fires every timer due at or before now, reading the index from
-// its start (oldest first) batch timers at a time, and returns how many
-// were handled. A timer that fails stays in the index for the next pass
-// and is not tried again in this one. When a read holds only timers that
-// failed in this pass, the next asks for twice as many, up to maxScan: the
-// index has no cursor, and a block of timers that keep failing (say,
+// firePass fires every timer due at or before now (of the reservations
+// owns accepts), reading the index from its start (oldest first) batch
+// timers at a time, and returns how many were handled. A timer that fails
+// stays in the index for the next pass and is not tried again in this one.
+// When a read holds only timers that failed in this pass or are not this
+// scheduler's, the next asks for twice as many, up to maxScan: the index
+// has no cursor, and a block of timers that keep failing (say,
 // reservations that cannot be loaded) would otherwise hide every timer
 // behind it, and the refunds waiting on them would never be resumed.
-func (e *Engine) firePass(ctx context.Context, now time.Time, batch, maxScan int) (int, error) {
+func (e *Engine) firePass(ctx context.Context, now time.Time, batch, maxScan int, owns func(string) bool) (int, error) {
 	failed := map[timerKey]bool{}
 	limit, handled := batch, 0
 	for {
@@ -90,7 +100,7 @@ func (e *Engine) firePass(ctx context.Context, now time.Time, batch, maxScan int
 		if err != nil {
 			return handled, err
 		}
-		done, tried := e.fire(ctx, timers, failed)
+		done, tried := e.fire(ctx, timers, failed, owns)
 		if len(done) > 0 {
 			if err := e.cfg.Store.DeleteDue(ctx, done); err != nil {
 				return handled, err

@@ -18,10 +18,6 @@ import (
 // only after checking its state against the journal. docs/CLUSTER.md
 // explains why this rather than a leader.
 
-// scanLimit is how many due timers one pass reads: the owner filter keeps
-// about 1/N of them, so a pass reads more than the engine's 256.
-const scanLimit = 1024
-
 // FireDue fires the timers due at or before now of the reservations this
 // node owns and removes the ones handled; it returns how many.
 func (n *Node) FireDue(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -61,17 +57,10 @@ func (n *Node) RunScheduler(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for {
-			handled, err := n.FireDue(ctx, now(), scanLimit)
-			if err != nil {
-				if ctx.Err() == nil {
-					n.log.Error("scheduler pass failed", "err", err)
-				}
-				break
-			}
-			if handled < scanLimit/4 {
-				break
-			}
+		// One pass over the owned timers, reading past the others' and
+		// past owned ones that keep failing (actors.Engine.FirePass).
+		if _, err := n.engine.FirePass(ctx, now(), n.Owns); err != nil && ctx.Err() == nil {
+			n.log.Error("scheduler pass failed", "err", err)
 		}
 	}
 }
