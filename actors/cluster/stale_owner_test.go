@@ -48,7 +48,7 @@ func TestNode_StaleOwnerKeepsTheLiveTimerOfARefundItDoesNotKnow(t *testing.T) {
 	}
 
 	// a, still believing it owns r1, runs its scheduler pass.
-	if n, err := a.FireDue(ctx, later, 1024); err != nil || n != 0 {
+	if n, err := a.FireDue(ctx, later); err != nil || n != 0 {
 		t.Fatalf("old owner's FireDue = %d, %v; want the live timer left alone", n, err)
 	}
 	dues, _ = w.journal.node("x").DueBefore(ctx, later, 100)
