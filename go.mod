@@ -1,4 +1,4 @@
-module refundd
+module github.com/refundd/refundd
 
 go 1.26
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"refundd/internal/crashpoint"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/crashpoint"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // reservationActor owns one reservation's state while it is active.

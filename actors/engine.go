@@ -13,7 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Config wires an Engine.

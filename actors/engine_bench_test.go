@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal"
 )
 
 // Engine benchmarks: the actor round trip, activation (journal read, decode,

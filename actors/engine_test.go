@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // clock is a settable test clock.

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // Passivate stops one reservation's actor, PassivateAll every one, and the

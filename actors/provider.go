@@ -3,7 +3,7 @@ package actors
 import (
 	"context"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // RefundRequest is what a provider needs to build a refund submission.

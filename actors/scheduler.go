@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // FireDue hands every timer due at or before now to its reservation and

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // unloadableStore fails Load for reservations whose id starts with "bad"

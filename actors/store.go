@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Store is the durable event log the actors need. Implementations must be

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // emptyStore is a Store with nothing in it that accepts every append: the

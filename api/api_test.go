@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/api"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // hour keeps every refund PROCESSING for the whole test: the sandbox does not

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // attentionLister is the engine's index of refunds needing attention.

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/auth"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/journal"
 )
 
 // AuditConfig enables the audit routes:

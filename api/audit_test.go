@@ -17,14 +17,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/auth"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // auditEnv is the real engine on a journal, behind a handler with the

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"refundd/internal/auth"
+	"github.com/refundd/refundd/internal/auth"
 )
 
 // Error codes of authentication.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"refundd/api"
-	"refundd/internal/auth"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
 )
 
 const (

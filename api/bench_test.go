@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/api"
-	"refundd/internal/auth"
-	"refundd/internal/metrics"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // BenchmarkLifecycleHandler is the API's own cost of one lifecycle,

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // TimelineReader reads a reservation's journal for the console's timeline;

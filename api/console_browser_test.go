@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // The console in a real browser: Debian's chromium, headless, driven over

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"refundd/api/console"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/api/console"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 func rejectSubmissions(op, _ string, _ int) (simprovider.Injected, bool) {

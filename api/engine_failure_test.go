@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // brokenEngine fails every call the same way; it stands in for engine

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Error codes the API adds to the domain's.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/feed"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // EventFeed is what GET /v1/events needs; feed.Feed implements it.

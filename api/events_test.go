@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/eventstore"
-	"refundd/internal/feed"
-	"refundd/internal/feed/feedtest"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/internal/webhook"
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/feed/feedtest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // evServer serves the event routes over db; engine may be nil when no

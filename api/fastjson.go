@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"refundd/internal/jsontext"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/jsontext"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The lifecycle's bodies are small and plain, and encoding/json's decoder

@@ -14,8 +14,8 @@ import (
 	"testing/iotest"
 	"time"
 
-	"refundd/internal/jsontext"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/jsontext"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The fast paths of fastjson.go must never change what a client sees:

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The fuzz targets drive the real handler over the real engine (actors,

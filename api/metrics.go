@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"refundd/api/console"
-	"refundd/internal/logs"
+	"github.com/refundd/refundd/api/console"
+	"github.com/refundd/refundd/internal/logs"
 )
 
 // RequestObserver is told about every answered request; metrics.Metrics

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/auth"
-	"refundd/internal/eventstore"
-	"refundd/internal/metrics"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // opsEnv is a real engine (journal in t.TempDir, eventstore, simulated

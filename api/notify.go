@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"refundd/internal/crashpoint"
-	"refundd/internal/quarantine"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/crashpoint"
+	"github.com/refundd/refundd/internal/quarantine"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // NotifyEngine is what the notification endpoints need from the engine.

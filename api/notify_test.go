@@ -17,14 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/eventstore"
-	"refundd/internal/quarantine"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/internal/wechatpay"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/quarantine"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 const ntMchID = "1900000001"

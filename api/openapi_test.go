@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"refundd/journal"
 	"slices"
 	"sort"
 	"strings"
@@ -14,9 +13,10 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"refundd/internal/feed"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
 )
 
 // fullServer has every optional route family switched on, so the walk sees

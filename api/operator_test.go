@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"refundd/api"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 func TestOperator_ResolveAbnormalAndReconcile(t *testing.T) {

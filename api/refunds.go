@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // refundRequest is the body of POST /v1/reservations/{id}/refunds. It never

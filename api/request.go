@@ -7,8 +7,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"refundd/internal/auth"
-	"refundd/internal/logs"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/logs"
 )
 
 // reqState is what the server's layers learn about one request: its id,

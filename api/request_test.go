@@ -11,9 +11,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"refundd/api"
-	"refundd/internal/auth"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // seenEngine records the reservation ids and principals the handlers pass.

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // registerRequest is the body of POST /v1/reservations, sent by the trusted

@@ -10,8 +10,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"refundd/internal/auth"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Engine is what the API needs from the actor engine.

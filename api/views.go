@@ -3,7 +3,7 @@ package api
 import (
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // reservationView is the JSON shape of a reservation. The responses of

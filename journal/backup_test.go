@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestBackupFile_UnderConcurrentAppends(t *testing.T) {

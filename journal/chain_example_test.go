@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // The chain hash of the first record of a journal: anyone can recompute it

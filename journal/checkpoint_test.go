@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func testKey() ed25519.PrivateKey {

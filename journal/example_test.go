@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 func ExampleDB_Append() {

@@ -16,7 +16,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 var updateFixtures = flag.Bool("update-fixtures", false, "rewrite journal/testdata/format2.db with this build")

@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"refundd/internal/broadcast"
+	"github.com/refundd/refundd/internal/broadcast"
 )
 
 // Options configures Open. The zero value is the production setting.

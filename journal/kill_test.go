@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // The child half of TestKill9_IndexTail: appends forever to a few streams

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestKV_PutGetDeleteList(t *testing.T) {

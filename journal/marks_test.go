@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestMarks_SetClearAtomicWithEvents(t *testing.T) {

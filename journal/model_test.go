@@ -13,7 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // model is the naive in-memory journal the real one is checked against.

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestOptions_OnCommit(t *testing.T) {

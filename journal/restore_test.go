@@ -11,7 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // backupOf writes a journal with n records and returns a backup of it.

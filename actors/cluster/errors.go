@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"refundd/actors"
+	"github.com/refundd/refundd/actors"
 )
 
 var (

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors/cluster"
-	"refundd/internal/devetcd"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/devetcd"
 )
 
 // proxy forwards TCP to target until cut: then every connection is closed

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // guard is the engine's Store on a node: it refuses to load (activate) a

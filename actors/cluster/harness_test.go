@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/actors/cluster"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // testLogger is quiet unless CLUSTER_TEST_LOG is set.

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"refundd/actors/cluster"
+	"github.com/refundd/refundd/actors/cluster"
 )
 
 // terms records every leadership term of a test's nodes.

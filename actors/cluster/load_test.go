@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors/cluster"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Three nodes take concurrent refunds for the same reservations through

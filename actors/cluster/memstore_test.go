@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // errFenced is the shared journal's refusal of a stale owner's append.

@@ -19,8 +19,8 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Kind is the cluster kind of reservation grains.

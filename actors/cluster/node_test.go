@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors/cluster"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 func automanagedPair(t testing.TB, w *world) (a, b *cluster.Node) {

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/actors/cluster"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // BenchmarkCluster_Refunds is one node against three, all in this process,

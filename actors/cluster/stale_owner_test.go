@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors/cluster"
-	"refundd/internal/simprovider"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // Two nodes that both believe they own a reservation (automanaged, cut off

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Messages between nodes travel as JSON inside a protobuf BytesValue:

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 func sampleState() *reservation.State {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"refundd/bench/pgrefund"
+	"github.com/refundd/refundd/bench/pgrefund"
 )
 
 func TestCodeOf_Table(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Notify enables the WeChat Pay v3 notification endpoint.

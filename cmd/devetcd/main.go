@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"refundd/internal/devetcd"
+	"github.com/refundd/refundd/internal/devetcd"
 )
 
 func main() {

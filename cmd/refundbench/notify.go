@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // NotifyPath is where refundd (and the PostgreSQL baseline) take WeChat Pay

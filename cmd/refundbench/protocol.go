@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // protocolCost measures, on one goroutine (one core), what the WeChat Pay

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"refundd/api"
-	"refundd/journal"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/journal"
 )
 
 // backupOutput is the --json shape of backup.

@@ -6,8 +6,8 @@ import (
 	"flag"
 	"io"
 
-	"refundd/internal/audit"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
 )
 
 func exportCommand() command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/api"
+	"github.com/refundd/refundd/api"
 )
 
 func headCommand() command {

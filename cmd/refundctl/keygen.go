@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"refundd/internal/audit"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
 )
 
 func keygenCommand() command {

@@ -3,7 +3,7 @@ package main
 import (
 	"crypto/ed25519"
 
-	"refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit"
 )
 
 func parseKeyForTest(b []byte) (ed25519.PrivateKey, error) { return audit.ParseSigningKey(b) }

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/audit"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/journal"
 )
 
 // providerFlags are the merchant's WeChat Pay credentials, or a sandbox's

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // Exit statuses.

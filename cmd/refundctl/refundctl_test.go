@@ -20,10 +20,10 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"refundd/api"
-	"refundd/internal/audit/audittest"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/audit/audittest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 var bin string // the built refundctl

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"refundd/internal/audit"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
 )
 
 // restoreOutput is the --json shape of restore.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit"
 )
 
 func showCommand() command {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit"
 )
 
 // stateOutput is the --json shape of journal state.

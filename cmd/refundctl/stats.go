@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit"
 )
 
 func statsCommand() command {

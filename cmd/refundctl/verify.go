@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/internal/audit"
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // headList is the repeatable --head GLOBAL:HASH flag.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // journal verify --journal checks a cluster's PostgreSQL journal: a

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // writeHistory fills a journal with n reservations of about ten events each

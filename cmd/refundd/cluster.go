@@ -12,16 +12,16 @@ import (
 	"strings"
 	"time"
 
-	"refundd/actors"
-	"refundd/actors/cluster"
-	"refundd/api"
-	"refundd/internal/eventstore"
-	"refundd/internal/feed"
-	"refundd/internal/metrics"
-	"refundd/internal/quarantine"
-	"refundd/internal/reservation"
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/quarantine"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // ClusterConfig is cluster mode: several refundd nodes on one PostgreSQL

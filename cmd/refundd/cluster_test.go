@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // buildClusterBinaries builds refundd, wxpaysim and devetcd (the embedded

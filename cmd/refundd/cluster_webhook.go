@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"refundd/actors/cluster"
-	"refundd/internal/webhook"
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // Webhook dispatch in cluster mode (docs/CLUSTER.md, "Webhook dispatch"):

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"refundd/actors/cluster"
+	"github.com/refundd/refundd/actors/cluster"
 )
 
 // lockElector elects the webhook leader by a PostgreSQL advisory lock
@@ -52,7 +52,7 @@ func advisoryKey(schema, clusterName string) int64 {
 		schema = "public"
 	}
 	h := fnv.New64a()
-	_, _ = h.Write([]byte("refundd/webhooks/" + schema + "/" + clusterName))
+	_, _ = h.Write([]byte("github.com/refundd/refundd/webhooks/" + schema + "/" + clusterName))
 	return int64(h.Sum64())
 }
 

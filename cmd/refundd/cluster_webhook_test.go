@@ -24,12 +24,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/actors/cluster"
-	"refundd/internal/feed/feedtest"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
-	"refundd/journal/pgjournal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/feed/feedtest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // leaderTerms records the terms of several electors in one test.

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/crashpoint"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/crashpoint"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // TestCrash_EachPointEndsInProviderState kills the real refundd with

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // startFast runs refundd in-process against its built-in WeChat Pay sandbox,

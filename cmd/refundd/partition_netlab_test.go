@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // netLab is a small network of Linux network namespaces for the partition

@@ -20,7 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // Log lines of actors/cluster that show a node fenced itself and came back.

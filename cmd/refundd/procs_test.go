@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // Helpers for the tests that run refundd and wxpaysim as real processes:

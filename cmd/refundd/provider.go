@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"refundd/actors"
-	"refundd/api"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // Provider modes.

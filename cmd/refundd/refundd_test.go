@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // Tokens every test process accepts (REFUNDD_TOKENS).

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"refundd/internal/auth"
+	"github.com/refundd/refundd/internal/auth"
 )
 
 // loadTokens builds the accepted tokens from --tokens-file and

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // consumer records webhook deliveries; it fails the first failFirst and

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 var errHelp = errors.New("help requested")

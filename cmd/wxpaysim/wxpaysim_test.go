@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 func TestParseFlags_Invalid(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/audit"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 var updateFixtures = flag.Bool("update-fixtures", false, "rewrite testdata/format2.db and its moments with this build")

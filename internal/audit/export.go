@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // scanBatch is how many records one read transaction returns.

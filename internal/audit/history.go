@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // Entry is one event of a reservation's timeline: what happened, when, by

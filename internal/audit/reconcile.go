@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // RefundFact is a refund as the journal knows it at its end.

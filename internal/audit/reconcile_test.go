@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"refundd/internal/audit"
-	"refundd/internal/audit/audittest"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit/audittest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/journal"
 )
 
 // disagreeingWorld makes a journal and a sandbox that disagree in three

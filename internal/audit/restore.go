@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strconv"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // EpochPrefix is the refund-number prefix in force in an epoch: base for

@@ -4,10 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"refundd/internal/audit"
-	"refundd/internal/audit/audittest"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/audit/audittest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // After the backup, refund #2 of reservation a is refused by WeChat Pay

@@ -3,8 +3,8 @@ package audit
 import (
 	"fmt"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // Problem is something wrong with the events or the indexes, found by

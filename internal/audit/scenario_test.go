@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal"
 )
 
 // fixedClock is the engine's clock in scenarios: it moves only when told.

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // VerifyOptions configures Verify.

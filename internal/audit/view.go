@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // StateView is a reservation's state for tools and reports.

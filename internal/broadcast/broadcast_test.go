@@ -3,7 +3,7 @@ package broadcast_test
 import (
 	"testing"
 
-	"refundd/internal/broadcast"
+	"github.com/refundd/refundd/internal/broadcast"
 )
 
 func closed(ch <-chan struct{}) bool {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/config"
+	"github.com/refundd/refundd/internal/config"
 )
 
 // flags mimics cmd/refundd: environment variables become defaults before

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // referenceRequest is how Append built its journal request before it

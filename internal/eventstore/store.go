@@ -19,10 +19,10 @@ import (
 	"strings"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // Claim namespaces in the journal.

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/simprovider"
-	"refundd/journal/journaltest"
-	"refundd/journal/pgjournal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // backends opens a fresh journal of each kind; the PostgreSQL one skips

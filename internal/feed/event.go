@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // SchemaVersion is the version of Event's JSON shape. Within a version

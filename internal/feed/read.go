@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"refundd/internal/reservation"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // Read limits.

@@ -10,12 +10,12 @@ import (
 
 	"pgregory.net/rapid"
 
-	"refundd/internal/feed"
-	"refundd/internal/feed/feedtest"
-	"refundd/internal/reservation"
-	"refundd/journal"
-	"refundd/journal/journaltest"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/feed/feedtest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 var bg = context.Background()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"refundd/internal/logs"
+	"github.com/refundd/refundd/internal/logs"
 )
 
 func decodeLines(t *testing.T, b []byte) []map[string]any {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Provider wraps a provider to count its calls by outcome and time them.

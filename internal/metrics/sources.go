@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // Sources are read at every scrape. Method values of the engine, the API

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Store wraps the engine's store to time appends and loads, count

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/jsontext"
+	"github.com/refundd/refundd/internal/jsontext"
 )
 
 // EventVersion is the schema version every event type is written with today.

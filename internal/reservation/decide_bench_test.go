@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The pure core's cost per command: Decide plus Apply of what it decided,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // A reservation paid 100.00 CNY is refunded 30.00 CNY, then the rest. Each

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/jsontext"
+	"github.com/refundd/refundd/internal/jsontext"
 )
 
 // The event payloads are written by hand, in the exact bytes encoding/json

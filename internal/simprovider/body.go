@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"refundd/internal/jsontext"
+	"github.com/refundd/refundd/internal/jsontext"
 )
 
 // The stub sits inside both services that bench/compare.sh measures

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"refundd/actors"
+	"github.com/refundd/refundd/actors"
 )
 
 // benchRequest is a refund as the benchmarks of bench/ send it.

@@ -11,7 +11,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"refundd/actors"
+	"github.com/refundd/refundd/actors"
 )
 
 // newBody is a body with every field set from its arguments.

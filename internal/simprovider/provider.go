@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Fault lets a test replace the answer to one call. op is "submit" or

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // TestSubmit_Bodies submits one body per fresh provider: the hand codec's

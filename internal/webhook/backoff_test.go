@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestBackoff_Bounds(t *testing.T) {

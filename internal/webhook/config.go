@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
-	"refundd/internal/feed"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/journal"
 )
 
 // Endpoint is one webhook receiver.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"refundd/internal/webhook"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 func TestNew_Invalid(t *testing.T) {

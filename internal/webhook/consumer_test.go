@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // --- begin docs/WEBHOOKS.md snippet ---

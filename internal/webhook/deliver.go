@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/feed"
+	"github.com/refundd/refundd/internal/feed"
 )
 
 // maxDrain is how much of a response body is read (and discarded) so the

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"refundd/internal/feed"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/journal"
 )
 
 // idleFlush is how often a cursor that only moved past records producing

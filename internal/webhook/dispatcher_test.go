@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/feed"
-	"refundd/internal/feed/feedtest"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
-	"refundd/journal"
-	"refundd/journal/journaltest"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/feed/feedtest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 var bg = context.Background()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 func TestParseEndpoints_Valid(t *testing.T) {

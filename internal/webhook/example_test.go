@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 func ExampleVerify() {

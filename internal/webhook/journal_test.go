@@ -1,9 +1,9 @@
 package webhook_test
 
 import (
-	"refundd/internal/webhook"
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // Both journals can carry webhook dispatch (single node and cluster mode).

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/feed"
-	"refundd/internal/feed/feedtest"
-	"refundd/internal/reservation"
-	"refundd/internal/webhook"
-	"refundd/journal"
+	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/feed/feedtest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/journal"
 )
 
 // A backup is taken, more events are delivered, the journal is restored

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // The vector was computed outside Go:

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // billSampleA is BILL.md §3 A: a REFUND bill as in gunsluo/wechatpay-go's

@@ -14,8 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // RefundsPath is the APIv3 domestic refund endpoint: POST creates a refund,
@@ -32,7 +32,7 @@ const DefaultClientTimeout = 10 * time.Second
 
 // UserAgent is sent on every request; WeChat Pay rejects requests without
 // one.
-const UserAgent = "refundd/1.0 (wechatpay-apiv3; Go)"
+const UserAgent = "github.com/refundd/refundd/1.0 (wechatpay-apiv3; Go)"
 
 // Field limits of the create-refund request (PROTOCOL.md §1.2, §1.8).
 const (

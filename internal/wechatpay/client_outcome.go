@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // op is which refund call a response answers.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 const (
@@ -439,7 +439,7 @@ func checkCommonHeaders(t *testing.T, r recorded) {
 	if got := r.Header.Get("Accept"); got != "application/json" {
 		t.Errorf("Accept %q", got)
 	}
-	if got := r.Header.Get("User-Agent"); !strings.HasPrefix(got, "refundd/") {
+	if got := r.Header.Get("User-Agent"); !strings.HasPrefix(got, "github.com/refundd/refundd/") {
 		t.Errorf("User-Agent %q", got)
 	}
 	if got := r.Header.Get(HeaderSerial); got != testPlatformSerial {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 func must[T any](v T, err error) T {

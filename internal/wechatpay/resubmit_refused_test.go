@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The client against a fake WeChat Pay, through the real reservation core:

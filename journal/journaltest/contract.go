@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // Journal is what the contract suite tests: the journal methods refundd

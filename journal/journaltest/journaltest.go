@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // Open opens a fresh journal in t.TempDir() with default options (fsync

@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // recorder is a testing.TB that keeps cleanups and errors for inspection.

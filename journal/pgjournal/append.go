@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // pending is one Append waiting for the committer. The committer writes

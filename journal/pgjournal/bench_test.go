@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
-	"refundd/journal/pgjournal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // The PostgreSQL journal against the bbolt journal, in the same run, at

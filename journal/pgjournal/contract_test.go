@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal/journaltest"
-	"refundd/journal/pgjournal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal/journaltest"
+	"github.com/refundd/refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // cluster is a fresh schema with one node open on it, and the test hooks
@@ -70,7 +70,7 @@ func waitBlocked(t *testing.T, s *pgtest.Store, node string) {
 	for {
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE application_name = $1 AND wait_event_type = 'Lock'`, "refundd/"+node).Scan(&n)
+WHERE application_name = $1 AND wait_event_type = 'Lock'`, "github.com/refundd/refundd/"+node).Scan(&n)
 		if err != nil {
 			t.Fatalf("waiting for node %s to block on a lock: %v", node, err)
 		}

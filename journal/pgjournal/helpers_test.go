@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 // connect opens a plain connection to the store's schema, closed at the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // The kv table is the bbolt journal's key-value area (journal/kv.go): a

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // migrations are applied in order; migration i+1 is schema version i+1.
@@ -82,7 +82,7 @@ CREATE TABLE kv (
 // opening together apply each migration exactly once.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	h := fnv.New64a()
-	h.Write([]byte("refundd/pgjournal/" + schema))
+	h.Write([]byte("github.com/refundd/refundd/pgjournal/" + schema))
 	lockKey := int64(h.Sum64())
 	ident := pgx.Identifier{schema}.Sanitize()
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

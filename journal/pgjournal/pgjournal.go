@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 
-	"refundd/internal/broadcast"
+	"github.com/refundd/refundd/internal/broadcast"
 )
 
 // Options configures Open. The zero value is the production setting.
@@ -133,7 +133,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	rp["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
-	rp["application_name"] = "refundd/" + o.NodeID
+	rp["application_name"] = "github.com/refundd/refundd/" + o.NodeID
 	rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(o.IdleTxTimeout.Milliseconds(), 10)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"refundd/journal"
-	"refundd/journal/pgjournal"
-	"refundd/journal/pgjournal/pgtest"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -290,7 +290,7 @@ func TestAppend_LostConnection(t *testing.T) {
 	<-held
 	var killed bool
 	err := connect(t, s).QueryRow(ctx, `SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE application_name = $1 AND state = 'idle in transaction'`, "refundd/"+db.NodeID()).Scan(&killed)
+WHERE application_name = $1 AND state = 'idle in transaction'`, "github.com/refundd/refundd/"+db.NodeID()).Scan(&killed)
 	if err != nil || !killed {
 		t.Fatalf("terminate the committer's session: %v, %v", killed, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // scanRecords reads rows of (global, stream, seq, type, version, data,

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // The request checks are the bbolt journal's own (journal.Validate*), so a

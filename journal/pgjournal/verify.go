@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal"
+	"github.com/refundd/refundd/journal"
 )
 
 // Verify checks the whole journal in one consistent snapshot and returns

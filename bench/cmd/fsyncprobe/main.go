@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/bench/fsyncprobe"
+	"github.com/refundd/refundd/bench/fsyncprobe"
 )
 
 func main() {

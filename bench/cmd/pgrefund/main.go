@@ -22,9 +22,9 @@ import (
 	"syscall"
 	"time"
 
-	"refundd/bench/pgrefund"
-	"refundd/internal/simprovider"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/bench/pgrefund"
+	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 func main() {

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
-	"refundd/journal"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/journal"
 )
 
 // Options configures New.

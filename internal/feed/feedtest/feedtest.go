@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/eventstore"
-	"refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Want is a consumer event a history must produce.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"refundd/actors"
-	"refundd/internal/reservation"
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // target is one provider under test and what it needs to make refunds.

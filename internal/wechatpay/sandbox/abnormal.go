@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Values of channel and user_received_account (PROTOCOL.md §1.3).

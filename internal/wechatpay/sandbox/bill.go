@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // billURLTTL is how long a download_url stays valid (BILL.md §1: 5 min).

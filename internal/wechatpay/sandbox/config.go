@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Config configures a Server. The keys are the sandbox's own; Keys.Config

@@ -9,8 +9,8 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"refundd/internal/wechatpay"
-	"refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // A merchant refunds through the sandbox with nothing but the wechatpay

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // TestSetFault_APIFaults injects each API fault on a create, then checks

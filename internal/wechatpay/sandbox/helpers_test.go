@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 const testMchID = "1900000109"

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Keys are the credentials of one sandbox merchant: what the merchant holds

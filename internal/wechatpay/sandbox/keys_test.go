@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 func TestGenerateKeys_Shape(t *testing.T) {

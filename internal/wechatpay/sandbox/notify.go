@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // RetrySchedule returns WeChat Pay's notification retry schedule

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 func TestNotify_DeliveredVerifiedDecrypted(t *testing.T) {

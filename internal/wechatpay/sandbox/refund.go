@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Limits of the refund API (PROTOCOL.md §1.2, §1.6, §1.8).

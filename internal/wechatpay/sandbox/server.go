@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Routes of the real API.

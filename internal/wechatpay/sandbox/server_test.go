@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 func TestNew_InvalidConfig(t *testing.T) {

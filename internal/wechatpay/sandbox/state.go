@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // The books on disk (Config.StateFile): one JSON document, rewritten whole

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"refundd/internal/wechatpay"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // reopen closes f's sandbox (as a stopped process would leave it, or, with

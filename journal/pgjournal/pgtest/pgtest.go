@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"refundd/journal"
-	"refundd/journal/pgjournal"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // EnvDSN is the environment variable holding the test server's DSN.
