@@ -39,6 +39,8 @@ var flatBodies = []string{
 	`{"reason" "x"}`, `{"reason":"x" "user_id":"u"}`, `{"reason":"x"`, `{"reason":`, `{"reason`, `{`,
 	`[]`, `null`, `"s"`, `1`, ``, ` `, "\ufeff{}", `{"id":"r1","paid_at":"yesterday"}`,
 	`{"transaction_id":"4200","currency":"CNY","out_trade_no":"O|3*"}`,
+	`{"reason":null}`, `{"paid_at":null}`, `{"reason":"\ud800"}`, `{"reason":"\udc00"}`, `{"reason":"\ud800\u0041"}`,
+	`{"reason":"\ud83d\ude00"}`, `{"reason":"\ufffd"}`, "{\"reason\":\"\ufffd\"}",
 }
 
 // Whatever decodeFlat takes, encoding/json takes with the same result; what

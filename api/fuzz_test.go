@@ -69,6 +69,8 @@ func FuzzRegisterBody(f *testing.F) {
 		`{"id":"r5","user_id":"u5","out_trade_no":"O5","amount":1,"currency":"CNY","paid_at":"0000-01-01T00:00:00+01:00"}`,
 		`{"id":"r5","user_id":"u5","out_trade_no":"O5","amount":1,"currency":"CNY","x":1}`,
 		`{"id":"r5","ID":"r6","user_id":"u5","out_trade_no":"O5","amount":1,"currency":"CNY"}`,
+		`{"id":"r5","user_id":"u5","out_trade_no":"O5","amount":1,"currency":"CNY","paid_at":null}`,
+		`{"id":"r5","user_id":"u5\udc00","out_trade_no":"O5","amount":1,"currency":"CNY"}`,
 		`{"id":"r5"} {}`, `{}`, `[]`, `null`, `"s"`, ``, `{`, `{"amount":1e400}`,
 	} {
 		f.Add([]byte(s))
@@ -129,6 +131,12 @@ func FuzzRefundBody(f *testing.F) {
 		{"k1", `{"user_id":"u-fuzz","reason":"` + strings.Repeat("r", 81) + `"}`},
 		{"k1", `{"user_id":"u-fuzz\u0000"}`},
 		{"k1", `{"user_id":"u-fuzz","refund_no":"x"}`},
+		{"k1", `{"user_id":"u-fuzz","amount":null}`},
+		{"k1", `{"user_id":"u-fuzz","amount":1,"reason":null}`},
+		{"k1", `{"user_id":"u-fuzz","reason":"\ud800"}`},
+		{"k1", `{"user_id":"u-fuzz","reason":"\ud800\u0041"}`},
+		{"k1", `{"user_id":"u-fuzz","reason":"\ud83d\ude00\ufffd"}`},
+		{"k1", "{\"user_id\":\"u-fuzz\",\"reason\":\"\xff\"}"},
 		{"k1", `{"user_id":"u-fuzz"} {}`},
 		{"k1", `[]`}, {"k1", `null`}, {"k1", ``}, {"k1", `{`},
 		{"", `{"user_id":"u-fuzz"}`},
@@ -159,6 +167,7 @@ func FuzzRefundBody(f *testing.F) {
 			if firstRefund.ReservationID != id || firstRefund.Amount > paid || firstRefund.State == "SUCCEEDED" || firstRefund.State == "FAILED" {
 				t.Fatalf("202 with %s", first.body)
 			}
+			checkTaken(t, body, firstRefund)
 		} else {
 			firstErr := checkRefused(t, first)
 			// The same request again gets the same refusal.
@@ -192,4 +201,25 @@ func FuzzRefundBody(f *testing.F) {
 			t.Fatalf("%d refunds created, reservation shows %s", created, g.body)
 		}
 	})
+}
+
+// checkTaken asserts that an accepted refund body said what was taken: an
+// amount member, when there is one, is the refund's amount (not a null
+// read as "everything"), and a U+FFFD in the reason was sent as one (not
+// made from a lone surrogate escape or an invalid byte).
+func checkTaken(t *testing.T, body []byte, v refundJSON) {
+	t.Helper()
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		t.Fatalf("accepted a body encoding/json refuses (%v): %q", err, body)
+	}
+	if raw, ok := members["amount"]; ok {
+		var amount int64
+		if err := json.Unmarshal(raw, &amount); err != nil || string(raw) == "null" || amount != v.Amount {
+			t.Fatalf("refund of %d from %q", v.Amount, body)
+		}
+	}
+	if strings.Contains(v.Reason, "\ufffd") && !bytes.Contains(body, []byte("\ufffd")) && !strings.Contains(strings.ToLower(string(body)), `\ufffd`) {
+		t.Fatalf("reason %q from %q", v.Reason, body)
+	}
 }

@@ -452,3 +452,38 @@ func (e *testEnv) refundState(t testing.TB, id, no string) string {
 	}
 	return ""
 }
+
+// send sends req, built by the caller, to the test server as it is.
+func (e *testEnv) send(t testing.TB, req *http.Request) response {
+	t.Helper()
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// submitted waits until every refund of reservation id has been accepted
+// by the provider, and returns the reservation as GET answers it then: a
+// snapshot that only a new request can change.
+func (e *testEnv) submitted(t testing.TB, id string) response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := e.engine.Await(ctx, id, func(st *reservation.State) bool {
+		for _, rf := range st.Refunds {
+			if rf.ProviderID == "" && !rf.State.Terminal() {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		t.Fatalf("await submission of %s: %v", id, err)
+	}
+	return e.do(t, http.MethodGet, "/v1/reservations/"+id, "")
+}

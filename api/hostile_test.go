@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,16 @@ type hostileCase struct {
 	status int
 	code   string
 	field  string
+	msg    string // a word the message must contain, when not ""
+}
+
+// wantRefused is wantError for a hostile case, its message included.
+func wantRefused(t *testing.T, r response, c hostileCase) {
+	t.Helper()
+	d := wantError(t, r, c.status, c.code, c.field)
+	if !strings.Contains(d.Message, c.msg) {
+		t.Fatalf("message %q does not say %q", d.Message, c.msg)
+	}
 }
 
 const (
@@ -89,6 +100,23 @@ func TestRegisterReservation_HostileInput(t *testing.T) {
 		{name: "paid_at no zone", body: reg(`"amount":1,"paid_at":"2026-01-01T00:00:00"`), status: 400, code: "invalid_argument", field: "paid_at"},
 		// Valid RFC 3339 whose UTC instant falls outside years 0..9999,
 		// which no JSON time can encode: it must be refused, not journaled.
+		// An explicit null is never a value: the member is left out instead.
+		{name: "id null", body: `{"id":null,"user_id":"u",` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "id", msg: "null"},
+		{name: "user_id null", body: `{"id":"h","user_id":null,` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "null"},
+		{name: "out_trade_no null", body: `{"id":"h","user_id":"u","out_trade_no":null,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "out_trade_no", msg: "null"},
+		{name: "transaction_id null", body: reg(`"amount":1,"transaction_id":null`), status: 400, code: "invalid_argument", field: "transaction_id", msg: "null"},
+		{name: "currency null", body: `{"id":"h","user_id":"u",` + okOrder + `,"amount":1,"currency":null}`, status: 400, code: "invalid_argument", field: "currency", msg: "null"},
+		{name: "paid_at null", body: reg(`"amount":1,"paid_at":null`), status: 400, code: "invalid_argument", field: "paid_at", msg: "null"},
+		// encoding/json turns a lone surrogate escape and an invalid UTF-8
+		// byte into U+FFFD: what is kept would not be what was sent.
+		{name: "user_id lone high surrogate", body: `{"id":"h","user_id":"u\ud800",` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "surrogate"},
+		{name: "user_id lone low surrogate", body: `{"id":"h","user_id":"\udc00u",` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "surrogate"},
+		{name: "user_id high surrogate then letter", body: `{"id":"h","user_id":"\ud800\u0041",` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "surrogate"},
+		{name: "user_id two high surrogates", body: `{"id":"h","user_id":"\ud800\udbff\udc00",` + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "surrogate"},
+		{name: "user_id invalid UTF-8", body: "{\"id\":\"h\",\"user_id\":\"u\xff\"," + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "UTF-8"},
+		{name: "user_id encoded surrogate", body: "{\"id\":\"h\",\"user_id\":\"u\xed\xa0\x80\"," + okOrder + `,"amount":1,"currency":"CNY"}`, status: 400, code: "invalid_argument", field: "user_id", msg: "UTF-8"},
+		{name: "currency lone surrogate", body: `{"id":"h","user_id":"u",` + okOrder + `,"amount":1,"currency":"CNY\ud800"}`, status: 400, code: "invalid_argument", field: "currency", msg: "surrogate"},
+		{name: "paid_at lone surrogate", body: reg(`"amount":1,"paid_at":"2026-01-01T00:00:00Z\udfff"`), status: 400, code: "invalid_argument", field: "paid_at", msg: "surrogate"},
 		{name: "paid_at before year 1 in UTC", body: reg(`"amount":1,"paid_at":"0000-01-01T00:00:00+01:00"`), status: 400, code: "invalid_argument", field: "paid_at"},
 		{name: "paid_at after 9999 in UTC", body: reg(`"amount":1,"paid_at":"9999-12-31T23:30:00-01:00"`), status: 400, code: "invalid_argument", field: "paid_at"},
 	}
@@ -100,7 +128,7 @@ func TestRegisterReservation_HostileInput(t *testing.T) {
 			n := fmt.Sprint(i)
 			body := strings.NewReplacer(`"id":"h"`, `"id":"h`+n+`"`, `"ORD-h"`, `"ORD-h`+n+`"`).Replace(c.body)
 			r := e.do(t, http.MethodPost, "/v1/reservations", body, c.hdr...)
-			wantError(t, r, c.status, c.code, c.field)
+			wantRefused(t, r, c)
 			wantError(t, e.do(t, http.MethodGet, "/v1/reservations/h"+n, ""), http.StatusNotFound, "not_found", "")
 		})
 	}
@@ -154,13 +182,26 @@ func TestRequestRefund_HostileInput(t *testing.T) {
 		{name: "user_id missing", body: `{"amount":1}`, hdr: key, status: 400, code: "invalid_argument", field: "user_id"},
 		{name: "user_id array", body: `{"user_id":["u-r1"]}`, hdr: key, status: 400, code: "invalid_argument", field: "user_id"},
 		{name: "no key", body: refundBody(`"amount":1`), status: 400, code: "invalid_argument", field: "Idempotency-Key"},
+		// Absent amount means everything refundable; null is not absent.
+		{name: "amount null", body: refundBody(`"amount":null`), hdr: key, status: 400, code: "invalid_argument", field: "amount", msg: "null"},
+		{name: "amount null before a reason", body: `{"amount":null,` + validUser + `,"reason":"r"}`, hdr: key, status: 400, code: "invalid_argument", field: "amount", msg: "null"},
+		{name: "user_id null", body: `{"user_id":null,"amount":1}`, hdr: key, status: 400, code: "invalid_argument", field: "user_id", msg: "null"},
+		{name: "reason null", body: refundBody(`"amount":1,"reason":null`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "null"},
+		{name: "reason lone high surrogate", body: refundBody(`"amount":1,"reason":"\ud800"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason lone low surrogate", body: refundBody(`"amount":1,"reason":"\udc00"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason high surrogate then letter", body: refundBody(`"amount":1,"reason":"\ud800\u0041"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason high surrogate at the end", body: refundBody(`"amount":1,"reason":"late \uDBFF"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason reversed pair", body: refundBody(`"amount":1,"reason":"\udc00\ud800"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason high surrogate, escaped backslash", body: refundBody(`"amount":1,"reason":"\ud800\\udc00"`), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason invalid UTF-8", body: refundBody("\"amount\":1,\"reason\":\"late\xff\""), hdr: key, status: 400, code: "invalid_argument", field: "reason", msg: "UTF-8"},
+		{name: "user_id lone surrogate", body: `{"user_id":"u-r1\ud800","amount":1}`, hdr: key, status: 400, code: "invalid_argument", field: "user_id", msg: "surrogate"},
 	}
 	e := newEnv(t, hour)
 	e.register(t, "r1", 10000)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.do(t, http.MethodPost, "/v1/reservations/r1/refunds", c.body, c.hdr...)
-			wantError(t, r, c.status, c.code, c.field)
+			wantRefused(t, r, c)
 		})
 	}
 	if v := e.get(t, "r1"); len(v.Refunds) != 0 || v.Refundable != 10000 {
@@ -184,22 +225,46 @@ func TestRequestRefund_HostileInput(t *testing.T) {
 	if len(v.Reason) != 80 {
 		t.Fatalf("80-byte reason: %+v", v)
 	}
+	// Surrogate pairs and U+FFFD itself, escaped or not, are text.
+	for _, c := range []struct{ key, reason, want string }{
+		{"k-pair", `\ud83d\ude00 \uD83D\uDE00`, "😀 😀"},
+		{"k-fffd", `\ufffd` + "\ufffd", "\ufffd\ufffd"},
+		{"k-escapes", `\"\\\/\u00e9\u9000`, `"\/é退`},
+	} {
+		r := e.refund(t, "r1", c.key, refundBody(`"amount":1,"reason":"`+c.reason+`"`))
+		if v := decodeRefund(t, r, http.StatusAccepted); v.Reason != c.want {
+			t.Fatalf("reason %s kept as %q, want %q", c.reason, v.Reason, c.want)
+		}
+	}
 }
 
 func TestOperatorAction_HostileInput(t *testing.T) {
 	e := newEnv(t, hour)
 	e.register(t, "r1", 10000)
 	v := decodeRefund(t, e.refund(t, "r1", "k1", refundBody(`"amount":1`)), http.StatusAccepted)
-	path := "/v1/reservations/r1/refunds/" + v.RefundNo + "/abandon"
-	for _, c := range []hostileCase{
+	before := e.submitted(t, "r1")
+	cases := []hostileCase{
 		{name: "unknown field", body: `{"why":"x"}`, status: 400, code: "invalid_argument", field: "why"},
 		{name: "reason number", body: `{"reason":1}`, status: 400, code: "invalid_argument", field: "reason"},
 		{name: "trailing", body: `{} {}`, status: 400, code: "invalid_argument", field: "body"},
 		{name: "huge", body: `{"reason":"` + strings.Repeat("r", 70<<10) + `"}`, status: 413, code: "body_too_large", field: "body"},
 		{name: "text/plain", body: `{}`, hdr: []string{"Content-Type", "text/plain"}, status: 400, code: "invalid_argument", field: "Content-Type"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			wantError(t, e.do(t, http.MethodPost, path, c.body, c.hdr...), c.status, c.code, c.field)
-		})
+		{name: "reason null", body: `{"reason":null}`, status: 400, code: "invalid_argument", field: "reason", msg: "null"},
+		{name: "reason lone high surrogate", body: `{"reason":"paid by phone \ud800"}`, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason lone low surrogate", body: `{"reason":"\udfff"}`, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason high surrogate then letter", body: `{"reason":"\ud800\u0041"}`, status: 400, code: "invalid_argument", field: "reason", msg: "surrogate"},
+		{name: "reason invalid UTF-8", body: "{\"reason\":\"\xc3\"}", status: 400, code: "invalid_argument", field: "reason", msg: "UTF-8"},
+	}
+	for _, action := range []string{"abandon", "resolve", "resubmit", "reconcile"} {
+		path := "/v1/reservations/r1/refunds/" + v.RefundNo + "/" + action
+		for _, c := range cases {
+			t.Run(action+"/"+c.name, func(t *testing.T) {
+				wantRefused(t, e.do(t, http.MethodPost, path, c.body, c.hdr...), c)
+			})
+		}
+	}
+	// Nothing refused was journaled.
+	if after := e.do(t, http.MethodGet, "/v1/reservations/r1", ""); !bytes.Equal(after.body, before.body) {
+		t.Fatalf("refused operator actions changed the reservation:\n%s\nwas\n%s", after.body, before.body)
 	}
 }

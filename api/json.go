@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/refundd/refundd/internal/jsontext"
 )
 
 // maxBody caps every request body: refund requests are tiny.
@@ -74,7 +76,12 @@ func decodeJSON(body io.Reader, v any) error {
 }
 
 // exactMembers checks that the JSON object b, which decoded into the
-// struct v, names each member once and exactly as v's json tags do.
+// struct v, names each member once and exactly as v's json tags do, and
+// that each value means what it says. encoding/json takes null as if the
+// member were absent ("amount":null would refund everything refundable),
+// and decodes a lone surrogate escape ("\ud800") or an invalid UTF-8 byte
+// as U+FFFD, so the text kept is not the text sent: both are refused in
+// every member. The fast path (scanFlat) takes neither.
 func exactMembers(b []byte, v any) error {
 	t := reflect.TypeOf(v)
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
@@ -105,13 +112,24 @@ func exactMembers(b []byte, v any) error {
 			return badRequest(key, "given more than once")
 		}
 		names[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
 			return jsonError(err)
+		}
+		switch {
+		case string(val) == "null":
+			return badRequest(key, msgNull)
+		case val[0] == '"' && !jsontext.ValidString(val):
+			return badRequest(key, msgInvalidText)
 		}
 	}
 	return nil
 }
+
+const (
+	msgNull        = "must not be null: give a value or leave the member out"
+	msgInvalidText = `must be valid UTF-8 text: an invalid byte, or a lone surrogate escape such as \ud800, has no character`
+)
 
 // isEmptyBody reports whether decodeStrict failed only because there was no
 // body at all.

@@ -58,3 +58,71 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// ValidString reports whether quoted, a JSON string with its quotes as
+// encoding/json accepts it, decodes to exactly the text it spells: valid
+// UTF-8, and every \u escape of a UTF-16 surrogate half paired (a high
+// half followed at once by an escaped low half). encoding/json decodes an
+// invalid byte and a lone half to U+FFFD instead, so the text kept would
+// not be the text sent. Anything that is not a JSON string reports false.
+func ValidString(quoted []byte) bool {
+	end := len(quoted) - 1 // the closing quote
+	if end < 1 || quoted[0] != '"' || quoted[end] != '"' {
+		return false
+	}
+	for i := 1; i < end; {
+		c := quoted[i]
+		switch {
+		case c == '\\':
+			if i+1 >= end {
+				return false
+			}
+			if quoted[i+1] != 'u' {
+				i += 2
+				continue
+			}
+			r := escapedUnit(quoted[:end], i)
+			i += 6
+			switch {
+			case r < 0 || (r >= 0xDC00 && r <= 0xDFFF):
+				return false // malformed, or a low half with no high half before it
+			case r >= 0xD800 && r <= 0xDBFF:
+				if low := escapedUnit(quoted[:end], i); low < 0xDC00 || low > 0xDFFF {
+					return false
+				}
+				i += 6
+			}
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(quoted[i:end])
+			if r == utf8.RuneError && size == 1 {
+				return false
+			}
+			i += size
+		}
+	}
+	return true
+}
+
+// escapedUnit returns the code unit of the escape \uXXXX at b[i], or -1
+// when b has none there.
+func escapedUnit(b []byte, i int) int {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return -1
+	}
+	u := 0
+	for _, c := range b[i+2 : i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			u = u<<4 | int(c-'0')
+		case c >= 'a' && c <= 'f':
+			u = u<<4 | int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			u = u<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return u
+}
