@@ -66,7 +66,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, st *reqState,
 	if publicRoutes[key] || s.opts.PublicRoutes[key] {
 		return true
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	header, err := singleHeader(r, "Authorization")
+	if err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	token, ok := strings.CutPrefix(header, "Bearer ")
 	p, valid := s.opts.Auth.Authenticate(strings.TrimSpace(token))
 	if !ok || !valid {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="refundd"`)

@@ -23,7 +23,11 @@ const maxBody = 64 << 10
 // decoded without encoding/json; anything else goes to encoding/json as it
 // arrives.
 func (s *Server) decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+	ct, err := singleHeader(r, "Content-Type")
+	if err != nil {
+		return err
+	}
+	if ct != "" && ct != "application/json" {
 		// Media types are case-insensitive; "application/jsonp" is not JSON.
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return badRequest("Content-Type", "must be application/json")

@@ -23,7 +23,11 @@ type refundRequest struct {
 // that finished within ?wait=).
 func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 	id := pathVars(r)["id"]
-	key := r.Header.Get("Idempotency-Key")
+	key, err := singleHeader(r, "Idempotency-Key")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if !reservation.ValidIdempotencyKey(key) {
 		s.writeError(w, r, badRequest("Idempotency-Key", "header is required: 1..64 characters of [0-9A-Za-z_-]"))
 		return

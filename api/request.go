@@ -136,3 +136,17 @@ func withState(r *http.Request, id string) (*http.Request, *reqState) {
 	ctx := context.WithValue(logs.WithRequestID(r.Context(), id), stateKey{}, st)
 	return r.WithContext(ctx), st
 }
+
+// singleHeader returns the value of the header name (canonical), which has
+// one meaning. Given twice it is refused: Header.Get reads the first line,
+// while a proxy, gateway or log in front of refundd may read the last or
+// join them, and would see another key, token or type than refundd acts on.
+func singleHeader(r *http.Request, name string) (string, error) {
+	switch vs := r.Header[name]; len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", badRequest(name, "header given more than once")
+}
