@@ -159,9 +159,13 @@ func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
 }
 
 // reconcileRefund asks the provider about a refund now (journaled, then
-// queried); the answer is applied like any other.
+// queried); the answer is applied like any other. It is an operator's
+// explicit request, so the hint window that holds back notifications' hints
+// does not apply.
 func (s *Server) reconcileRefund(w http.ResponseWriter, r *http.Request) {
-	s.operatorAction(w, r, func(no, _ string) reservation.Command { return reservation.CheckProvider{RefundNo: no} })
+	s.operatorAction(w, r, func(no, _ string) reservation.Command {
+		return reservation.CheckProvider{RefundNo: no, Operator: true}
+	})
 }
 
 // resolveRefund settles an ABNORMAL refund that was resolved outside refundd.

@@ -34,6 +34,7 @@ func Apply(s *State, e Event) {
 	case QueryStarted:
 		if r := s.Refund(d.RefundNo); r != nil {
 			r.Queries, r.DueAt, r.UpdatedAt, r.Retry = d.Query, d.DueAt, e.At, false
+			r.QueriedAt = e.At
 		}
 	case ProviderResult:
 		if r := s.Refund(d.RefundNo); r != nil {
@@ -74,6 +75,7 @@ func Apply(s *State, e Event) {
 	case Conflict:
 		if r := s.Refund(d.RefundNo); r != nil {
 			r.Conflicts++
+			r.LastConflict = d
 		}
 	case FlaggedStuck:
 		if r := s.Refund(d.RefundNo); r != nil {

@@ -74,9 +74,16 @@ type Resolve struct {
 // CheckProvider asks the provider about a refund now: something (an
 // unsigned APIv2 notification, an operator) suggests its outcome changed.
 // The answer is applied like any other outcome; the hint itself changes
-// nothing.
+// nothing. A hint is held back while the refund's last query started less
+// than Policy.HintWindow ago: anyone can replay a captured APIv2
+// notification, and each replay must not cost a journal write and a query.
 type CheckProvider struct {
 	RefundNo string
+	// Operator marks an operator's explicit reconcile: authenticated,
+	// journaled under the operator's name and not held back by the hint
+	// window (an operator who just settled a refund at WeChat wants the
+	// answer now).
+	Operator bool `json:",omitempty"`
 }
 
 func (CheckProvider) command()   {}

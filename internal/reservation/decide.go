@@ -247,9 +247,16 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 			if target == r.State {
 				return nil, nil // duplicate
 			}
-			return []EventData{Conflict{
+			conflict := Conflict{
 				RefundNo: r.No, State: r.State, Source: c.Source, Outcome: o.Kind, Code: o.Code, ProviderID: o.ProviderID,
-			}}, nil
+			}
+			if conflict == r.LastConflict {
+				// The same contradiction again (WeChat re-sending it, or a
+				// replay within its signature's time window) is no new
+				// evidence: operators already have it.
+				return nil, nil
+			}
+			return []EventData{conflict}, nil
 		}
 		return nil, nil // processing, unknown, rejected, not found: stale
 	}
@@ -380,6 +387,12 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	// Terminal refunds are settled, and a refund never submitted has
 	// nothing to ask about yet.
 	if r.State.Terminal() || r.Attempts == 0 {
+		return nil, nil
+	}
+	// A hint while the last query is in flight or was just answered would
+	// only repeat it; anyone can replay an APIv2 notification. A clock set
+	// back does not hold hints back.
+	if since := env.Now.Sub(r.QueriedAt); !c.Operator && !r.QueriedAt.IsZero() && since >= 0 && since < env.Policy.hintWindow() {
 		return nil, nil
 	}
 	n := r.Queries + 1

@@ -1534,6 +1534,9 @@ func TestCheckProvider_States(t *testing.T) {
 			}
 			before := *s.Refund(no)
 			for i, wait := range []time.Duration{time.Minute, time.Hour, time.Hour} {
+				if i > 0 {
+					env.Now = env.Now.Add(time.Hour) // past the hint window
+				}
 				ev := run(t, s, CheckProvider{RefundNo: no}, env)
 				want := QueryStarted{RefundNo: no, Query: i + 1, DueAt: env.Now.Add(wait)}
 				if assertTypes(t, ev, TypeQueryStarted); ev[0].Data != want {

@@ -45,6 +45,14 @@ type Policy struct {
 	// RefundWindow refuses refunds this long after payment (when the paid
 	// time is known); zero means 365 days.
 	RefundWindow time.Duration
+	// HintWindow holds back a hint (a CheckProvider from a notification)
+	// while the refund's last provider query started less than this long
+	// ago: that query is in flight or was just answered, and an APIv2
+	// notification, which anyone can replay, must not buy a query and a
+	// journal write each time. A query that never got an answer (a crash)
+	// holds hints back only this long. Timers and an operator's reconcile
+	// are not held back. Zero means 1m.
+	HintWindow time.Duration
 }
 
 // DefaultRefundNoPrefix is used when Policy.RefundNoPrefix is empty.
@@ -111,6 +119,13 @@ func (p Policy) retryDelay(n int, jitter float64) time.Duration {
 	return d/2 + time.Duration(float64(d/2)*jitter)
 }
 
+func (p Policy) hintWindow() time.Duration {
+	if p.HintWindow <= 0 {
+		return time.Minute
+	}
+	return p.HintWindow
+}
+
 func (p Policy) stuckAfter() time.Duration {
 	if p.StuckAfter <= 0 {
 		return 24 * time.Hour
@@ -141,7 +156,7 @@ func (p Policy) Validate() error {
 	if p.maxRefunds() > maxRefundNumber {
 		return invalid("max_refunds", "must be at most 99")
 	}
-	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 {
+	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 || p.HintWindow < 0 {
 		return invalid("policy", "durations must not be negative")
 	}
 	if p.MaxAttempts < 0 || p.MaxRefunds < 0 {

@@ -36,6 +36,7 @@ type modelRefund struct {
 	request     []byte // the provider bytes, once journaled (maybe before the first submission)
 	attempts    int    // submissions started; 0 = never sent
 	queries     int
+	queriedAt   time.Time // the last query's start
 	providerID  string
 	stuck       bool
 	created     time.Time
@@ -43,6 +44,7 @@ type modelRefund struct {
 	retry       bool      // the due time sends a submission rather than a query
 	submittedAt time.Time // first submission
 	resolved    bool      // settled by an operator
+	conflict    Conflict  // the last conflict recorded
 }
 
 // succeeded is the money the model believes went back.
@@ -188,6 +190,13 @@ func (h *sim) stuckAfter() time.Duration {
 		return 24 * time.Hour
 	}
 	return h.policy.StuckAfter
+}
+
+func (h *sim) hintWindow() time.Duration {
+	if h.policy.HintWindow == 0 {
+		return time.Minute
+	}
+	return h.policy.HintWindow
 }
 
 func (h *sim) backoff(n int) time.Duration {
@@ -418,10 +427,15 @@ func (h *sim) predict(cmd Command) expectation {
 		case "":
 			return expectation{}
 		case "conflict":
+			want := Conflict{RefundNo: r.no, State: r.state, Source: c.Source, Outcome: o.Kind, Code: o.Code, ProviderID: o.ProviderID}
+			if want == r.conflict {
+				return expectation{} // the same contradiction again is no news
+			}
 			return expectation{types: []string{TypeConflict}, commit: func(events []Event) {
-				if d := events[0].Data.(Conflict); d.State != r.state || d.Outcome != o.Kind {
-					h.t.Fatalf("conflict %+v for a %s refund", d, r.state)
+				if d := events[0].Data.(Conflict); d != want {
+					h.t.Fatalf("conflict %+v for a %s refund, want %+v", d, r.state, want)
 				}
+				r.conflict = want
 			}}
 		case "resend":
 			return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
@@ -474,10 +488,13 @@ func (h *sim) predict(cmd Command) expectation {
 			return fail(CodeNotFound)
 		case r.state.Terminal() || r.attempts == 0:
 			return expectation{} // settled, or nothing to ask about yet
+		case !c.Operator && !r.queriedAt.IsZero() && !h.now.Before(r.queriedAt) && h.now.Before(r.queriedAt.Add(h.hintWindow())):
+			return expectation{} // a query just started: a hint only repeats it
 		}
 		return expectation{types: []string{TypeQueryStarted}, commit: func(events []Event) {
 			r.queries++
 			r.due, r.retry = h.now.Add(h.backoff(r.queries)), false
+			r.queriedAt = h.now
 		}}
 
 	case FireTimer:
@@ -514,6 +531,7 @@ func (h *sim) predict(cmd Command) expectation {
 			d := events[len(events)-1].Data.(QueryStarted)
 			r.queries++
 			r.due, r.retry = h.now.Add(h.backoff(r.queries)), false
+			r.queriedAt = h.now
 			if d.Query != r.queries || !d.DueAt.Equal(r.due) {
 				h.t.Fatalf("QueryStarted %+v, want query %d due %v", d, r.queries, r.due)
 			}
@@ -730,7 +748,7 @@ func (h *sim) check() {
 		}
 		keys[r.IdempotencyKey] = true
 		if r.State != mr.state || r.Amount != mr.amount || r.Attempts != mr.attempts || r.Queries != mr.queries ||
-			r.ProviderID != mr.providerID || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
+			r.ProviderID != mr.providerID || !r.QueriedAt.Equal(mr.queriedAt) || r.LastConflict != mr.conflict || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
 			!r.SubmittedAt.Equal(mr.submittedAt) || string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) ||
 			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") {
 			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
@@ -916,7 +934,11 @@ func (h *sim) step(t *rapid.T) {
 		h.exec(Resubmit{RefundNo: h.pickRefund(t)}, "operator:alice")
 
 	case "check":
-		h.exec(CheckProvider{RefundNo: h.pickRefund(t)}, "wechatpay:notification")
+		if chance(t, "operator", 1, 3) {
+			h.exec(CheckProvider{RefundNo: h.pickRefund(t), Operator: true}, "operator:alice")
+		} else {
+			h.exec(CheckProvider{RefundNo: h.pickRefund(t)}, "wechatpay:notification")
+		}
 
 	case "abandon":
 		no := h.pickRefund(t)
@@ -1021,6 +1043,7 @@ func TestDecide_Properties(t *testing.T) {
 			RetryBackoffMax: oneOf(t, "retryBackoffMax", 0, 5*time.Second),
 			RefundSpacing:   oneOf(t, "spacing", 0, time.Minute),
 			RefundWindow:    oneOf(t, "window", 0, 6*time.Hour),
+			HintWindow:      oneOf(t, "hintWindow", 0, 10*time.Minute),
 		}
 		if err := policy.Validate(); err != nil {
 			t.Fatalf("policy: %v", err)

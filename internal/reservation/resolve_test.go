@@ -183,7 +183,7 @@ func TestFireTimer_AbnormalReconciled(t *testing.T) {
 			policy := Policy{QueryBackoff: tc.backoff}
 			s, no := refundIn(t, tc.from)
 			for range tc.queries {
-				run(t, s, CheckProvider{RefundNo: no}, Env{Now: providerEnv.Now, By: "op", Policy: policy})
+				run(t, s, CheckProvider{RefundNo: no, Operator: true}, Env{Now: providerEnv.Now, By: "op", Policy: policy})
 			}
 			if tc.retry {
 				run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: s.Refund(no).Attempts, Outcome: Outcome{Kind: OutcomeUnknown}}, providerEnv)

@@ -52,15 +52,17 @@ type Refund struct {
 	State          RefundState
 	Code           string // last provider business code, if any
 	Message        string
-	ProviderID     string // WeChat refund_id
-	Request        []byte // exact provider request bytes, resent unchanged
-	Attempts       int    // submissions started
-	Queries        int    // provider queries started
+	ProviderID     string    // WeChat refund_id
+	Request        []byte    // exact provider request bytes, resent unchanged
+	Attempts       int       // submissions started
+	Queries        int       // provider queries started
+	QueriedAt      time.Time // when the last provider query started (Policy.HintWindow)
 	DueAt          time.Time
 	Retry          bool      // the due time resubmits (or first submits) rather than queries
 	SubmittedAt    time.Time // first submission to the provider
 	Stuck          bool
 	Conflicts      int
+	LastConflict   Conflict // the latest conflict recorded, so a repeat of it records nothing
 	RequestedBy    string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
