@@ -42,6 +42,7 @@ type ntEnv struct {
 	v3Key    []byte
 	v2Key    []byte
 	now      atomic.Int64
+	queries  atomic.Int64 // provider queries made
 }
 
 var ntKey *rsa.PrivateKey
@@ -62,10 +63,16 @@ func newNtEnv(t *testing.T) *ntEnv {
 	e := &ntEnv{t: t, platform: ntPlatformKey(t), v3Key: []byte("0123456789abcdef0123456789abcdef"), v2Key: []byte("v2keyv2keyv2keyv2keyv2keyv2key12")}
 	e.now.Store(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, e.now.Load()).UTC() }
-	provider := simprovider.New(simprovider.Options{Delay: time.Hour, Now: clock})
+	provider := simprovider.New(simprovider.Options{Delay: time.Hour, Now: clock,
+		Fault: func(op, _ string, _ int) (simprovider.Injected, bool) {
+			if op == "query" {
+				e.queries.Add(1)
+			}
+			return simprovider.Injected{}, false
+		}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Logger: log,
-		Policy: reservation.Policy{RefundNoPrefix: "N"}})
+		Policy: reservation.Policy{RefundNoPrefix: "N"}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,16 +125,24 @@ func (e *ntEnv) state(id, no string) *reservation.Refund {
 
 type ntNotice struct {
 	no, outTradeNo, status, mchID string
+	event                         string // event_type; empty derives it from the status
 	refund, total                 int64
 	probe, tamper, stale          bool
 }
 
 func (e *ntEnv) postV3(n ntNotice) (int, string) {
 	e.t.Helper()
+	body, h := e.v3Request(n)
+	return e.sendV3(body, h)
+}
+
+// v3Request builds and signs a notification: its body and headers.
+func (e *ntEnv) v3Request(n ntNotice) ([]byte, wechatpay.Headers) {
+	e.t.Helper()
 	if n.mchID == "" {
 		n.mchID = ntMchID
 	}
-	body, err := wechatpay.BuildRefundNotification(e.v3Key, wechatpay.Notification{ID: "EV-" + n.no, CreateTime: "2026-11-30T16:00:00+08:00"},
+	body, err := wechatpay.BuildRefundNotification(e.v3Key, wechatpay.Notification{ID: "EV-" + n.no, CreateTime: "2026-11-30T16:00:00+08:00", EventType: n.event},
 		wechatpay.RefundResource{MchID: n.mchID, OutTradeNo: n.outTradeNo, OutRefundNo: n.no, RefundID: "simN" + n.no[1:],
 			RefundStatus: n.status, SuccessTime: "2026-11-30T16:00:00+08:00",
 			Amount: wechatpay.RefundAmount{Total: n.total, Refund: n.refund, PayerTotal: n.total, PayerRefund: n.refund}})
@@ -148,6 +163,11 @@ func (e *ntEnv) postV3(n ntNotice) (int, string) {
 	if n.tamper {
 		body = bytes.Replace(body, []byte(`"id":"EV-`), []byte(`"id":"XX-`), 1)
 	}
+	return body, h
+}
+
+func (e *ntEnv) sendV3(body []byte, h wechatpay.Headers) (int, string) {
+	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/notify/wechatpay/refund", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	h.Set(req.Header)
@@ -246,6 +266,11 @@ func TestNotifyV3_ContradictionOfTerminalStateIsAConflict(t *testing.T) {
 
 func (e *ntEnv) postV2(no, outTradeNo, mchID string, refund, total int64) (int, string) {
 	e.t.Helper()
+	return e.sendV2(e.v2Body(no, outTradeNo, mchID, refund, total))
+}
+
+func (e *ntEnv) v2Body(no, outTradeNo, mchID string, refund, total int64) []byte {
+	e.t.Helper()
 	body, err := wechatpay.BuildRefundNotificationV2(e.v2Key,
 		wechatpay.V2Envelope{ReturnCode: "SUCCESS", AppID: "wx0", MchID: mchID, NonceStr: wechatpay.NewNonce()},
 		wechatpay.V2RefundInfo{OutRefundNo: no, OutTradeNo: outTradeNo, RefundID: "x", TotalFee: total, RefundFee: refund,
@@ -253,6 +278,11 @@ func (e *ntEnv) postV2(no, outTradeNo, mchID string, refund, total int64) (int, 
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return body
+}
+
+func (e *ntEnv) sendV2(body []byte) (int, string) {
+	e.t.Helper()
 	resp, err := http.Post(e.srv.URL+"/v1/notify/wechatpay/v2/refund", "text/xml", bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
