@@ -172,12 +172,17 @@ func (m *Main) runCluster(ctx context.Context) error {
 	m.bg.Add(1)
 	go func() { defer m.bg.Done(); node.RunScheduler(schCtx, c.SchedulerInterval) }()
 
+	// A tiny durable write proves the journal takes writes; /readyz is
+	// open, so requests share one write per interval. Membership is checked
+	// on every request: a fenced node answers 503 at once.
+	writeProbe := api.ShareProbe(func(ctx context.Context) error {
+		return pg.Put(ctx, "health/ready-probe/"+nodeID, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	}, m.readyEvery)
 	opts := api.Options{Logger: m.log, Ready: func(ctx context.Context) error {
 		if node.MemberID() == "" {
 			return errors.New("not a cluster member (joining, or fenced after losing the membership lease)")
 		}
-		// A tiny durable write proves the journal takes writes.
-		return pg.Put(ctx, "health/ready-probe/"+nodeID, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		return writeProbe(ctx)
 	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: timeline{pg}}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}

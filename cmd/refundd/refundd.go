@@ -103,6 +103,9 @@ type Main struct {
 	cl            *clusterMode // cluster mode only
 	// runtimeNote says how main set Go's collector (gc.go); logged at start.
 	runtimeNote string
+	// readyEvery is how often /readyz's probe writes at most; zero means
+	// a second (tests set it).
+	readyEvery time.Duration
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -418,10 +421,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.bg.Add(1)
 	go func() { defer m.bg.Done(); engine.RunScheduler(schCtx, c.SchedulerInterval) }()
 
-	opts := api.Options{Logger: m.log, Ready: func(ctx context.Context) error {
-		// A tiny fsynced write proves the journal's disk takes writes.
+	opts := api.Options{Logger: m.log, Ready: api.ShareProbe(func(ctx context.Context) error {
+		// A tiny fsynced write proves the journal's disk takes writes;
+		// /readyz is open, so requests share one write per interval.
 		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: store}
+	}, m.readyEvery), Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: store}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
