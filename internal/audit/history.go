@@ -139,6 +139,9 @@ func Describe(e reservation.Event) string {
 		return fmt.Sprintf("refund %s: %s said %s, but it is %s: not applied, needs an operator", d.RefundNo, d.Source, d.Outcome, d.State)
 	case reservation.FlaggedStuck:
 		return fmt.Sprintf("refund %s flagged stuck", d.RefundNo)
+	case reservation.RefundRecovered:
+		return fmt.Sprintf("refund %s recovered after a restore: the provider has it %s, %s (%d fen), refund id %s",
+			d.RefundNo, d.State, Yuan(d.Amount), d.Amount, d.ProviderID)
 	}
 	return e.Data.EventType()
 }

@@ -214,6 +214,22 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 		if r := refund(d.RefundNo); r != nil && (r.Stuck || r.State.Terminal()) {
 			bad("refund %s flagged stuck in state %s (already flagged: %v)", r.No, r.State, r.Stuck)
 		}
+	case reservation.RefundRecovered:
+		prefix, id, n, ok := reservation.ParseRefundNo(d.RefundNo)
+		switch {
+		case s.Refund(d.RefundNo) != nil:
+			bad("refund number %s recovered, but it is already in the journal", d.RefundNo)
+		case !ok || id != stream || n != d.Number || prefix == "":
+			bad("recovered refund number %s is not PREFIX-%s-%d", d.RefundNo, stream, d.Number)
+		case d.Amount <= 0:
+			bad("recovered refund %s has %d fen", d.RefundNo, d.Amount)
+		case d.State != reservation.Succeeded && d.State != reservation.Processing && d.State != reservation.Abnormal && d.State != reservation.Failed:
+			bad("refund %s recovered in state %q (only a state the provider reports)", d.RefundNo, d.State)
+		case d.State.Holds() && d.Amount > s.Refundable():
+			bad("recovered refund %s holds %d fen, only %d refundable", d.RefundNo, d.Amount, s.Refundable())
+		case d.ProviderID == "":
+			bad("refund %s recovered without the provider's refund id", d.RefundNo)
+		}
 	}
 	return out
 }

@@ -185,6 +185,8 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
 		case reservation.RefundRequested:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
+		case reservation.RefundRecovered:
+			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
 		}
 		if no, at, ok := reservation.DueOf(e.Data); ok {
 			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})

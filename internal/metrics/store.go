@@ -71,6 +71,8 @@ func (m *Metrics) countEvents(events []reservation.Event) {
 			from, to = reservation.Rejected, reservation.Failed
 		case reservation.Resolved:
 			from, to = reservation.Abnormal, reservation.Succeeded
+		case reservation.RefundRecovered:
+			from, to = "RECOVERED", d.State
 		}
 		if from != to {
 			m.transitions.WithLabelValues(string(from), string(to)).Inc()

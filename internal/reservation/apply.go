@@ -81,5 +81,7 @@ func Apply(s *State, e Event) {
 		if r := s.Refund(d.RefundNo); r != nil {
 			r.Stuck = true
 		}
+	case RefundRecovered:
+		applyRecovered(s, e, d)
 	}
 }

@@ -38,6 +38,11 @@ func AttentionOf(d EventData) (refundNo string, add, remove []string) {
 		return d.RefundNo, nil, []string{string(Abnormal), AttentionStuck}
 	case FlaggedStuck:
 		return d.RefundNo, []string{AttentionStuck}, nil
+	case RefundRecovered:
+		if needsAttention(d.State) {
+			add = []string{string(d.State)}
+		}
+		return d.RefundNo, add, nil
 	}
 	return "", nil, nil
 }

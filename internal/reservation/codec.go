@@ -120,6 +120,8 @@ func decodeJSON(typ string, data []byte) (Event, error) {
 		ev, err = decodeAs[SubmissionScheduled](data)
 	case TypeResolved:
 		ev, err = decodeAs[Resolved](data)
+	case TypeRefundRecovered:
+		ev, err = decodeAs[RefundRecovered](data)
 	default:
 		return Event{}, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
 	}

@@ -13,7 +13,7 @@ import (
 
 // allTypes lists every event type this build writes.
 var allTypes = []string{TypeRegistered, TypeCanceled, TypeRefundRequested, TypeSubmissionStarted, TypeQueryStarted,
-	TypeProviderResult, TypeAbandoned, TypeConflict, TypeFlaggedStuck, TypeSubmissionWaits, TypeResolved}
+	TypeProviderResult, TypeAbandoned, TypeConflict, TypeFlaggedStuck, TypeSubmissionWaits, TypeResolved, TypeRefundRecovered}
 
 // sampleEvents holds every event type, once with every field set and once
 // with only what is required.
@@ -50,7 +50,11 @@ func sampleEvents() map[string]Event {
 			Source: SourceNotification, Outcome: OutcomeSucceeded, Code: "SUCCESS", ProviderID: "50300001"}},
 		"conflict minimal": {At: at, By: "provider:wechatpay", Data: Conflict{RefundNo: "R-resv-1-1", State: Succeeded,
 			Source: SourceQuery, Outcome: OutcomeFailed}},
-		"stuck":         {At: at, By: "engine", Data: FlaggedStuck{RefundNo: "R-resv-1-1"}},
+		"stuck": {At: at, By: "engine", Data: FlaggedStuck{RefundNo: "R-resv-1-1"}},
+		"recovered full": {At: at, By: "engine", Data: RefundRecovered{RefundNo: "R-resv-1-3", Number: 3, Amount: 2500,
+			State: Succeeded, ProviderID: "50300001", SuccessTime: at.Add(-time.Hour), DueAt: due}},
+		"recovered minimal": {At: at, By: "engine", Data: RefundRecovered{RefundNo: "R-resv-1-3", Number: 3, Amount: 1,
+			State: Failed, ProviderID: "p"}},
 		"empty by":      {At: at, Data: FlaggedStuck{RefundNo: "R-resv-1-1"}},
 		"zero at":       {By: "engine", Data: Canceled{Refunded: 1}},
 		"max amount":    {At: at, By: "u", Data: RefundRequested{RefundNo: "R-r-99", Number: 99, IdempotencyKey: "k", Fingerprint: "f", Amount: MaxAmount}},
@@ -327,6 +331,8 @@ func decodeTwoPass(typ string, data []byte) (Event, error) {
 		d, err = twoPassAs[SubmissionScheduled](env.Data)
 	case TypeResolved:
 		d, err = twoPassAs[Resolved](env.Data)
+	case TypeRefundRecovered:
+		d, err = twoPassAs[RefundRecovered](env.Data)
 	default:
 		return Event{}, ErrUnknownEvent
 	}
@@ -439,6 +445,7 @@ func TestEventType_Names(t *testing.T) {
 		Registered{}: TypeRegistered, Canceled{}: TypeCanceled, RefundRequested{}: TypeRefundRequested,
 		QueryStarted{}: TypeQueryStarted, Abandoned{}: TypeAbandoned, Conflict{}: TypeConflict,
 		FlaggedStuck{}: TypeFlaggedStuck, ProviderResult{}: TypeProviderResult, Resolved{}: TypeResolved,
+		RefundRecovered{}: TypeRefundRecovered,
 	}
 	for d, want := range data {
 		if d.EventType() != want {
@@ -457,6 +464,7 @@ func TestEventType_Names(t *testing.T) {
 		TypeSubmissionStarted: "refund.submission_started", TypeQueryStarted: "refund.query_started",
 		TypeProviderResult: "refund.provider_result", TypeAbandoned: "refund.abandoned", TypeConflict: "refund.conflict",
 		TypeFlaggedStuck: "refund.flagged_stuck", TypeSubmissionWaits: "refund.submission_scheduled", TypeResolved: "refund.resolved",
+		TypeRefundRecovered: "refund.recovered",
 	}
 	if len(stored) != len(allTypes) {
 		t.Fatalf("%d stored names for %d types", len(stored), len(allTypes))

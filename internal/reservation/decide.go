@@ -35,6 +35,8 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 		data, err = decideCheck(s, c, env)
 	case Resolve:
 		data, err = decideResolve(s, c)
+	case RecordRecovered:
+		data, err = decideRecovered(s, c, env)
 	default:
 		return nil, invalid("command", "unknown command")
 	}

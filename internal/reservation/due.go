@@ -16,6 +16,8 @@ func DueOf(d EventData) (refundNo string, at time.Time, ok bool) {
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	case ProviderResult:
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
+	case RefundRecovered:
+		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	}
 	return "", time.Time{}, false
 }
@@ -40,6 +42,8 @@ func DueEffect(d EventData) (refundNo string, at time.Time, set bool) {
 		return d.RefundNo, time.Time{}, true
 	case Resolved:
 		return d.RefundNo, time.Time{}, true
+	case RefundRecovered:
+		return d.RefundNo, d.DueAt, true
 	}
 	return "", time.Time{}, false
 }

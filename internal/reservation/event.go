@@ -170,6 +170,8 @@ func RefundNoOf(d EventData) string {
 		return d.RefundNo
 	case FlaggedStuck:
 		return d.RefundNo
+	case RefundRecovered:
+		return d.RefundNo
 	}
 	return ""
 }

@@ -86,6 +86,14 @@ func appendData(dst []byte, d EventData) (out []byte, ok bool) {
 		w.strOmit(`,"provider_id":`, d.ProviderID)
 	case FlaggedStuck:
 		w.str(`{"refund_no":`, d.RefundNo)
+	case RefundRecovered:
+		w.str(`{"refund_no":`, d.RefundNo)
+		w.int(`,"number":`, int64(d.Number))
+		w.int(`,"amount":`, d.Amount)
+		w.str(`,"state":`, string(d.State))
+		w.str(`,"provider_id":`, d.ProviderID)
+		w.timeOmit(`,"success_time":`, d.SuccessTime)
+		w.timeOmit(`,"due_at":`, d.DueAt)
 	default:
 		return dst, false
 	}
@@ -128,6 +136,10 @@ func dataSizeHint(d EventData) int {
 			len(d.RefundNo) + len(d.State) + len(d.Source) + len(d.Outcome) + len(d.Code) + len(d.ProviderID)
 	case FlaggedStuck:
 		return len(`{"refund_no":""}`) + len(d.RefundNo)
+	case RefundRecovered:
+		return len(`{"refund_no":"","number":,"amount":,"state":"","provider_id":"","success_time":,"due_at":}`) +
+			len(d.RefundNo) + intLen(int64(d.Number)) + intLen(d.Amount) + len(d.State) + len(d.ProviderID) +
+			timeLen(d.SuccessTime) + timeLen(d.DueAt)
 	}
 	return 64
 }

@@ -112,7 +112,7 @@ func randomTime(r *rand.Rand) time.Time {
 func randomEvent(r *rand.Rand) Event {
 	s, n, ts, bs := randomText, randomInt, randomTime, randomBytes
 	var d EventData
-	switch r.IntN(11) {
+	switch r.IntN(12) {
 	case 0:
 		d = Registered{ReservationID: s(r), UserID: s(r), OutTradeNo: s(r), TransactionID: s(r), Amount: n(r), Currency: s(r), PaidAt: ts(r)}
 	case 1:
@@ -135,6 +135,8 @@ func randomEvent(r *rand.Rand) Event {
 		d = Abandoned{RefundNo: s(r), Reason: s(r)}
 	case 9:
 		d = Conflict{RefundNo: s(r), State: RefundState(s(r)), Source: Source(s(r)), Outcome: OutcomeKind(s(r)), Code: s(r), ProviderID: s(r)}
+	case 10:
+		d = RefundRecovered{RefundNo: s(r), Number: int(n(r)), Amount: n(r), State: RefundState(s(r)), ProviderID: s(r), SuccessTime: ts(r), DueAt: ts(r)}
 	default:
 		d = FlaggedStuck{RefundNo: s(r)}
 	}
@@ -220,6 +222,7 @@ func FuzzEncode(f *testing.F) {
 			Abandoned{RefundNo: by, Reason: s},
 			Conflict{RefundNo: s, State: RefundState(by), Source: Source(s), Outcome: OutcomeKind(by), Code: s, ProviderID: by},
 			FlaggedStuck{RefundNo: s},
+			RefundRecovered{RefundNo: s, Number: int(n), Amount: n, State: RefundState(by), ProviderID: s, SuccessTime: ts, DueAt: ts},
 		}
 		for _, d := range events {
 			checkSameAsEncodingJSON(t, Event{At: ts, By: by, Data: d})
@@ -258,6 +261,7 @@ func TestEncodedSizeHint_Exact(t *testing.T) {
 			"abandoned": Abandoned{RefundNo: "R-1", Reason: "x"},
 			"conflict":  Conflict{RefundNo: "R-1", State: Failed, Source: SourceQuery, Outcome: OutcomeSucceeded, Code: "c", ProviderID: "p"},
 			"stuck":     FlaggedStuck{RefundNo: "R-1"},
+			"recovered": RefundRecovered{RefundNo: "R-1", Number: 2, Amount: 5, State: Processing, ProviderID: "p", SuccessTime: at, DueAt: at},
 		}
 		if len(full) != len(allTypes) {
 			t.Fatalf("%d types here, %d exist", len(full), len(allTypes))

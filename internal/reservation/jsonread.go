@@ -200,6 +200,30 @@ func decodeCanonical(typ string, data []byte) (ev Event, ok bool) {
 			d.Reason = r.str()
 		}
 		ev.Data = d
+	case TypeRefundRecovered:
+		var d RefundRecovered
+		if r.member("refund_no") {
+			d.RefundNo = r.str()
+		}
+		if r.member("number") {
+			d.Number = r.int()
+		}
+		if r.member("amount") {
+			d.Amount = r.int64()
+		}
+		if r.member("state") {
+			d.State = RefundState(r.word())
+		}
+		if r.member("provider_id") {
+			d.ProviderID = r.str()
+		}
+		if r.member("success_time") {
+			d.SuccessTime = r.time()
+		}
+		if r.member("due_at") {
+			d.DueAt = r.time()
+		}
+		ev.Data = d
 	default:
 		return Event{}, false
 	}

@@ -67,6 +67,9 @@ type Refund struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	SucceededAt    time.Time
+	// Recovered: found at the provider after a restore (RefundRecovered),
+	// never submitted by this journal; it has no key and no request.
+	Recovered bool
 }
 
 // State is everything a reservation knows, rebuilt by applying its events in
