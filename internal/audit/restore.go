@@ -80,9 +80,12 @@ type RestoreCheck struct {
 	Checked int `json:"checked"`
 	Applied int `json:"applied"`
 	// Lost are refunds the provider has under numbers this deployment
-	// issued in an epoch before the restore, that the journal does not
-	// hold: made after the backup and lost with it. The journal cannot
-	// take them back in; an operator must settle them (see docs/AUDIT.md).
+	// issued in an epoch before the restore, that the restored journal
+	// did not hold: made after the backup and lost with it. Each is
+	// journaled as recovered (reservation.RecordRecovered), with the
+	// provider's amount, state and id, so that the refundable amount
+	// counts it; one that could not be is in Failed as well. Operators
+	// still check them against what clients asked for (docs/AUDIT.md).
 	Lost []Mismatch `json:"lost"`
 	// Failed are queries without a definite answer and answers the engine
 	// refused; the reconciliation is not complete while there are any.
@@ -103,7 +106,11 @@ func (c *RestoreCheck) Done() bool { return len(c.Failed) == 0 }
 //  2. for every reservation, the refund numbers that the epochs between
 //     the backup and the restore would have issued next are queried, until
 //     opts.MaxGap of them in a row are unknown to the provider: a refund
-//     found there was made after the backup and is reported in Lost.
+//     found there was made after the backup; it is journaled through ex
+//     as recovered (so it counts against what is refundable before any
+//     new request is taken) and reported in Lost. A run again after a
+//     crash finds those already journaled and reports them again without
+//     journaling anything twice.
 //
 // Refunds of reservations registered after the backup are not in the
 // journal at all: only the daily bill shows them (ReconcileBill). The
@@ -163,6 +170,14 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	lostPrefixes := map[string]bool{}
+	for e := info.BackupEpoch; e < epoch; e++ {
+		prefix, err := EpochPrefix(opts.BasePrefix, e)
+		if err != nil {
+			return nil, err
+		}
+		lostPrefixes[prefix] = true
+	}
 	for e := info.BackupEpoch; e < epoch; e++ {
 		prefix, err := EpochPrefix(opts.BasePrefix, e)
 		if err != nil {
@@ -170,13 +185,22 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 		}
 		for _, id := range ids {
 			s := states[id]
-			if !s.Registered() || s.Status == reservation.StatusCanceled {
+			if !s.Registered() || (s.Status == reservation.StatusCanceled && !hasRecovered(s, lostPrefixes)) {
 				continue
 			}
+			base := probeBase(s, lostPrefixes)
 			gap := 0
-			for n := len(s.Refunds) + 1; n <= len(s.Refunds)+opts.MaxProbe && gap < opts.MaxGap; n++ {
+			for n := base + 1; n <= base+opts.MaxProbe && gap < opts.MaxGap; n++ {
 				no := reservation.RefundNo(prefix, id, n)
-				if s.Refund(no) != nil {
+				if r := s.Refund(no); r != nil {
+					if r.Recovered {
+						// Journaled by an earlier run of this check.
+						gap = 0
+						rep.Lost = append(rep.Lost, Mismatch{Kind: "lost_refund", RefundNo: no, ReservationID: id,
+							Provider: &ProviderAnswer{Kind: reservation.OutcomeKind(r.State), Amount: r.Amount, OutTradeNo: s.OutTradeNo, ProviderID: r.ProviderID},
+							Detail: fmt.Sprintf("the provider has %s %s for order %s, made after the backup (epoch %d); journaled as recovered",
+								r.State, Yuan(r.Amount), s.OutTradeNo, e)})
+					}
 					continue
 				}
 				o := q.Query(ctx, no)
@@ -196,11 +220,40 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 					break
 				}
 				m.Kind = "lost_refund"
-				m.Detail = fmt.Sprintf("the provider has %s %s for order %s, made after the backup (epoch %d); the journal does not hold it",
+				m.Detail = fmt.Sprintf("the provider has %s %s for order %s, made after the backup (epoch %d); journaled as recovered",
 					o.Kind, Yuan(o.RefundAmount), o.OutTradeNo, e)
+				if _, _, err := ex.Execute(ctx, id, opts.By, reservation.RecordRecovered{RefundNo: no, Outcome: o}); err != nil {
+					if cerr := ctx.Err(); cerr != nil {
+						return nil, cerr
+					}
+					m.Detail = fmt.Sprintf("the provider has %s %s for order %s, made after the backup (epoch %d); not journaled: %v",
+						o.Kind, Yuan(o.RefundAmount), o.OutTradeNo, e, err)
+					f := m
+					f.Kind = "not_applied"
+					rep.Failed = append(rep.Failed, f)
+				}
 				rep.Lost = append(rep.Lost, m)
 			}
 		}
 	}
 	return rep, nil
+}
+
+// probeBase is how many refunds the reservation had in the backup: a
+// number the lost epochs issued came after them. Refunds this check
+// recovered (with a lost epoch's prefix) were not in the backup and do not
+// count, so that a run again after a crash probes the same numbers.
+func probeBase(s *reservation.State, lostPrefixes map[string]bool) int {
+	n := len(s.Refunds)
+	for _, r := range s.Refunds {
+		if prefix, _, _, ok := reservation.ParseRefundNo(r.No); r.Recovered && ok && lostPrefixes[prefix] {
+			n--
+		}
+	}
+	return n
+}
+
+// hasRecovered reports whether the check recovered refunds of s already.
+func hasRecovered(s *reservation.State, lostPrefixes map[string]bool) bool {
+	return probeBase(s, lostPrefixes) != len(s.Refunds)
 }
