@@ -505,8 +505,9 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // reconcileRestore settles, after a restore, every refund the journal holds
-// as in flight by asking WeChat Pay, reports refunds the backup lost, and
-// only then lets refund requests in again.
+// as in flight by asking WeChat Pay, journals the refunds the backup lost
+// that WeChat Pay has (so what is refundable counts them), and only then
+// lets refund requests in again.
 func (m *Main) reconcileRestore(ctx context.Context, db *journal.DB, q audit.Querier, ex audit.Executor) {
 	wait := time.Second
 	for {
@@ -518,9 +519,12 @@ func (m *Main) reconcileRestore(ctx context.Context, db *journal.DB, q audit.Que
 			m.log.Error("reconciliation after restore failed; retrying", "err", err, "retry_in", wait)
 		case !rc.Done():
 			m.log.Warn("reconciliation after restore incomplete; retrying", "checked", rc.Checked, "applied", rc.Applied, "failed", len(rc.Failed), "retry_in", wait)
+			for _, f := range rc.Failed {
+				m.log.Warn("reconciliation after restore: refund not settled", "kind", f.Kind, "refund_no", f.RefundNo, "reservation", f.ReservationID, "detail", f.Detail)
+			}
 		default:
 			for _, l := range rc.Lost {
-				m.log.Error("refund lost with the restore: made after the backup, not in the journal; settle it outside refundd (docs/AUDIT.md)",
+				m.log.Error("refund lost with the restore: made after the backup, journaled again from WeChat Pay as recovered; check it against the client's requests (docs/AUDIT.md)",
 					"refund_no", l.RefundNo, "reservation", l.ReservationID, "detail", l.Detail)
 			}
 			if err := db.ClearReconcileRequired(ctx); err != nil {
