@@ -85,6 +85,9 @@ func TestReconcileAfterRestore_RecoveredRefundRefusesTheLostRequest(t *testing.T
 				!r.Recovered || len(r.Request) != 0 || r.IdempotencyKey != "" {
 				t.Fatalf("recovered refund %+v, want %d fen SUCCEEDED with id %q, recovered, no request", r, amount, paid.ProviderID)
 			}
+			if v := audit.View(st); !v.Refunds[1].Recovered || v.Refunds[0].Recovered {
+				t.Fatalf("view %+v: only the second refund is recovered", v.Refunds)
+			}
 			if len(st.Refunds) != 2 || st.Refundable() != 9000-amount || st.Status != tc.status {
 				t.Fatalf("reservation after recovery: %d refunds, refundable %d, status %s", len(st.Refunds), st.Refundable(), st.Status)
 			}

@@ -45,6 +45,7 @@ type RefundView struct {
 	DueAt       time.Time `json:"due_at,omitzero"`
 	Stuck       bool      `json:"stuck,omitempty"`
 	Conflicts   int       `json:"conflicts,omitempty"`
+	Recovered   bool      `json:"recovered,omitempty"` // found at the provider after a restore
 	RequestedBy string    `json:"requested_by"`
 	CreatedAt   time.Time `json:"created_at"`
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
@@ -65,7 +66,7 @@ func View(st *reservation.State) StateView {
 		v.Refunds = append(v.Refunds, RefundView{
 			No: r.No, Number: r.Number, Amount: r.Amount, AmountYuan: Yuan(r.Amount), State: string(r.State),
 			Reason: r.Reason, Code: r.Code, Message: r.Message, ProviderID: r.ProviderID, Attempts: r.Attempts,
-			Queries: r.Queries, DueAt: r.DueAt, Stuck: r.Stuck, Conflicts: r.Conflicts, RequestedBy: r.RequestedBy,
+			Queries: r.Queries, DueAt: r.DueAt, Stuck: r.Stuck, Conflicts: r.Conflicts, Recovered: r.Recovered, RequestedBy: r.RequestedBy,
 			CreatedAt: r.CreatedAt, SubmittedAt: r.SubmittedAt, UpdatedAt: r.UpdatedAt, SucceededAt: r.SucceededAt,
 		})
 	}
