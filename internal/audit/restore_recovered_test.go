@@ -114,3 +114,73 @@ func describe(st *reservation.State) string {
 	}
 	return out
 }
+
+// The backup holds a REJECTED refund's amount; after the backup an
+// operator abandoned it and a refund that WeChat Pay paid took its place.
+// In the restored journal the paid refund does not fit beside the held
+// amount: the gate must not journal it over the cap, nor finish, until an
+// operator settles the journal's refund; then it recovers it.
+func TestReconcileAfterRestore_RecoveredRefundThatDoesNotFitWaitsForAnOperator(t *testing.T) {
+	sb := audittest.NewSandbox(t)
+	dir := t.TempDir()
+	w := audittest.New(t, audittest.Options{Path: filepath.Join(dir, "refundd.db"), Prefix: "R", Sandbox: sb})
+	w.Register("a", 10000)
+	w.Settle("a", w.Refund("a", 1000))
+	// Refunded in the merchant platform, so 9000 is refused (NOT_ENOUGH).
+	w.PlatformRefund("ORD-a", "MP-a-1", 8500, 10000)
+	rejected := w.Refund("a", 9000)
+	st, err := w.Engine.Get(bg, "a")
+	if err != nil || st.Refund(rejected).State != reservation.Rejected {
+		t.Fatalf("refund %s: %+v %v", rejected, st, err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := w.DB.BackupFile(bg, backup); err != nil {
+		t.Fatal(err)
+	}
+	abandon := reservation.Abandon{RefundNo: rejected, Reason: "refused"}
+	if _, _, err := w.Engine.Execute(bg, "a", "operator:alice", abandon); err != nil {
+		t.Fatal(err)
+	}
+	lost := w.Refund("a", 500)
+	if s := w.Settle("a", lost); s != reservation.Succeeded {
+		t.Fatalf("%s is %s", lost, s)
+	}
+	w.Close()
+
+	info, err := journal.Restore(bg, backup, w.Path, &journal.RestoreOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := audit.EpochPrefix("R", info.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := audittest.New(t, audittest.Options{Path: w.Path, Prefix: prefix, Sandbox: sb})
+	gate := func() *audit.RestoreCheck {
+		t.Helper()
+		rc, err := audit.ReconcileAfterRestore(bg, restored.DB, sb.Client, restored.Engine, audit.RestoreCheckOptions{BasePrefix: "R"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc
+	}
+	rc := gate()
+	if rc.Done() || len(rc.Failed) != 1 || rc.Failed[0].Kind != "not_applied" || rc.Failed[0].RefundNo != lost {
+		t.Fatalf("gate with the held amount: %+v; want %s not applied", rc, lost)
+	}
+	st, err = restored.Engine.Get(bg, "a")
+	if err != nil || st.Refund(lost) != nil || st.Refundable() != 0 {
+		t.Fatalf("journaled over the cap: %s %v", describe(st), err)
+	}
+	// The operator settles the journal's refund; the next try recovers.
+	if _, _, err := restored.Engine.Execute(bg, "a", "operator:alice", abandon); err != nil {
+		t.Fatal(err)
+	}
+	if rc := gate(); !rc.Done() || len(rc.Lost) != 1 {
+		t.Fatalf("gate after the operator: %+v", rc)
+	}
+	st, err = restored.Engine.Get(bg, "a")
+	if r := st.Refund(lost); err != nil || r == nil || !r.Recovered || r.Amount != 500 || st.Refundable() != 8500 {
+		t.Fatalf("after the operator: %s %v", describe(st), err)
+	}
+}
