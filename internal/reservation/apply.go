@@ -29,6 +29,7 @@ func Apply(s *State, e Event) {
 			if d.Attempt == 1 {
 				r.SubmittedAt = e.At
 			}
+			r.PriorUnsettledAt, r.UnsettledAt = r.UnsettledAt, e.At
 			r.State, r.DueAt, r.UpdatedAt, r.Retry = Processing, d.DueAt, e.At, false
 		}
 	case QueryStarted:
@@ -38,6 +39,11 @@ func Apply(s *State, e Event) {
 		}
 	case ProviderResult:
 		if r := s.Refund(d.RefundNo); r != nil {
+			r.UnsettledAt = r.unsettledAfter(d.Source, d.Outcome, d.Attempt)
+			if d.From == Failed && d.To == Succeeded {
+				r.PaidAfterFailed = true
+				r.Conflicts++
+			}
 			r.State, r.UpdatedAt = d.To, e.At
 			if d.Code != "" || d.From != d.To {
 				r.Code, r.Message = d.Code, d.Message
@@ -54,7 +60,7 @@ func Apply(s *State, e Event) {
 			if !d.DueAt.IsZero() {
 				r.DueAt, r.Retry = d.DueAt, d.Retry
 			}
-			if d.To.Terminal() || d.To == Rejected {
+			if d.To.Terminal() || (d.To == Rejected && d.DueAt.IsZero()) {
 				r.DueAt, r.Retry = time.Time{}, false
 			}
 		}

@@ -2,11 +2,16 @@ package reservation
 
 // Attention kinds: refunds an operator should look at. A refund is listed
 // under its state while UNKNOWN, REJECTED or ABNORMAL, and under
-// AttentionStuck while flagged stuck and not final.
+// AttentionStuck while flagged stuck and not final, and for ever under
+// AttentionConflict once WeChat Pay paid it after it was closed as FAILED.
 const AttentionStuck = "stuck"
 
+// AttentionConflict lists refunds WeChat Pay paid after refundd had closed
+// them as FAILED.
+const AttentionConflict = "conflict"
+
 // AttentionKinds lists every attention kind.
-var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal), AttentionStuck}
+var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal), AttentionStuck, AttentionConflict}
 
 func needsAttention(s RefundState) bool { return s == Unknown || s == Rejected || s == Abnormal }
 
@@ -27,6 +32,9 @@ func AttentionOf(d EventData) (refundNo string, add, remove []string) {
 		}
 		if d.To.Terminal() {
 			remove = append(remove, AttentionStuck)
+		}
+		if d.From == Failed && d.To == Succeeded {
+			add = append(add, AttentionConflict)
 		}
 		return d.RefundNo, add, remove
 	case SubmissionStarted:
@@ -55,6 +63,9 @@ func (r *Refund) Attention() []string {
 	}
 	if r.Stuck && !r.State.Terminal() {
 		kinds = append(kinds, AttentionStuck)
+	}
+	if r.PaidAfterFailed {
+		kinds = append(kinds, AttentionConflict)
 	}
 	return kinds
 }

@@ -43,10 +43,19 @@ type Resubmit struct {
 }
 
 // Abandon turns a REJECTED refund into FAILED, releasing its amount (an
-// operator action).
+// operator action). Check is the provider query the adapter made just
+// before: only a fresh "not found", journaled with the release, lets the
+// amount go.
 type Abandon struct {
 	RefundNo string
 	Reason   string
+	Check    *ProviderCheck `json:",omitempty"`
+}
+
+// ProviderCheck is a provider query's answer and when it came.
+type ProviderCheck struct {
+	Outcome Outcome
+	At      time.Time
 }
 
 // RecordOutcome applies a provider outcome to a refund.

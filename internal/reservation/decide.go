@@ -26,7 +26,7 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 	case Resubmit:
 		data, err = decideResubmit(s, c, env)
 	case Abandon:
-		data, err = decideAbandon(s, c)
+		data, err = decideAbandon(s, c, env)
 	case RecordOutcome:
 		data, err = decideOutcome(s, c, env)
 	case FireTimer:
@@ -182,7 +182,10 @@ func resubmission(r *Refund, env Env) SubmissionStarted {
 	return SubmissionStarted{RefundNo: r.No, Attempt: r.Attempts + 1, DueAt: env.Now.Add(env.Policy.recheckAfter())}
 }
 
-func decideAbandon(s *State, c Abandon) ([]EventData, error) {
+// freshCheck bounds how old the provider answer an abandon relies on may be.
+const checkFreshFor = time.Minute
+
+func decideAbandon(s *State, c Abandon, env Env) ([]EventData, error) {
 	r, err := refundOf(s, c.RefundNo)
 	if err != nil {
 		return nil, err
@@ -195,7 +198,28 @@ func decideAbandon(s *State, c Abandon) ([]EventData, error) {
 	if r.State != Rejected {
 		return nil, ErrInvalidState
 	}
-	return []EventData{Abandoned{RefundNo: r.No, Reason: c.Reason}}, nil
+	// Not even a rejection is, while an earlier attempt whose outcome is
+	// unknown may still be applied by WeChat Pay; and REJECTED may be old
+	// news: only a fresh "not found", journaled with the release, says
+	// WeChat Pay has no such refund now.
+	if env.Policy.settling(r.UnsettledAt, env.Now) {
+		return nil, withMessage(ErrRefundSettling, "an attempt of this refund may still be applied by WeChat Pay until "+
+			r.UnsettledAt.Add(env.Policy.settleHorizon()).UTC().Format(time.RFC3339)+"; its amount cannot be released before")
+	}
+	ck := c.Check
+	switch {
+	case ck == nil || ck.At.After(env.Now) || env.Now.Sub(ck.At) > checkFreshFor:
+		return nil, withMessage(ErrReleaseUnconfirmed, "abandoning needs a fresh query of WeChat Pay; retry")
+	case ck.Outcome.Kind == OutcomeUnknown:
+		return nil, withMessage(ErrReleaseUnconfirmed, "WeChat Pay could not be asked about this refund; retry later")
+	case ck.Outcome.Kind != OutcomeNotFound:
+		return nil, ErrProviderHasRefund
+	}
+	return []EventData{
+		ProviderResult{RefundNo: r.No, Source: SourceQuery, Outcome: OutcomeNotFound, Code: ck.Outcome.Code,
+			Message: ck.Outcome.Message, From: r.State, To: r.State},
+		Abandoned{RefundNo: r.No, Reason: c.Reason},
+	}, nil
 }
 
 // checkOutcome rejects outcomes that disagree with local records.
@@ -239,6 +263,13 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 			// Reconciliation keeps asking about an ABNORMAL refund: an
 			// operator may settle it at WeChat.
 			pr.DueAt = env.Now.Add(env.Policy.queryBackoff(r.Queries + 1))
+		case to == Rejected && env.Policy.settling(r.unsettledAfter(c.Source, o.Kind, c.Attempt), env.Now):
+			// An attempt that may still land: REJECTED stops the resending,
+			// not the queries, until the settle horizon has passed.
+			pr.DueAt = r.DueAt
+			if pr.DueAt.IsZero() {
+				pr.DueAt = env.Now.Add(env.Policy.queryBackoff(r.Queries + 1))
+			}
 		}
 		return pr
 	}
@@ -248,6 +279,17 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		if target == Succeeded || target == Failed || target == Abnormal {
 			if target == r.State {
 				return nil, nil // duplicate
+			}
+			// WeChat Pay paid a refund refundd had closed as FAILED (a
+			// delayed attempt, or a FAILED that was wrong): the money is
+			// gone, so the books count it, unless other refunds hold the
+			// amount, which they could then never have.
+			if r.State == Failed && target == Succeeded && s.Refunded()+s.InFlight()+r.Amount <= s.Amount {
+				out := []EventData{result(Succeeded)}
+				if refunded := s.Refunded() + r.Amount; refunded >= s.Amount {
+					out = append(out, Canceled{Refunded: refunded})
+				}
+				return out, nil
 			}
 			conflict := Conflict{
 				RefundNo: r.No, State: r.State, Source: c.Source, Outcome: o.Kind, Code: o.Code, ProviderID: o.ProviderID,
@@ -261,6 +303,14 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 			return []EventData{conflict}, nil
 		}
 		return nil, nil // processing, unknown, rejected, not found: stale
+	}
+	if r.State == Rejected && !r.DueAt.IsZero() && o.Kind == OutcomeNotFound && c.Source == SourceQuery {
+		// A settling REJECTED refund: "not found" is final only once the
+		// horizon has passed; the query already set the next due time.
+		if env.Policy.settling(r.UnsettledAt, env.Now) {
+			return nil, nil
+		}
+		return []EventData{result(Rejected)}, nil
 	}
 
 	// noChange records an answered submission attempt (so every attempt is
@@ -356,7 +406,9 @@ func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
 	if r.DueAt.IsZero() || !r.DueAt.Equal(c.DueAt) {
 		return nil, nil // stale timer
 	}
-	if r.State != Processing && r.State != Unknown && r.State != Abnormal {
+	// A REJECTED refund has a due time only while an attempt may still
+	// land: it is queried.
+	if r.State != Processing && r.State != Unknown && r.State != Abnormal && r.State != Rejected {
 		return nil, nil
 	}
 	if r.Retry && r.State == Processing {

@@ -34,7 +34,7 @@ func DueEffect(d EventData) (refundNo string, at time.Time, set bool) {
 	case QueryStarted:
 		return d.RefundNo, d.DueAt, true
 	case ProviderResult:
-		if d.To.Terminal() || d.To == Rejected {
+		if d.To.Terminal() || (d.To == Rejected && d.DueAt.IsZero()) {
 			return d.RefundNo, time.Time{}, true
 		}
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()

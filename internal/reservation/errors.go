@@ -21,6 +21,9 @@ const (
 	CodeInvalidState           Code = "invalid_state"
 	CodeOutcomeMismatch        Code = "outcome_mismatch"
 	CodeRefundWindowClosed     Code = "refund_window_closed"
+	CodeRefundSettling         Code = "refund_settling"
+	CodeReleaseUnconfirmed     Code = "release_unconfirmed"
+	CodeProviderHasRefund      Code = "provider_has_refund"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -76,6 +79,17 @@ var (
 	// ErrRefundWindowClosed is returned when a refund is requested more than
 	// the policy's window (a year) after payment.
 	ErrRefundWindowClosed = &Error{Code: CodeRefundWindowClosed, Message: "the payment is too old to refund"}
+	// ErrRefundSettling is returned when releasing a refund's amount while
+	// an attempt with an unknown outcome may still land (younger than the
+	// policy's SettleHorizon).
+	ErrRefundSettling = &Error{Code: CodeRefundSettling, Message: "an attempt of this refund may still be applied by WeChat Pay; its amount cannot be released yet"}
+	// ErrReleaseUnconfirmed is returned when releasing a refund's amount
+	// without a fresh provider answer that it has no such refund (the
+	// query failed, or none was made).
+	ErrReleaseUnconfirmed = &Error{Code: CodeReleaseUnconfirmed, Message: "WeChat Pay did not confirm that it has no such refund; retry later"}
+	// ErrProviderHasRefund is returned when releasing a refund's amount that
+	// WeChat Pay has: its answer is recorded instead.
+	ErrProviderHasRefund = &Error{Code: CodeProviderHasRefund, Message: "WeChat Pay has this refund; its state was recorded"}
 	// ErrOutcomeMismatch is returned when a provider outcome disagrees with
 	// local records (order, refund amount, order total). It is not applied.
 	ErrOutcomeMismatch = &Error{Code: CodeOutcomeMismatch, Message: "provider outcome does not match local records"}

@@ -53,6 +53,11 @@ type Policy struct {
 	// holds hints back only this long. Timers and an operator's reconcile
 	// are not held back. Zero means 1m.
 	HintWindow time.Duration
+	// SettleHorizon is how long after an attempt whose outcome is unknown
+	// WeChat Pay may still apply it: until then "not found" proves nothing,
+	// the refund keeps being queried, and its amount is not released. Zero
+	// means 48h.
+	SettleHorizon time.Duration
 }
 
 // DefaultRefundNoPrefix is used when Policy.RefundNoPrefix is empty.
@@ -126,6 +131,22 @@ func (p Policy) hintWindow() time.Duration {
 	return p.HintWindow
 }
 
+func (p Policy) settleHorizon() time.Duration {
+	if p.SettleHorizon <= 0 {
+		return DefaultSettleHorizon
+	}
+	return p.SettleHorizon
+}
+
+// DefaultSettleHorizon is used when Policy.SettleHorizon is zero.
+const DefaultSettleHorizon = 48 * time.Hour
+
+// settling reports whether an attempt started at unsettled, whose outcome
+// is unknown, may still land at now.
+func (p Policy) settling(unsettled, now time.Time) bool {
+	return !unsettled.IsZero() && now.Before(unsettled.Add(p.settleHorizon()))
+}
+
 func (p Policy) stuckAfter() time.Duration {
 	if p.StuckAfter <= 0 {
 		return 24 * time.Hour
@@ -156,7 +177,8 @@ func (p Policy) Validate() error {
 	if p.maxRefunds() > maxRefundNumber {
 		return invalid("max_refunds", "must be at most 99")
 	}
-	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 || p.HintWindow < 0 {
+	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 ||
+		p.HintWindow < 0 || p.SettleHorizon < 0 {
 		return invalid("policy", "durations must not be negative")
 	}
 	if p.MaxAttempts < 0 || p.MaxRefunds < 0 {

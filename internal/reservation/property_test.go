@@ -45,6 +45,11 @@ type modelRefund struct {
 	submittedAt time.Time // first submission
 	resolved    bool      // settled by an operator
 	conflict    Conflict  // the last conflict recorded
+	// unsettled is when the latest attempt that may still land started
+	// (each attempt may, until its own refusal); prior is the same before
+	// the latest attempt.
+	unsettled, prior time.Time
+	paidLate         bool // WeChat paid it after it was FAILED
 }
 
 // succeeded is the money the model believes went back.
@@ -74,6 +79,9 @@ func (m *model) held() int64 {
 // "conflict" or "resend"). latest says a response answers the refund's latest attempt.
 func (h *sim) modelOutcome(r *modelRefund, kind OutcomeKind, src Source, latest, newProviderID bool) (RefundState, string) {
 	st := r.state
+	if st == Failed && kind == OutcomeSucceeded && h.m.held()+r.amount <= h.m.amount {
+		return Succeeded, "result" // paid after all: counted, since nothing else holds the money
+	}
 	if st == Succeeded || st == Failed {
 		contradicts := (kind == OutcomeSucceeded || kind == OutcomeFailed || kind == OutcomeAbnormal) && kind.target() != st
 		if contradicts {
@@ -134,6 +142,11 @@ func (h *sim) modelOutcome(r *modelRefund, kind OutcomeKind, src Source, latest,
 			}
 			return Processing, "resend"
 		}
+		// A REJECTED refund still queried: "not found" ends the queries
+		// only once no attempt may land any more.
+		if src == SourceQuery && st == Rejected && !r.due.IsZero() && !h.settling(r.unsettled) {
+			return Rejected, "result"
+		}
 		return st, ""
 	}
 	panic("modelOutcome: " + string(kind))
@@ -160,6 +173,15 @@ type sim struct {
 	lastCmd           Command
 	lastBy            string
 	keys              int
+}
+
+// settling says an attempt started at unsettled may still land now.
+func (h *sim) settling(unsettled time.Time) bool {
+	horizon := h.policy.SettleHorizon
+	if horizon == 0 {
+		horizon = 48 * time.Hour
+	}
+	return !unsettled.IsZero() && h.now.Sub(unsettled) < horizon
 }
 
 func (h *sim) env(by string) Env { return Env{Now: h.now, By: by, Policy: h.policy, Jitter: h.jitter} }
@@ -380,8 +402,17 @@ func (h *sim) predict(cmd Command) expectation {
 			return fail(CodeInvalid)
 		case r.state != Rejected:
 			return fail(CodeInvalidState)
+		case h.settling(r.unsettled):
+			return fail(CodeRefundSettling) // an attempt may still land
+		case c.Check == nil || c.Check.At.After(h.now) || h.now.Sub(c.Check.At) > time.Minute || c.Check.Outcome.Kind == OutcomeUnknown:
+			return fail(CodeReleaseUnconfirmed)
+		case c.Check.Outcome.Kind != OutcomeNotFound:
+			return fail(CodeProviderHasRefund)
 		}
-		return expectation{types: []string{TypeAbandoned}, commit: func([]Event) {
+		return expectation{types: []string{TypeProviderResult, TypeAbandoned}, commit: func(events []Event) {
+			if d := events[0].Data.(ProviderResult); d.Outcome != OutcomeNotFound || d.Source != SourceQuery || d.From != Rejected || d.To != Rejected {
+				h.t.Fatalf("abandon journaled %+v, want the query's NOT_FOUND", d)
+			}
 			r.state, r.due = Failed, time.Time{}
 		}}
 
@@ -423,6 +454,12 @@ func (h *sim) predict(cmd Command) expectation {
 			return fail(CodeOutcomeMismatch)
 		}
 		to, what := h.modelOutcome(r, o.Kind, c.Source, c.Attempt == r.attempts, o.ProviderID != "" && r.providerID == "")
+		// A refusal of the latest attempt says that attempt created nothing.
+		unsettledAfter := r.unsettled
+		refusedLatest := c.Source == SourceResponse && o.Kind == OutcomeRejected && c.Attempt > 0 && c.Attempt == r.attempts
+		if refusedLatest {
+			unsettledAfter = r.prior
+		}
 		switch what {
 		case "":
 			return expectation{}
@@ -453,6 +490,11 @@ func (h *sim) predict(cmd Command) expectation {
 			due = h.now.Add(h.backoff(r.queries + 1)) // reconciled like a waiting refund
 		case (to == Processing || to == Unknown) && r.due.IsZero():
 			due = h.now.Add(h.recheck()) // waiting on the provider again
+		case to == Rejected && h.settling(unsettledAfter):
+			due = r.due // not resent, but still queried
+			if due.IsZero() {
+				due = h.now.Add(h.backoff(r.queries + 1))
+			}
 		}
 		cancels := to == Succeeded && m.succeeded()+r.amount == m.amount
 		types := []string{TypeProviderResult}
@@ -468,12 +510,14 @@ func (h *sim) predict(cmd Command) expectation {
 			if cancels && events[1].Data.(Canceled).Refunded != m.amount {
 				h.t.Fatalf("Canceled %+v, want %d", events[1].Data, m.amount)
 			}
+			r.paidLate = r.paidLate || r.state == Failed && to == Succeeded
+			r.unsettled = unsettledAfter
 			r.state = to
 			if o.ProviderID != "" {
 				r.providerID = o.ProviderID
 			}
 			switch {
-			case to.Terminal() || to == Rejected:
+			case to.Terminal() || to == Rejected && due.IsZero():
 				r.due, r.retry = time.Time{}, false
 			case !due.IsZero():
 				r.due, r.retry = due, what == "retry"
@@ -502,7 +546,7 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
-		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown && r.state != Abnormal):
+		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown && r.state != Abnormal && r.state != Rejected):
 			return expectation{} // stale
 		case r.retry && r.state == Processing:
 			switch wait := h.spacingWait(); {
@@ -565,6 +609,7 @@ func (h *sim) firstSubmission(r *modelRefund, request []byte, e Event) {
 		}
 	}
 	r.request, r.attempts, r.due, r.retry, r.submittedAt = request, 1, h.now.Add(h.recheck()), false, h.now
+	r.prior, r.unsettled = r.unsettled, h.now
 }
 
 // resent records a new submission attempt that reuses the first bytes.
@@ -572,6 +617,7 @@ func (h *sim) resent(r *modelRefund, e Event) {
 	d := e.Data.(SubmissionStarted)
 	r.attempts++
 	r.state, r.due, r.retry = Processing, h.now.Add(h.recheck()), false
+	r.prior, r.unsettled = r.unsettled, h.now
 	if r.attempts == 1 {
 		r.submittedAt = h.now // an operator's resubmission of a refund never sent
 	}
@@ -750,10 +796,10 @@ func (h *sim) check() {
 		if r.State != mr.state || r.Amount != mr.amount || r.Attempts != mr.attempts || r.Queries != mr.queries ||
 			r.ProviderID != mr.providerID || !r.QueriedAt.Equal(mr.queriedAt) || r.LastConflict != mr.conflict || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
 			!r.SubmittedAt.Equal(mr.submittedAt) || string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) ||
-			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") {
+			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") || !r.UnsettledAt.Equal(mr.unsettled) || r.PaidAfterFailed != mr.paidLate {
 			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
 		}
-		if prev, ok := h.terminal[r.No]; ok && r.State != prev {
+		if prev, ok := h.terminal[r.No]; ok && r.State != prev && !(prev == Failed && r.State == Succeeded && mr.paidLate) {
 			t.Fatalf("terminal refund %s moved %s -> %s", r.No, prev, r.State)
 		}
 		if r.State.Terminal() {
@@ -770,6 +816,10 @@ func (h *sim) check() {
 		waiting := r.State == Processing || r.State == Unknown || r.State == Abnormal
 		if waiting && (r.Attempts > 0 || len(r.Request) > 0 || r.State == Abnormal) && r.DueAt.IsZero() {
 			t.Fatalf("refund %s is %s with no due time: nothing will look at it again", r.No, r.State)
+		}
+		// And so is a REJECTED refund while an attempt may still land.
+		if r.State == Rejected && h.settling(mr.unsettled) && r.DueAt.IsZero() {
+			t.Fatalf("refund %s is REJECTED, an attempt may land until %v, and nothing will ask WeChat", r.No, mr.unsettled)
 		}
 		if r.Retry && (r.DueAt.IsZero() || r.State.Terminal() || r.State == Rejected) {
 			t.Fatalf("refund %s is %s with a retry due %v", r.No, r.State, r.DueAt)
@@ -942,7 +992,22 @@ func (h *sim) step(t *rapid.T) {
 
 	case "abandon":
 		no := h.pickRefund(t)
-		h.exec(Abandon{RefundNo: no, Reason: oneOf(t, "abandonReason", "", "gave up", "gave up", "bad\nreason")}, "operator:alice")
+		c := Abandon{RefundNo: no, Reason: oneOf(t, "abandonReason", "", "gave up", "gave up", "bad\nreason")}
+		// The adapter's query just before; now and then none, a stale one,
+		// a failed one or one that finds the refund.
+		switch weighted(t, "check", "fresh", 8, "none", 1, "stale", 1, "failed", 1, "found", 1, "paid", 1) {
+		case "fresh":
+			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeNotFound, Code: "RESOURCE_NOT_EXISTS"}, At: h.now}
+		case "stale":
+			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeNotFound}, At: h.now.Add(-2 * time.Minute)}
+		case "failed":
+			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeUnknown}, At: h.now}
+		case "found":
+			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeProcessing}, At: h.now}
+		case "paid":
+			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeSucceeded}, At: h.now}
+		}
+		h.exec(c, "operator:alice")
 
 	case "resolve":
 		no := h.pickRefund(t)
@@ -1044,6 +1109,7 @@ func TestDecide_Properties(t *testing.T) {
 			RefundSpacing:   oneOf(t, "spacing", 0, time.Minute),
 			RefundWindow:    oneOf(t, "window", 0, 6*time.Hour),
 			HintWindow:      oneOf(t, "hintWindow", 0, 10*time.Minute),
+			SettleHorizon:   oneOf(t, "settleHorizon", 0, 10*time.Minute, 2*time.Hour),
 		}
 		if err := policy.Validate(); err != nil {
 			t.Fatalf("policy: %v", err)

@@ -262,7 +262,9 @@ func TestRecordOutcome_AbnormalAnswers(t *testing.T) {
 
 // TestApply_DueAtCleared: a provider result clears the due time and the
 // retry only when nothing is left to wait for (SUCCEEDED, FAILED) or when
-// an operator must act (REJECTED); waiting states keep their timer.
+// an operator must act (REJECTED without a due time of its own: one with
+// it is still queried while an attempt may land); waiting states keep their
+// timer.
 func TestApply_DueAtCleared(t *testing.T) {
 	due := t0.Add(time.Hour)
 	for _, to := range []RefundState{Processing, Unknown, Abnormal, Rejected, Succeeded, Failed} {
@@ -276,7 +278,7 @@ func TestApply_DueAtCleared(t *testing.T) {
 					e.DueAt = due.Add(time.Minute)
 				}
 				Apply(s, Event{At: t0.Add(time.Minute), By: "p", Data: e})
-				clears := to == Rejected || to.Terminal()
+				clears := to == Rejected && !withDue || to.Terminal()
 				switch {
 				case clears:
 					if !r.DueAt.IsZero() || r.Retry {

@@ -219,14 +219,19 @@ func TestRecordOutcome_MaxAttempts(t *testing.T) {
 				run(t, s, RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: n, Outcome: Outcome{Kind: OutcomeUnknown}},
 					Env{Now: now, By: "provider:wechatpay", Policy: policy})
 			}
+			// Its attempts timed out moments ago and may still land: it
+			// is still queried, until the settle horizon has passed.
 			ev := run(t, s, outcome(no, SourceQuery, OutcomeNotFound), Env{Now: now, By: "provider:wechatpay", Policy: policy})
-			if d := ev[0].Data.(ProviderResult); d.From != Unknown || d.To != Rejected || !d.DueAt.IsZero() {
-				t.Fatalf("not found after %d attempts: %+v, want UNKNOWN -> REJECTED", s.Refund(no).Attempts, d)
+			if d := ev[0].Data.(ProviderResult); d.From != Unknown || d.To != Rejected || d.DueAt.IsZero() {
+				t.Fatalf("not found after %d attempts: %+v, want UNKNOWN -> REJECTED, still queried", s.Refund(no).Attempts, d)
 			}
-			if r := s.Refund(no); r.State != Rejected || !r.DueAt.IsZero() || r.Retry {
+			if r := s.Refund(no); r.State != Rejected || r.DueAt.IsZero() || r.Retry {
 				t.Fatalf("refund %+v", *r)
 			}
-			assertTypes(t, run(t, s, Abandon{RefundNo: no}, Env{Now: now, By: "operator:alice", Policy: policy}), TypeAbandoned)
+			mustFail(t, s, abandon(no, "", now), Env{Now: now, By: "operator:alice", Policy: policy}, ErrRefundSettling)
+			later := s.Refund(no).UnsettledAt.Add(policy.settleHorizon())
+			assertTypes(t, run(t, s, abandon(no, "", later), Env{Now: later, By: "operator:alice", Policy: policy}),
+				TypeProviderResult, TypeAbandoned)
 		})
 	}
 	t.Run("the limit is read when the answer comes", func(t *testing.T) {

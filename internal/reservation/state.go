@@ -41,6 +41,18 @@ func (s RefundState) Terminal() bool { return s == Succeeded || s == Failed }
 // refundable: every state but FAILED does.
 func (s RefundState) Holds() bool { return s != Failed }
 
+// unsettledAfter is r.UnsettledAt once an outcome from src about attempt
+// is applied: only a refusal answering the latest attempt says that attempt
+// created nothing. A refusal of an older attempt, or any query, settles
+// nothing (a resubmission WeChat Pay cannot tell from a duplicate is refused
+// while the first may still be applied).
+func (r *Refund) unsettledAfter(src Source, kind OutcomeKind, attempt int) time.Time {
+	if src == SourceResponse && kind == OutcomeRejected && attempt > 0 && attempt == r.Attempts {
+		return r.PriorUnsettledAt
+	}
+	return r.UnsettledAt
+}
+
 // Refund is one refund of a reservation.
 type Refund struct {
 	No             string // out_refund_no, generated once and stored in the event
@@ -60,13 +72,24 @@ type Refund struct {
 	DueAt          time.Time
 	Retry          bool      // the due time resubmits (or first submits) rather than queries
 	SubmittedAt    time.Time // first submission to the provider
-	Stuck          bool
-	Conflicts      int
-	LastConflict   Conflict // the latest conflict recorded, so a repeat of it records nothing
-	RequestedBy    string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	SucceededAt    time.Time
+	// UnsettledAt is when the latest attempt whose outcome is unknown (no
+	// answer, or no definite one) started: WeChat Pay may still apply it
+	// until the policy's SettleHorizon has passed. Zero when every attempt
+	// was refused outright. PriorUnsettledAt is the same before the latest
+	// attempt, which its own refusal restores.
+	UnsettledAt      time.Time
+	PriorUnsettledAt time.Time
+	// PaidAfterFailed says WeChat Pay reported SUCCESS for the refund after
+	// refundd had closed it as FAILED: counted as refunded, and listed for
+	// operators as a conflict.
+	PaidAfterFailed bool
+	Stuck           bool
+	Conflicts       int
+	LastConflict    Conflict // the latest conflict recorded, so a repeat of it records nothing
+	RequestedBy     string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	SucceededAt     time.Time
 	// Recovered: found at the provider after a restore (RefundRecovered),
 	// never submitted by this journal; it has no key and no request.
 	Recovered bool
