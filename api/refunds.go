@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -152,8 +153,29 @@ func (s *Server) resubmitRefund(w http.ResponseWriter, r *http.Request) {
 	s.operatorAction(w, r, func(no, _ string) reservation.Command { return reservation.Resubmit{RefundNo: no} })
 }
 
+// abandoner is an Engine that asks WeChat Pay itself before an abandon
+// (actors.Engine).
+type abandoner interface {
+	Abandon(ctx context.Context, id, by string, c reservation.Abandon) (*reservation.State, []reservation.Event, error)
+}
+
+// abandonRefund releases a REJECTED refund's amount, only on a fresh "not
+// found" from WeChat Pay (see actors.AbandonChecked).
 func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
-	s.operatorAction(w, r, func(no, reason string) reservation.Command {
+	exec := s.engine.Execute
+	switch eng := s.engine.(type) {
+	case abandoner:
+		exec = func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
+			return eng.Abandon(ctx, id, by, cmd.(reservation.Abandon))
+		}
+	default:
+		if q := s.opts.Query; q != nil {
+			exec = func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
+				return actors.AbandonChecked(ctx, s.engine, q, time.Now, id, by, cmd.(reservation.Abandon))
+			}
+		}
+	}
+	s.operatorExec(w, r, exec, func(no, reason string) reservation.Command {
 		return reservation.Abandon{RefundNo: no, Reason: reason}
 	})
 }
@@ -176,6 +198,12 @@ func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
+	s.operatorExec(w, r, s.engine.Execute, build)
+}
+
+type executeFunc func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
+
+func (s *Server) operatorExec(w http.ResponseWriter, r *http.Request, exec executeFunc, build func(no, reason string) reservation.Command) {
 	vars := pathVars(r)
 	var req operatorRequest
 	// The body is optional: an empty one (even chunked) means no reason.
@@ -185,7 +213,7 @@ func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build fu
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, _, err := s.engine.Execute(ctx, vars["id"], s.principal(r), build(vars["refund_no"], req.Reason))
+	st, _, err := exec(ctx, vars["id"], s.principal(r), build(vars["refund_no"], req.Reason))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, enables the WeChat Pay notification endpoints.
 	Notify *NotifyConfig
+	// Query asks WeChat Pay about a refund before an abandon releases its
+	// amount, when the Engine cannot itself (a cluster node). Without
+	// either, abandon is refused (release_unconfirmed).
+	Query actors.QueryFunc
 	// Auth, if set, requires a bearer token on every route but health and
 	// WeChat Pay's notifications, and checks the route's permission (the
 	// table in auth.go). Nil means no authentication (tests of other things).

@@ -199,6 +199,39 @@ func legal(at time.Time) []reservation.EventData {
 	}
 }
 
+// WeChat Pay paid a refund refundd had closed as FAILED: FAILED ->
+// SUCCEEDED, counted, is the one legal way out of a terminal state.
+var (
+	failed = reservation.ProviderResult{RefundNo: "T-x-1", Source: reservation.SourceNotification, Outcome: reservation.OutcomeFailed,
+		From: reservation.Processing, To: reservation.Failed}
+	paidLate = reservation.ProviderResult{RefundNo: "T-x-1", Source: reservation.SourceNotification, Outcome: reservation.OutcomeSucceeded,
+		From: reservation.Failed, To: reservation.Succeeded}
+)
+
+func TestVerify_PaidAfterFailedIsLegal(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "j.db")
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var events []reservation.Event
+	for _, d := range append(legal(at), failed, paidLate) {
+		events = append(events, reservation.Event{At: at, By: "test", Data: d})
+	}
+	if err := eventstore.New(db).Append(bg, "x", 0, events, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("a refund paid after FAILED is reported: %v", rep.Problems)
+	}
+}
+
 func TestVerify_IllegalEvents(t *testing.T) {
 	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 	succeed := reservation.ProviderResult{RefundNo: "T-x-1", Source: reservation.SourceResponse, Outcome: reservation.OutcomeSucceeded,
@@ -225,6 +258,9 @@ func TestVerify_IllegalEvents(t *testing.T) {
 		{"canceled early", append(legal(at), reservation.Canceled{Refunded: 500}), 4, "transition", "canceled with 0 of 1000"},
 		{"before registration", legal(at)[1:2], 1, "transition", "before the reservation was registered"},
 		{"skipped attempt", append(legal(at), reservation.SubmissionStarted{RefundNo: "T-x-1", Attempt: 3}), 4, "transition", "attempt 3"},
+		{"paid after failed while another refund holds the amount", append(legal(at), failed,
+			reservation.RefundRequested{RefundNo: "T-x-2", Number: 2, IdempotencyKey: "k2", Amount: 1000}, paidLate),
+			6, "transition", "paid after FAILED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

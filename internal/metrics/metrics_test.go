@@ -162,7 +162,7 @@ func TestStore_AttentionGauge(t *testing.T) {
 	want(t, text, `refundd_refunds_attention{kind="REJECTED"}`, 3)
 	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",to="REJECTED"}`, 3)
 	want(t, text, `refundd_provider_calls_total{op="submit",outcome="REJECTED"}`, 3)
-	if _, _, err := e.engine.Execute(t.Context(), "a2", "op", reservation.Abandon{RefundNo: nos[1], Reason: "x"}); err != nil {
+	if _, _, err := e.engine.Abandon(t.Context(), "a2", "op", reservation.Abandon{RefundNo: nos[1], Reason: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	text = scrape(t, e.m)

@@ -17,8 +17,9 @@ import (
 //
 // The client maps the refusals of attempts >= 2 to UNKNOWN (an earlier
 // attempt may have been taken), and each query proves WeChat has no such
-// refund. The refund must end REJECTED, which an operator can abandon, after
-// a bounded number of POSTs, not be resent for ever with its amount held.
+// refund. The refund must end REJECTED after a bounded number of POSTs, not
+// be resent for ever; it is queried until the settle horizon has passed, and
+// then an operator can abandon it.
 func TestRefusedResubmissionsEndRejected(t *testing.T) {
 	f := newFakeWeChat(t, func(r recorded, n int) fakeReply {
 		switch {
@@ -104,8 +105,31 @@ func TestRefusedResubmissionsEndRejected(t *testing.T) {
 	if r.State != reservation.Rejected || r.Attempts != 10 || posts != 10 {
 		t.Fatalf("after %d POSTs: state %s, %d attempts, %d fen in flight; want REJECTED after 10", posts, r.State, r.Attempts, s.InFlight())
 	}
-	if err := do(reservation.Abandon{RefundNo: no, Reason: "refused"}); err != nil {
+	// The attempts that timed out may still land: it is queried, never
+	// resent, until the settle horizon has passed.
+	for i := 0; i < 200 && !s.Refund(no).DueAt.IsZero(); i++ {
+		env.Now = s.Refund(no).DueAt
+		if err := do(reservation.FireTimer{RefundNo: no, DueAt: env.Now}); err != nil {
+			t.Fatal(err)
+		}
+		run()
+	}
+	if r := s.Refund(no); r.State != reservation.Rejected || !r.DueAt.IsZero() || r.Attempts != 10 {
+		t.Fatalf("after the horizon: %+v", *r)
+	}
+	// Abandoning takes a fresh "not found", as the engine's Abandon asks it.
+	check := &reservation.ProviderCheck{Outcome: c.Query(context.Background(), no), At: env.Now}
+	if err := do(reservation.Abandon{RefundNo: no, Reason: "refused", Check: check}); err != nil {
 		t.Fatalf("abandon: %v", err)
+	}
+	posts = 0
+	for _, rec := range f.requests() {
+		if rec.Method == http.MethodPost {
+			posts++
+		}
+	}
+	if posts != 10 {
+		t.Fatalf("%d POSTs, want no more than the 10 before REJECTED", posts)
 	}
 	if s.InFlight() != 0 {
 		t.Fatalf("%d fen still held after the refund was abandoned", s.InFlight())
