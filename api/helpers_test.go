@@ -76,6 +76,8 @@ type envOptions struct {
 	// noHTTP skips the httptest server; requests go to the handler directly.
 	noHTTP bool
 	idle   time.Duration
+	// policy replaces the engine's (refund numbers "T..." by default).
+	policy *reservation.Policy
 }
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
@@ -93,9 +95,12 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		sopts.Notify = func(no string, out reservation.Outcome) { notify(live.Load(), no, out) }
 	}
 	sim := simprovider.New(sopts)
+	policy := reservation.Policy{RefundNoPrefix: "T"}
+	if o.policy != nil {
+		policy = *o.policy
+	}
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: sim, Logger: quiet, IdleTimeout: o.idle,
-		Policy: reservation.Policy{RefundNoPrefix: "T"},
+		Store: eventstore.New(db), Provider: sim, Logger: quiet, IdleTimeout: o.idle, Policy: policy,
 	})
 	if err != nil {
 		t.Fatalf("actors.New: %v", err)

@@ -144,3 +144,66 @@ func TestHostile_PathLikeIDs(t *testing.T) {
 		t.Fatalf("a refund was journaled through a path trick: %+v", got.Refunds)
 	}
 }
+
+// The reported scenario: the create timed out twice (WeChat applies it
+// later), two queries found nothing and the refund stopped as REJECTED.
+// Abandon must not release the amount while the timed-out attempts may
+// still land; when WeChat then pays, the money is counted and the
+// reservation CANCELED.
+func TestOperator_AbandonRefusedWhileATimedOutCreateMayLand(t *testing.T) {
+	var delayed atomic.Bool // the create is held at WeChat, not applied yet
+	delayed.Store(true)
+	timeout := func(op, _ string, _ int) (simprovider.Injected, bool) {
+		if op == "submit" && delayed.Load() {
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}}, true
+		}
+		return simprovider.Injected{}, false
+	}
+	e := newEnv(t, envOptions{fault: timeout, policy: &reservation.Policy{RefundNoPrefix: "T", MaxAttempts: 1}})
+	e.register(t, "r1", 10000)
+	rf := decodeRefund(t, e.refund(t, "r1", "k1", `{"user_id":"u-r1"}`), http.StatusAccepted)
+	base := "/v1/reservations/r1/refunds/" + rf.RefundNo
+	attempts := func() int {
+		for _, r := range e.get(t, "r1").Refunds {
+			if r.RefundNo == rf.RefundNo {
+				return r.Attempts
+			}
+		}
+		return 0
+	}
+	waitFor(t, "UNKNOWN after the first timeout", func() bool { return e.refundState(t, "r1", rf.RefundNo) == "UNKNOWN" })
+	// Reconcile: not found, so the same bytes are sent again; they time out too.
+	decodeRefund(t, e.do(t, http.MethodPost, base+"/reconcile", ``), http.StatusOK)
+	waitFor(t, "the resubmission to time out", func() bool {
+		return attempts() == 2 && e.refundState(t, "r1", rf.RefundNo) == "UNKNOWN"
+	})
+	// Not found again: no more resending, REJECTED.
+	decodeRefund(t, e.do(t, http.MethodPost, base+"/reconcile", ``), http.StatusOK)
+	waitFor(t, "REJECTED", func() bool { return e.refundState(t, "r1", rf.RefundNo) == "REJECTED" })
+
+	wantError(t, e.do(t, http.MethodPost, base+"/abandon", `{"reason":"WeChat does not have it"}`), http.StatusConflict, "refund_settling", "")
+	if res := e.get(t, "r1"); res.Refundable != 0 || res.InFlight != 10000 {
+		t.Fatalf("after the refused abandon: %+v", res)
+	}
+	if st, err := e.engine.Get(t.Context(), "r1"); err != nil || st.Refund(rf.RefundNo).DueAt.IsZero() {
+		t.Fatalf("the settling refund has no due time (err %v): nothing would ask WeChat again", err)
+	}
+
+	// WeChat applies the delayed create and pays; the next query finds it.
+	delayed.Store(false)
+	body := func() []byte {
+		st, err := e.engine.Get(t.Context(), "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Refund(rf.RefundNo).Request
+	}()
+	if o := e.sim.Submit(t.Context(), rf.RefundNo, body, 1); o.Kind != reservation.OutcomeSucceeded {
+		t.Fatalf("the delayed create: %+v", o)
+	}
+	decodeRefund(t, e.do(t, http.MethodPost, base+"/reconcile", ``), http.StatusOK)
+	waitFor(t, "SUCCEEDED", func() bool { return e.refundState(t, "r1", rf.RefundNo) == "SUCCEEDED" })
+	if res := e.get(t, "r1"); res.Status != "CANCELED" || res.Refunded != 10000 || res.Refundable != 0 {
+		t.Fatalf("after WeChat paid: %+v", res)
+	}
+}

@@ -138,6 +138,24 @@ func TestRead_Fields(t *testing.T) {
 	}
 }
 
+// WeChat Pay paid a refund refundd had abandoned: consumers hear that it
+// succeeded after all, with the money counted, and that the reservation is
+// canceled when that completes the paid amount.
+func TestRead_PaidAfterFailed(t *testing.T) {
+	db := journaltest.Open(t)
+	h := feedtest.New(t, db, 1)
+	h.Register("r1", 1000)
+	a := h.Request("r1", 1000)
+	h.Result("r1", a, reservation.Rejected)
+	h.Abandon("r1", a)
+	h.PaidLate("r1", a)
+	got := readAll(t, db, 0, 0, nil)
+	checkWant(t, got, h.Want)
+	if n := len(got); n != 4 || got[2].Type != "refund.succeeded" || got[2].Refunded != 1000 || got[3].Type != "reservation.canceled" {
+		t.Fatalf("events %+v", got)
+	}
+}
+
 func TestRead_Filter(t *testing.T) {
 	db := journaltest.Open(t)
 	h := feedtest.New(t, db, 2)

@@ -222,6 +222,32 @@ func (h *History) Result(id, no string, to reservation.RefundState) {
 	}
 }
 
+// PaidLate is WeChat Pay's SUCCESS for a refund refundd closed as FAILED:
+// counted, refund.succeeded, and reservation.canceled when that completes
+// the paid amount.
+func (h *History) PaidLate(id, no string) {
+	h.t.Helper()
+	r := h.get(id)
+	f := r.find(no)
+	if f == nil || f.state != reservation.Failed {
+		h.t.Fatalf("feedtest: %s/%s is not failed", id, no)
+	}
+	f.state = reservation.Succeeded
+	data := []reservation.EventData{reservation.ProviderResult{RefundNo: no, Source: reservation.SourceNotification,
+		Outcome: reservation.OutcomeSucceeded, ProviderID: "wx-" + no, From: reservation.Failed, To: reservation.Succeeded, SuccessTime: h.now}}
+	cancel := r.refunded() == r.paid
+	if cancel {
+		r.canceled = true
+		data = append(data, reservation.Canceled{Refunded: r.paid})
+	}
+	g := h.appendEvents(id, data...)
+	h.Want = append(h.Want, Want{Global: g[0], Type: "refund.succeeded", ReservationID: id, RefundNo: no,
+		Amount: f.amount, Refunded: r.refunded(), State: string(reservation.Succeeded)})
+	if cancel {
+		h.Want = append(h.Want, Want{Global: g[1], Type: "reservation.canceled", ReservationID: id, Refunded: r.paid})
+	}
+}
+
 // Abandon gives up on a rejected refund: refund.failed.
 func (h *History) Abandon(id, no string) {
 	h.t.Helper()
