@@ -187,6 +187,14 @@ func (m *Main) runCluster(ctx context.Context) error {
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
+	// An abandon asks WeChat Pay from this node; the owner journals the
+	// answer with the release.
+	queried := m.metrics.Provider(wired.provider)
+	opts.Query = func(ctx context.Context, no string) reservation.Outcome {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
+		defer cancel()
+		return queried.Query(ctx, no)
+	}
 	tokens, err := m.loadTokens()
 	if err != nil {
 		m.Close()

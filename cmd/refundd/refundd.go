@@ -47,6 +47,7 @@ type Config struct {
 	RetryBackoffMax    time.Duration
 	RefundSpacing      time.Duration
 	RefundWindow       time.Duration
+	SettleHorizon      time.Duration
 	SchedulerInterval  time.Duration
 	SandboxDelay       time.Duration
 	SandboxTimeFactor  float64
@@ -116,7 +117,7 @@ func NewMain() *Main {
 			IdleTimeout: 2 * time.Minute, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
-			RefundWindow: 365 * 24 * time.Hour, ReadHeaderTimeout: 5 * time.Second,
+			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
@@ -170,6 +171,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	dur(&c.RetryBackoffMax, "retry-backoff-max", "REFUNDD_RETRY_BACKOFF_MAX", "cap of the retry wait")
 	dur(&c.RefundSpacing, "refund-spacing", "REFUNDD_REFUND_SPACING", "minimum time between first submissions of two refunds of one order (WeChat Pay rule); 0 disables")
 	dur(&c.RefundWindow, "refund-window", "REFUNDD_REFUND_WINDOW", "refuse refunds this long after payment")
+	dur(&c.SettleHorizon, "settle-horizon", "REFUNDD_SETTLE_HORIZON",
+		"how long after an attempt with an unknown outcome WeChat Pay may still apply it: until then the refund is queried and its amount is not released")
 	dur(&c.SchedulerInterval, "scheduler-interval", "REFUNDD_SCHEDULER_INTERVAL", "how often due timers are drained")
 	dur(&c.SandboxDelay, "sandbox-delay", "REFUNDD_SANDBOX_DELAY", "built-in sandbox: time from acceptance to the refund's outcome")
 	fs.Float64Var(&c.SandboxTimeFactor, "sandbox-time-factor", 1, "built-in sandbox: scales its notification retry schedule (15s, 15s, 30s, 3m, ...) and delay (env REFUNDD_SANDBOX_TIME_FACTOR)")
@@ -274,7 +277,8 @@ func (c *Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
-		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow} {
+		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow,
+		"--settle-horizon": c.SettleHorizon} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -322,6 +326,7 @@ func (c *Config) policy() (reservation.Policy, error) {
 		RefundNoPrefix: c.RefundNoPrefix, RecheckAfter: c.ReconcileAfter, QueryBackoff: schedule,
 		StuckAfter: c.StuckAfter, MaxAttempts: c.MaxAttempts, RetryBackoff: c.RetryBackoff,
 		RetryBackoffMax: c.RetryBackoffMax, RefundSpacing: c.RefundSpacing, RefundWindow: c.RefundWindow,
+		SettleHorizon: c.SettleHorizon,
 	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("policy: %w", err)

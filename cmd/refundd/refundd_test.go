@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -137,6 +138,38 @@ func TestParseFlags_EnvAndErrors(t *testing.T) {
 		m.Stderr = io.Discard
 		if err := m.ParseFlags(tc.args, func(k string) string { return tc.env[k] }); err == nil {
 			t.Errorf("ParseFlags(%v, %v) = nil, want an error", tc.args, tc.env)
+		}
+	}
+}
+
+// The settle horizon reaches the policy: by default, from the environment
+// and from a flag; it must be positive.
+func TestParseFlags_SettleHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{want: reservation.DefaultSettleHorizon},
+		{env: map[string]string{"REFUNDD_SETTLE_HORIZON": "72h"}, want: 72 * time.Hour},
+		{args: []string{"--settle-horizon", "30h"}, env: map[string]string{"REFUNDD_SETTLE_HORIZON": "72h"}, want: 30 * time.Hour},
+		{args: []string{"--settle-horizon", "0s"}},
+	} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		err := m.ParseFlags(tc.args, func(k string) string { return tc.env[k] })
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("ParseFlags(%v) = nil, want an error", tc.args)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ParseFlags(%v, %v): %v", tc.args, tc.env, err)
+		}
+		p, err := m.Config.policy()
+		if err != nil || p.SettleHorizon != tc.want {
+			t.Errorf("ParseFlags(%v, %v): policy settle horizon %v (%v), want %v", tc.args, tc.env, p.SettleHorizon, err, tc.want)
 		}
 	}
 }
