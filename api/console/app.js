@@ -12,7 +12,8 @@
     { kind: 'stuck', title: 'Stuck', help: 'Unresolved past the stuck limit: reconcile to ask the provider now.' },
     { kind: 'UNKNOWN', title: 'Unknown outcome', help: 'The provider did not answer clearly: only a query (reconcile) settles it; resubmit sends the same bytes again.' },
     { kind: 'ABNORMAL', title: 'Abnormal', help: 'WeChat could not deliver the money: settle it with WeChat, then resolve.' },
-    { kind: 'REJECTED', title: 'Rejected', help: 'Refused with a business code: fix the cause and resubmit, or abandon to release the amount.' },
+    { kind: 'REJECTED', title: 'Rejected', help: 'Refused with a business code: fix the cause and resubmit, or abandon to release the amount (only once WeChat has no such refund and no earlier attempt can still land).' },
+    { kind: 'conflict', title: 'Paid after failed', help: 'WeChat paid a refund refundd had closed as FAILED: it is counted as refunded; find out why it failed.' },
   ];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED']);
 
