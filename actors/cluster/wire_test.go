@@ -67,6 +67,8 @@ func TestWire_CommandRoundTrip(t *testing.T) {
 		reservation.StartSubmission{RefundNo: "n", Request: []byte{0, 1, 2}},
 		reservation.Resubmit{RefundNo: "n"},
 		reservation.Abandon{RefundNo: "n", Reason: "r"},
+		reservation.Abandon{RefundNo: "n", Reason: "r", Check: &reservation.ProviderCheck{
+			Outcome: reservation.Outcome{Kind: reservation.OutcomeNotFound, Code: "RESOURCE_NOT_EXISTS"}, At: at}},
 		reservation.RecordOutcome{RefundNo: "n", Source: reservation.SourceQuery, Attempt: 2, Outcome: reservation.Outcome{
 			Kind: reservation.OutcomeSucceeded, Code: "c", ProviderID: "p", OutTradeNo: "o", RefundAmount: 3, TotalAmount: 4, SuccessTime: at}},
 		reservation.FireTimer{RefundNo: "n", DueAt: at},
@@ -97,6 +99,9 @@ func TestWire_Errors(t *testing.T) {
 	}{
 		{reservation.ErrInsufficientRefundable, reservation.ErrInsufficientRefundable},
 		{reservation.ErrOutTradeNoTaken, reservation.ErrOutTradeNoTaken},
+		{reservation.ErrReleaseUnconfirmed, reservation.ErrReleaseUnconfirmed}, // actors.AbandonChecked matches it
+		{reservation.ErrProviderHasRefund, reservation.ErrProviderHasRefund},
+		{reservation.ErrRefundSettling, reservation.ErrRefundSettling},
 		{actors.ErrUnavailable, actors.ErrUnavailable},
 		{errors.New("boom"), actors.ErrUnavailable},
 	} {
