@@ -138,7 +138,7 @@ func TestReconcileAfterRestore_RecoveredRefundThatDoesNotFitWaitsForAnOperator(t
 		t.Fatal(err)
 	}
 	abandon := reservation.Abandon{RefundNo: rejected, Reason: "refused"}
-	if _, _, err := w.Engine.Execute(bg, "a", "operator:alice", abandon); err != nil {
+	if _, _, err := w.Engine.Abandon(bg, "a", "operator:alice", abandon); err != nil {
 		t.Fatal(err)
 	}
 	lost := w.Refund("a", 500)
@@ -173,7 +173,7 @@ func TestReconcileAfterRestore_RecoveredRefundThatDoesNotFitWaitsForAnOperator(t
 		t.Fatalf("journaled over the cap: %s %v", describe(st), err)
 	}
 	// The operator settles the journal's refund; the next try recovers.
-	if _, _, err := restored.Engine.Execute(bg, "a", "operator:alice", abandon); err != nil {
+	if _, _, err := restored.Engine.Abandon(bg, "a", "operator:alice", abandon); err != nil {
 		t.Fatal(err)
 	}
 	if rc := gate(); !rc.Done() || len(rc.Lost) != 1 {
