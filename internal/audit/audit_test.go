@@ -261,6 +261,10 @@ func TestVerify_IllegalEvents(t *testing.T) {
 		{"paid after failed while another refund holds the amount", append(legal(at), failed,
 			reservation.RefundRequested{RefundNo: "T-x-2", Number: 2, IdempotencyKey: "k2", Amount: 1000}, paidLate),
 			6, "transition", "paid after FAILED"},
+		{"resubmission scheduled with other bytes", append(legal(at), reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{ }"), DueAt: at}),
+			4, "transition", "other request bytes"},
+		{"resubmission scheduled of a settled refund", append(legal(at), succeed, reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{}"), DueAt: at}),
+			5, "transition", "scheduled in state SUCCEEDED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -475,5 +479,68 @@ func TestKeys_RoundTrip(t *testing.T) {
 	}
 	if _, err := audit.ParsePublicKey([]byte("nonsense")); !errors.Is(err, audit.ErrInvalid) {
 		t.Fatalf("ParsePublicKey(nonsense) = %v", err)
+	}
+}
+
+// TestVerify_SpacedResubmissions: a resubmission held back by WeChat Pay's
+// spacing (issue 17 item 3) is journaled as SubmissionScheduled of a refund
+// already submitted, REJECTED or UNKNOWN; the audit must take it as legal.
+func TestVerify_SpacedResubmissions(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	policy := reservation.Policy{RefundNoPrefix: "T", RefundSpacing: time.Minute, MaxAttempts: 1}
+	s := &reservation.State{}
+	var journaled []reservation.Event
+	do := func(cmd reservation.Command, d time.Duration) []reservation.Event {
+		t.Helper()
+		ev, err := reservation.Decide(s, cmd, reservation.Env{Now: at.Add(d), By: "test", Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ev {
+			reservation.Apply(s, e)
+		}
+		journaled = append(journaled, ev...)
+		return ev
+	}
+	request := func(key string, d time.Duration) string {
+		no := do(reservation.RequestRefund{UserID: "u", IdempotencyKey: key, Amount: new(int64(100))}, d)[0].Data.(reservation.RefundRequested).RefundNo
+		do(reservation.StartSubmission{RefundNo: no, Request: []byte(`{"n":"` + no + `"}`)}, d)
+		return no
+	}
+	scheduled := func(ev []reservation.Event) {
+		t.Helper()
+		if len(ev) != 1 || ev[0].Data.EventType() != reservation.TypeSubmissionWaits {
+			t.Fatalf("events %v, want a scheduled submission", ev)
+		}
+	}
+	fire := func(no string) {
+		due := s.Refund(no).DueAt
+		do(reservation.FireTimer{RefundNo: no, DueAt: due}, due.Sub(at))
+	}
+	do(reservation.Register{ReservationID: "x", UserID: "u", OutTradeNo: "ORD-x", Amount: 1000, Currency: "CNY"}, 0)
+	r1 := request("k1", 0)
+	do(reservation.RecordOutcome{RefundNo: r1, Source: reservation.SourceResponse, Attempt: 1, Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected}}, time.Second)
+	r2 := request("k2", 2*time.Minute)
+	do(reservation.RecordOutcome{RefundNo: r2, Source: reservation.SourceResponse, Attempt: 1, Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown}}, 2*time.Minute+time.Second)
+	scheduled(do(reservation.Resubmit{RefundNo: r1}, 2*time.Minute+10*time.Second)) // REJECTED, within r2's spacing
+	fire(r1)
+	do(reservation.CheckProvider{RefundNo: r2}, 3*time.Minute+time.Second)
+	scheduled(do(reservation.RecordOutcome{RefundNo: r2, Source: reservation.SourceQuery, Outcome: reservation.Outcome{Kind: reservation.OutcomeNotFound}}, 3*time.Minute+2*time.Second)) // UNKNOWN
+	fire(r2)
+
+	db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := eventstore.New(db).Append(bg, "x", 0, journaled, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Refunds != 2 {
+		t.Fatalf("Verify: refunds %d, journal problems %v, problems %v", rep.Refunds, rep.Journal.Problems, rep.Problems)
 	}
 }

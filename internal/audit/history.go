@@ -119,7 +119,7 @@ func Describe(e reservation.Event) string {
 	case reservation.SubmissionStarted:
 		return fmt.Sprintf("refund %s: submission attempt %d, check at %s", d.RefundNo, d.Attempt, ts(d.DueAt))
 	case reservation.SubmissionScheduled:
-		return fmt.Sprintf("refund %s: first submission held back until %s (refund spacing)", d.RefundNo, ts(d.DueAt))
+		return fmt.Sprintf("refund %s: next submission held back until %s (refund spacing)", d.RefundNo, ts(d.DueAt))
 	case reservation.QueryStarted:
 		return fmt.Sprintf("refund %s: query %d of the provider, next at %s", d.RefundNo, d.Query, ts(d.DueAt))
 	case reservation.ProviderResult:

@@ -178,8 +178,16 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 			}
 		}
 	case reservation.SubmissionScheduled:
-		if r := refund(d.RefundNo); r != nil && (r.State != reservation.Processing || r.Attempts != 0) {
-			bad("submission of refund %s scheduled in state %s after %d attempts", r.No, r.State, r.Attempts)
+		// A first submission waits as PROCESSING; a later one (a retry or a
+		// resubmission held back by the spacing) may come from REJECTED or
+		// UNKNOWN too, as a SubmissionStarted would, with the same bytes.
+		if r := refund(d.RefundNo); r != nil {
+			switch {
+			case r.State != reservation.Processing && (r.Attempts == 0 || r.State != reservation.Rejected && r.State != reservation.Unknown):
+				bad("submission of refund %s scheduled in state %s after %d attempts", r.No, r.State, r.Attempts)
+			case len(r.Request) > 0 && string(d.Request) != string(r.Request):
+				bad("submission of refund %s scheduled with other request bytes", r.No)
+			}
 		}
 	case reservation.QueryStarted:
 		if r := refund(d.RefundNo); r != nil {

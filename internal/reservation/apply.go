@@ -22,6 +22,7 @@ func Apply(s *State, e Event) {
 		s.indexLast()
 	case SubmissionStarted:
 		if r := s.Refund(d.RefundNo); r != nil {
+			s.LastCreateAt = e.At
 			r.Attempts = d.Attempt
 			if len(d.Request) > 0 {
 				r.Request = d.Request
@@ -71,7 +72,10 @@ func Apply(s *State, e Event) {
 		}
 	case SubmissionScheduled:
 		if r := s.Refund(d.RefundNo); r != nil {
-			r.Request, r.DueAt, r.Retry, r.UpdatedAt = d.Request, d.DueAt, true, e.At
+			// A resubmission waiting for the spacing leaves REJECTED or
+			// UNKNOWN as SubmissionStarted would (older events were all
+			// of PROCESSING refunds).
+			r.State, r.Request, r.DueAt, r.Retry, r.UpdatedAt = Processing, d.Request, d.DueAt, true, e.At
 		}
 	case Resolved:
 		if r := s.Refund(d.RefundNo); r != nil {

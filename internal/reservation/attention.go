@@ -37,9 +37,10 @@ func AttentionOf(d EventData) (refundNo string, add, remove []string) {
 			add = append(add, AttentionConflict)
 		}
 		return d.RefundNo, add, remove
-	case SubmissionStarted:
-		// A resubmission leaves REJECTED or UNKNOWN for PROCESSING.
-		return d.RefundNo, nil, []string{string(Unknown), string(Rejected)}
+	case SubmissionStarted, SubmissionScheduled:
+		// A resubmission, started or waiting for the spacing, leaves
+		// REJECTED or UNKNOWN for PROCESSING.
+		return RefundNoOf(d), nil, []string{string(Unknown), string(Rejected)}
 	case Abandoned:
 		return d.RefundNo, nil, []string{string(Rejected), AttentionStuck}
 	case Resolved:

@@ -541,10 +541,11 @@ func TestReplay_ThroughCodecRetriesAndSpacing(t *testing.T) {
 	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 1, Outcome: Outcome{Kind: OutcomeUnknown, Code: "SYSTEM_ERROR"}}, at(time.Second, "provider:wechatpay"))
 	retry := s.Refund("R-resv-1-1").DueAt
 	step(FireTimer{RefundNo: "R-resv-1-1", DueAt: retry}, Env{Now: retry, By: "engine", Policy: policy})
-	step(RequestRefund{UserID: testUser, IdempotencyKey: "k2", Amount: ptr(7000)}, at(10*time.Second, "user:u-42"))
-	step(StartSubmission{RefundNo: "R-resv-1-2", Request: []byte(`{"a":2}`)}, at(10*time.Second, "user:u-42"))
+	// The retry went at 1m (the spacing): the second refund waits for 2m.
+	step(RequestRefund{UserID: testUser, IdempotencyKey: "k2", Amount: ptr(7000)}, at(70*time.Second, "user:u-42"))
+	step(StartSubmission{RefundNo: "R-resv-1-2", Request: []byte(`{"a":2}`)}, at(70*time.Second, "user:u-42"))
 	waiting := *s.Refund("R-resv-1-2")
-	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 2, Outcome: Outcome{Kind: OutcomeUnknown}}, at(20*time.Second, "provider:wechatpay"))
+	step(RecordOutcome{RefundNo: "R-resv-1-1", Source: SourceResponse, Attempt: 2, Outcome: Outcome{Kind: OutcomeUnknown}}, at(80*time.Second, "provider:wechatpay"))
 	step(FireTimer{RefundNo: "R-resv-1-2", DueAt: waiting.DueAt}, Env{Now: waiting.DueAt, By: "engine", Policy: policy})
 	step(RecordOutcome{RefundNo: "R-resv-1-2", Source: SourceNotification, Outcome: Outcome{Kind: OutcomeAbnormal, ProviderID: "503"}}, at(2*time.Minute, "provider:wechatpay"))
 	abnormal := s.Refund("R-resv-1-2").DueAt
@@ -578,7 +579,7 @@ func TestReplay_ThroughCodecRetriesAndSpacing(t *testing.T) {
 	assertSameState(t, s, replayed)
 	r1, r2 := replayed.Refund("R-resv-1-1"), replayed.Refund("R-resv-1-2")
 	if r1.State != Succeeded || r1.Attempts != 2 || !r1.SubmittedAt.Equal(t0) || string(r1.Request) != `{"a":1}` ||
-		r2.State != Succeeded || r2.Code != "RESOLVED_BY_OPERATOR" || r2.Attempts != 1 || !r2.SubmittedAt.Equal(t0.Add(time.Minute)) ||
+		r2.State != Succeeded || r2.Code != "RESOLVED_BY_OPERATOR" || r2.Attempts != 1 || !r2.SubmittedAt.Equal(t0.Add(2*time.Minute)) ||
 		string(r2.Request) != `{"a":2}` || replayed.Status != StatusCanceled || replayed.Version != uint64(len(journal)) {
 		t.Fatalf("replayed state %s", dump(replayed))
 	}

@@ -157,10 +157,12 @@ func decideStartSubmission(s *State, c StartSubmission, env Env) ([]EventData, e
 	}}, nil
 }
 
-// spacingWait is how long a new refund's first submission must still wait
-// so that two refunds of the order reach WeChat Pay RefundSpacing apart.
+// spacingWait is how long a create request made now must still wait so
+// that it reaches WeChat Pay RefundSpacing after the order's previous one
+// (WeChat Pay refuses it with FREQUENCY_LIMITED otherwise): first
+// submissions, retries and resubmissions of every refund of the order.
 func spacingWait(s *State, env Env) time.Duration {
-	last := s.lastSubmittedAt()
+	last := s.LastCreateAt
 	if env.Policy.RefundSpacing <= 0 || last.IsZero() {
 		return 0
 	}
@@ -175,10 +177,16 @@ func decideResubmit(s *State, c Resubmit, env Env) ([]EventData, error) {
 	if (r.State != Rejected && r.State != Unknown) || len(r.Request) == 0 {
 		return nil, ErrInvalidState
 	}
-	return []EventData{resubmission(r, env)}, nil
+	return []EventData{resubmission(s, r, env)}, nil
 }
 
-func resubmission(r *Refund, env Env) SubmissionStarted {
+// resubmission sends refund r's journaled bytes again as its next attempt,
+// or, within the spacing of the order's previous create request, schedules
+// that for when the spacing ends (the timer re-checks it then).
+func resubmission(s *State, r *Refund, env Env) EventData {
+	if wait := spacingWait(s, env); wait > 0 {
+		return SubmissionScheduled{RefundNo: r.No, Request: r.Request, DueAt: env.Now.Add(wait)}
+	}
 	return SubmissionStarted{RefundNo: r.No, Attempt: r.Attempts + 1, DueAt: env.Now.Add(env.Policy.recheckAfter())}
 }
 
@@ -370,7 +378,8 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		}
 		if r.Attempts < env.Policy.maxAttempts() {
 			pr := result(Processing)
-			pr.Retry, pr.DueAt = true, env.Now.Add(env.Policy.retryDelay(r.Attempts, env.Jitter))
+			// Not before the spacing ends: this attempt itself started it.
+			pr.Retry, pr.DueAt = true, env.Now.Add(max(env.Policy.retryDelay(r.Attempts, env.Jitter), spacingWait(s, env)))
 			return []EventData{pr}, nil
 		}
 		return []EventData{result(Unknown)}, nil
@@ -391,7 +400,7 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 			if r.State == Unknown && r.ProviderID == "" && r.Attempts >= 2*env.Policy.maxAttempts() {
 				return []EventData{result(Rejected)}, nil
 			}
-			return []EventData{resubmission(r, env)}, nil
+			return []EventData{resubmission(s, r, env)}, nil
 		}
 		return nil, nil
 	}
@@ -415,14 +424,16 @@ func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
 		if len(r.Request) == 0 {
 			return nil, nil
 		}
-		if r.Attempts == 0 { // a first submission held back by spacing
+		// A submission held back by spacing, or a retry: the spacing is
+		// checked again, as another refund may have gone first.
+		if r.Attempts == 0 {
 			if wait := spacingWait(s, env); wait > 0 {
 				return []EventData{SubmissionScheduled{RefundNo: r.No, Request: r.Request, DueAt: env.Now.Add(wait)}}, nil
 			}
 			return []EventData{SubmissionStarted{RefundNo: r.No, Attempt: 1, Request: r.Request,
 				DueAt: env.Now.Add(env.Policy.recheckAfter())}}, nil
 		}
-		return []EventData{resubmission(r, env)}, nil
+		return []EventData{resubmission(s, r, env)}, nil
 	}
 	var out []EventData
 	if !r.Stuck && env.Now.Sub(r.CreatedAt) >= env.Policy.stuckAfter() {

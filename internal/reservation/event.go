@@ -96,9 +96,13 @@ type ProviderResult struct {
 	Retry bool `json:"retry,omitempty"`
 }
 
-// SubmissionScheduled: a new refund's first submission waits until DueAt,
-// because another refund of the same order was submitted too recently
-// (WeChat Pay's spacing rule). The exact request bytes are journaled now.
+// SubmissionScheduled: a refund's next submission waits until DueAt,
+// because the order's previous create request (any attempt of any of its
+// refunds) was made less than the spacing ago (WeChat Pay's rule). For a
+// first submission the exact request bytes are journaled now; a retry or
+// resubmission (Attempts > 0) repeats the bytes already journaled, and
+// leaves REJECTED or UNKNOWN for PROCESSING as SubmissionStarted does.
+// Events written before retries were spaced are all first submissions.
 type SubmissionScheduled struct {
 	RefundNo string    `json:"refund_no"`
 	Request  []byte    `json:"request"`

@@ -88,15 +88,16 @@ func Example() {
 }
 
 // WeChat Pay does not answer a refund: the same request (same number, same
-// bytes) is sent again with growing waits, then the refund is UNKNOWN and
-// the reconciler queries it. A second refund of the order waits for WeChat
-// Pay's spacing, goes ABNORMAL, and an operator resolves it. The engine
-// fires each due time with FireTimer.
+// bytes) is sent again, each time no sooner than WeChat Pay's spacing after
+// the order's previous create request (a minute here, above the backoff),
+// then the refund is UNKNOWN and the reconciler queries it. A second refund
+// of the order waits for the spacing too, goes ABNORMAL, and an operator
+// resolves it. The engine fires each due time with FireTimer.
 func Example_retriesAndSpacing() {
 	s := &reservation.State{}
 	start := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 	now := start
-	// Jitter 0 (the Env default) gives the shortest waits: 0.5s, 1s, ...
+	// Jitter 0 (the Env default) gives the shortest backoff: 0.5s, 1s, ...
 	policy := reservation.Policy{RefundNoPrefix: "DEMO", MaxAttempts: 3, RefundSpacing: time.Minute}
 	do := func(by string, cmd reservation.Command) []reservation.Event {
 		events, err := reservation.Decide(s, cmd, reservation.Env{Now: now, By: by, Policy: policy})
@@ -142,7 +143,7 @@ func Example_retriesAndSpacing() {
 	unknown(first)
 
 	fmt.Println("the rest, 20s later:")
-	now = start.Add(20 * time.Second)
+	now = now.Add(20 * time.Second)
 	rest := do("user:u-42", reservation.RequestRefund{UserID: "u-42", IdempotencyKey: "key-2"})[0].Data.(reservation.RefundRequested).RefundNo
 	do("engine", reservation.StartSubmission{RefundNo: rest, Request: []byte(`{"out_refund_no":"DEMO-resv-1-2"}`)})
 	fire(first) // the reconciler's first query
@@ -168,22 +169,22 @@ func Example_retriesAndSpacing() {
 	//   +0s refund.submission_started DEMO-resv-1-1 attempt 1
 	// no answer, three times:
 	//   +0s refund.provider_result DEMO-resv-1-1 PROCESSING -> PROCESSING retry: true
-	//   +500ms refund.submission_started DEMO-resv-1-1 attempt 2
-	//   +500ms refund.provider_result DEMO-resv-1-1 PROCESSING -> PROCESSING retry: true
-	//   +1.5s refund.submission_started DEMO-resv-1-1 attempt 3
-	//   +1.5s refund.provider_result DEMO-resv-1-1 PROCESSING -> UNKNOWN retry: false
+	//   +1m0s refund.submission_started DEMO-resv-1-1 attempt 2
+	//   +1m0s refund.provider_result DEMO-resv-1-1 PROCESSING -> PROCESSING retry: true
+	//   +2m0s refund.submission_started DEMO-resv-1-1 attempt 3
+	//   +2m0s refund.provider_result DEMO-resv-1-1 PROCESSING -> UNKNOWN retry: false
 	// the rest, 20s later:
-	//   +20s refund.requested
-	//   +20s refund.submission_scheduled DEMO-resv-1-2 until +1m0s
-	//   +31.5s refund.query_started
-	//   +31.5s refund.provider_result DEMO-resv-1-1 UNKNOWN -> SUCCEEDED retry: false
-	//   +1m0s refund.submission_started DEMO-resv-1-2 attempt 1
+	//   +2m20s refund.requested
+	//   +2m20s refund.submission_scheduled DEMO-resv-1-2 until +3m0s
+	//   +2m30s refund.query_started
+	//   +2m30s refund.provider_result DEMO-resv-1-1 UNKNOWN -> SUCCEEDED retry: false
+	//   +3m0s refund.submission_started DEMO-resv-1-2 attempt 1
 	// the bank account is closed:
-	//   +1m0s refund.provider_result DEMO-resv-1-2 PROCESSING -> ABNORMAL retry: false
-	//   +2m0s refund.query_started
-	//   +1h2m0s refund.resolved
-	//   +1h2m0s reservation.canceled
+	//   +3m0s refund.provider_result DEMO-resv-1-2 PROCESSING -> ABNORMAL retry: false
+	//   +4m0s refund.query_started
+	//   +1h4m0s refund.resolved
+	//   +1h4m0s reservation.canceled
 	// DEMO-resv-1-1 SUCCEEDED  attempts 3 first sent +0s
-	// DEMO-resv-1-2 SUCCEEDED RESOLVED_BY_OPERATOR attempts 1 first sent +1m0s
+	// DEMO-resv-1-2 SUCCEEDED RESOLVED_BY_OPERATOR attempts 1 first sent +3m0s
 	// CANCELED refunded 10000
 }

@@ -38,9 +38,10 @@ type Policy struct {
 	// later one up to RetryBackoffMax, with jitter; zero means 1s and 1m.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// RefundSpacing keeps first submissions of two refunds of one order at
-	// least this far apart (WeChat Pay's rule for partial refunds). Zero
-	// means no spacing; refundd's default configuration sets 60s.
+	// RefundSpacing keeps create requests of one order (first submissions,
+	// retries and resubmissions of all its refunds) at least this far apart
+	// (WeChat Pay's rule for partial refunds). Zero means no spacing;
+	// refundd's default configuration sets 60s.
 	RefundSpacing time.Duration
 	// RefundWindow refuses refunds this long after payment (when the paid
 	// time is known); zero means 365 days.

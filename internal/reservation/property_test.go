@@ -27,6 +27,7 @@ type model struct {
 	canceled   bool
 	refunds    []*modelRefund
 	byKey      map[string]int
+	lastCreate time.Time // the latest submission of any refund, any attempt
 }
 
 type modelRefund struct {
@@ -170,6 +171,7 @@ type sim struct {
 	dueIndex          map[DueTime]bool  // kept from DueOf and DroppedDues alone, as an adapter keeps it
 	bodies            map[string]string // the first bytes journaled for each refund
 	dues              []time.Time       // every due time ever seen, for stale timers
+	lastStart         time.Time         // the latest SubmissionStarted journaled
 	lastCmd           Command
 	lastBy            string
 	keys              int
@@ -264,14 +266,10 @@ func (h *sim) retryDelay(attempt int) time.Duration {
 	return step/2 + time.Duration(float64(step/2)*j)
 }
 
-// spacingWait is how long a first submission made now must still wait.
+// spacingWait is how long a submission (any attempt of any refund) made
+// now must still wait.
 func (h *sim) spacingWait() time.Duration {
-	var last time.Time
-	for _, r := range h.m.refunds {
-		if r.submittedAt.After(last) {
-			last = r.submittedAt
-		}
-	}
+	last := h.m.lastCreate
 	if h.policy.RefundSpacing == 0 || last.IsZero() || !h.now.Before(last.Add(h.policy.RefundSpacing)) {
 		return 0
 	}
@@ -389,9 +387,7 @@ func (h *sim) predict(cmd Command) expectation {
 		case r.request == nil || (r.state != Rejected && r.state != Unknown):
 			return fail(CodeInvalidState)
 		}
-		return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
-			h.resent(r, events[0])
-		}}
+		return h.resend(r)
 
 	case Abandon:
 		r := h.refund(c.RefundNo)
@@ -475,15 +471,13 @@ func (h *sim) predict(cmd Command) expectation {
 				r.conflict = want
 			}}
 		case "resend":
-			return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
-				h.resent(r, events[0])
-			}}
+			return h.resend(r)
 		}
 		// The next due time the result carries, if any.
 		var due time.Time
 		switch {
 		case what == "retry":
-			due = h.now.Add(h.retryDelay(r.attempts))
+			due = h.now.Add(max(h.retryDelay(r.attempts), h.spacingWait()))
 		case what == "stopretry":
 			due = h.now.Add(h.recheck())
 		case to == Abnormal && r.state != Abnormal:
@@ -553,9 +547,7 @@ func (h *sim) predict(cmd Command) expectation {
 			case r.request == nil:
 				return expectation{} // nothing journaled to send
 			case r.attempts > 0:
-				return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
-					h.resent(r, events[0])
-				}}
+				return h.resend(r)
 			case wait > 0:
 				return expectation{types: []string{TypeSubmissionWaits}, commit: func(events []Event) {
 					h.deferred(r, r.request, wait, events[0])
@@ -586,13 +578,36 @@ func (h *sim) predict(cmd Command) expectation {
 	return expectation{}
 }
 
-// deferred records a first submission held back by spacing.
+// resend expects the refund's next attempt with its first bytes: now, or
+// when the spacing after the order's last submission ends.
+func (h *sim) resend(r *modelRefund) expectation {
+	if wait := h.spacingWait(); wait > 0 {
+		return expectation{types: []string{TypeSubmissionWaits}, commit: func(events []Event) {
+			h.deferred(r, r.request, wait, events[0])
+		}}
+	}
+	return expectation{types: []string{TypeSubmissionStarted}, commit: func(events []Event) {
+		h.resent(r, events[0])
+	}}
+}
+
+// deferred records a submission (first or later) held back by spacing: the
+// refund waits as PROCESSING for its timer.
 func (h *sim) deferred(r *modelRefund, request []byte, wait time.Duration, e Event) {
 	d := e.Data.(SubmissionScheduled)
 	if d.RefundNo != r.no || string(d.Request) != string(request) || !d.DueAt.Equal(h.now.Add(wait)) {
 		h.t.Fatalf("SubmissionScheduled %+v, want %q due in %v", d, request, wait)
 	}
-	r.request, r.due, r.retry = request, h.now.Add(wait), true
+	r.state, r.request, r.due, r.retry = Processing, request, h.now.Add(wait), true
+}
+
+// created records a submission, which must come the spacing after the
+// order's previous one, whichever refund and attempt that was.
+func (h *sim) created(r *modelRefund) {
+	if sp, last := h.policy.RefundSpacing, h.m.lastCreate; sp > 0 && !last.IsZero() && h.now.Sub(last) < sp {
+		h.t.Fatalf("%s attempt %d sent at %v, %v after the order's previous submission", r.no, r.attempts, h.now, h.now.Sub(last))
+	}
+	h.m.lastCreate = h.now
 }
 
 // firstSubmission records attempt 1, which must respect the spacing.
@@ -601,15 +616,9 @@ func (h *sim) firstSubmission(r *modelRefund, request []byte, e Event) {
 	if d.Attempt != 1 || string(d.Request) != string(request) || !d.DueAt.Equal(h.now.Add(h.recheck())) {
 		h.t.Fatalf("first submission %+v, want %q", d, request)
 	}
-	if sp := h.policy.RefundSpacing; sp > 0 {
-		for _, o := range h.m.refunds {
-			if !o.submittedAt.IsZero() && h.now.Sub(o.submittedAt) < sp {
-				h.t.Fatalf("%s sent at %v, %v after %s", r.no, h.now, h.now.Sub(o.submittedAt), o.no)
-			}
-		}
-	}
 	r.request, r.attempts, r.due, r.retry, r.submittedAt = request, 1, h.now.Add(h.recheck()), false, h.now
 	r.prior, r.unsettled = r.unsettled, h.now
+	h.created(r)
 }
 
 // resent records a new submission attempt that reuses the first bytes.
@@ -624,6 +633,7 @@ func (h *sim) resent(r *modelRefund, e Event) {
 	if d.Attempt != r.attempts || len(d.Request) != 0 || !d.DueAt.Equal(r.due) {
 		h.t.Fatalf("resubmission %+v, want attempt %d without bytes", d, r.attempts)
 	}
+	h.created(r)
 }
 
 // exec decides cmd on the live state, journals and applies the events, and
@@ -703,6 +713,18 @@ func (h *sim) exec(cmd Command, by string) {
 		}
 		if !reflect.DeepEqual(fromState, h.attention) {
 			t.Fatalf("after %s the attention index is %v, the state says %v", e.Data.EventType(), h.attention, fromState)
+		}
+		// WeChat Pay's spacing, on the journal itself: no two create
+		// requests of the order closer than RefundSpacing, and the state
+		// knows the last one.
+		if _, ok := e.Data.(SubmissionStarted); ok {
+			if sp := h.policy.RefundSpacing; sp > 0 && !h.lastStart.IsZero() && e.At.Sub(h.lastStart) < sp {
+				t.Fatalf("%s %+v at %v, %v after the previous SubmissionStarted", e.Data.EventType(), e.Data, e.At, e.At.Sub(h.lastStart))
+			}
+			h.lastStart = e.At
+		}
+		if !h.s.LastCreateAt.Equal(h.lastStart) {
+			t.Fatalf("after %s LastCreateAt is %v, the last SubmissionStarted was at %v", e.Data.EventType(), h.s.LastCreateAt, h.lastStart)
 		}
 		Apply(h.replayed, e)
 		Apply(h.decoded, back)
@@ -836,7 +858,10 @@ func (h *sim) check() {
 // drain lets the engine run with a provider that answers every submission
 // "unknown": each pending retry and deferred submission is fired when due.
 // It must end within a bounded number of rounds, every automatic retry
-// used up, with no refund resubmitting forever.
+// used up, with no refund resubmitting forever. Under the spacing a fire
+// may only wait again, and only because another submission went out since
+// its due time was set: each refund's attempts (at most maxAttempts, plus
+// the one it may have been waiting to send) take at most two fires each.
 func (h *sim) drain() {
 	for round := 0; ; round++ {
 		var pending []*modelRefund
@@ -848,7 +873,7 @@ func (h *sim) drain() {
 		if len(pending) == 0 {
 			return
 		}
-		if round > len(h.m.refunds)+h.maxAttempts()+1 {
+		if round > 2*len(h.m.refunds)*(h.maxAttempts()+1)+1 {
 			h.t.Fatalf("still %d refunds to send after %d rounds", len(pending), round)
 		}
 		for _, r := range pending {

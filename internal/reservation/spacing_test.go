@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// WeChat Pay's rules for one order: first submissions of two refunds at
-// least RefundSpacing apart, and no refund a year after payment.
+// WeChat Pay's rules for one order: create requests (first submissions,
+// retries and resubmissions of any of its refunds) at least RefundSpacing
+// apart, and no refund a year after payment.
 
 var spacedPolicy = Policy{RefundSpacing: time.Minute}
 
@@ -61,8 +62,8 @@ func TestStartSubmission_Spacing(t *testing.T) {
 		{name: "1ns before it ends", spacing: time.Minute, before: []time.Duration{0}, now: time.Minute - time.Nanosecond, wantDue: time.Minute},
 		{name: "exactly when it ends", spacing: time.Minute, before: []time.Duration{0}, now: time.Minute},
 		{name: "after it ended", spacing: time.Minute, before: []time.Duration{0}, now: 2 * time.Hour},
-		{name: "the latest first submission counts", spacing: time.Minute, before: []time.Duration{0, 30 * time.Second}, now: 70 * time.Second, wantDue: 90 * time.Second},
-		{name: "resubmissions do not count", spacing: time.Minute, before: []time.Duration{0}, resubmit: 50 * time.Second, now: 61 * time.Second},
+		{name: "the latest create request counts", spacing: time.Minute, before: []time.Duration{0, 30 * time.Second}, now: 70 * time.Second, wantDue: 90 * time.Second},
+		{name: "a resubmission counts too", spacing: time.Minute, before: []time.Duration{0}, resubmit: 50 * time.Second, now: 61 * time.Second, wantDue: 110 * time.Second},
 		{name: "a failed refund was still submitted", spacing: time.Minute, before: []time.Duration{0}, failed: true, now: 10 * time.Second, wantDue: time.Minute},
 		{name: "custom spacing", spacing: 5 * time.Second, before: []time.Duration{0}, now: 2 * time.Second, wantDue: 5 * time.Second},
 	}
@@ -314,4 +315,239 @@ func TestRequestRefund_WindowOrder(t *testing.T) {
 			t.Fatalf("refunded %d", s.Refunded())
 		}
 	})
+}
+
+// order drives one reservation under spacedPolicy and keeps its journal, so
+// a scenario can restart from it and check WeChat Pay's rule on what was
+// journaled: every create request of an order (a first submission, a retry,
+// a resubmission) at least RefundSpacing after the previous one.
+type order struct {
+	t       *testing.T
+	s       *State
+	journal []Event
+}
+
+func newOrder(t *testing.T) *order {
+	o := &order{t: t, s: &State{}}
+	o.do(validRegister(), t0, "system:booking")
+	return o
+}
+
+func (o *order) do(cmd Command, at time.Time, by string) []Event {
+	o.t.Helper()
+	ev := run(o.t, o.s, cmd, Env{Now: at, By: by, Policy: spacedPolicy})
+	o.journal = append(o.journal, ev...)
+	return ev
+}
+
+// request asks for a refund of amount and starts its submission at once, as
+// the engine does; it returns the refund's number.
+func (o *order) request(key string, amount int64, at time.Time) string {
+	o.t.Helper()
+	no := o.do(RequestRefund{UserID: testUser, IdempotencyKey: key, Amount: ptr(amount)}, at, "user:"+testUser)[0].Data.(RefundRequested).RefundNo
+	o.do(StartSubmission{RefundNo: no, Request: body(no)}, at, "user:"+testUser)
+	return no
+}
+
+// unknown records an unknown answer to the refund's latest attempt.
+func (o *order) unknown(no string, at time.Time) ProviderResult {
+	o.t.Helper()
+	a := o.s.Refund(no).Attempts
+	return o.do(RecordOutcome{RefundNo: no, Source: SourceResponse, Attempt: a, Outcome: Outcome{Kind: OutcomeUnknown}}, at, "provider:wechatpay")[0].Data.(ProviderResult)
+}
+
+// fire fires the refund's timer at its due time, or at at if that is later.
+func (o *order) fire(no string, at time.Time) []Event {
+	o.t.Helper()
+	due := o.s.Refund(no).DueAt
+	return o.do(FireTimer{RefundNo: no, DueAt: due}, later(due, at), "engine")
+}
+
+// last is the latest journaled event.
+func (o *order) last() []Event { return o.journal[len(o.journal)-1:] }
+
+// restart continues from the journal, as an actor does after a crash.
+func (o *order) restart() { o.s = Replay(o.journal) }
+
+// wantWait requires ev to hold the refund's next submission back until due,
+// with its bytes, and the refund to wait for it.
+func (o *order) wantWait(ev []Event, no string, due time.Time) {
+	o.t.Helper()
+	want := SubmissionScheduled{RefundNo: no, Request: body(no), DueAt: due}
+	if assertTypes(o.t, ev, TypeSubmissionWaits); !reflect.DeepEqual(ev[0].Data, want) {
+		o.t.Fatalf("event %+v, want %+v", ev[0].Data, want)
+	}
+	if r := o.s.Refund(no); r.State != Processing || !r.Retry || !r.DueAt.Equal(due) || string(r.Request) != string(body(no)) {
+		o.t.Fatalf("waiting refund %+v", *r)
+	}
+}
+
+// wantStart requires ev to be the refund's submission attempt n.
+func (o *order) wantStart(ev []Event, no string, n int) {
+	o.t.Helper()
+	if assertTypes(o.t, ev, TypeSubmissionStarted); ev[0].Data.(SubmissionStarted).Attempt != n {
+		o.t.Fatalf("event %+v, want attempt %d", ev[0].Data, n)
+	}
+}
+
+// check verifies the rule on the journal and that a replay rebuilds the state.
+func (o *order) check() {
+	o.t.Helper()
+	var last time.Time
+	for _, e := range o.journal {
+		if _, ok := e.Data.(SubmissionStarted); !ok {
+			continue
+		}
+		if !last.IsZero() && e.At.Sub(last) < spacedPolicy.RefundSpacing {
+			o.t.Fatalf("create request %+v at %v, %v after the previous one", e.Data, e.At, e.At.Sub(last))
+		}
+		last = e.At
+	}
+	assertSameState(o.t, o.s, Replay(o.journal))
+	if !o.s.LastCreateAt.Equal(last) {
+		o.t.Fatalf("LastCreateAt %v, the last create request was journaled at %v", o.s.LastCreateAt, last)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func sec(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+
+// TestSpacing_EveryCreateRequest: issue 17 item 3. WeChat Pay refused a
+// retry sent within the spacing after another refund's first submission
+// (FREQUENCY_LIMITED): the spacing counts every create request of the
+// order, whichever path starts it, and survives a restart.
+func TestSpacing_EveryCreateRequest(t *testing.T) {
+	cases := []struct {
+		name    string
+		restart bool // rebuild the state from the journal before each decision
+	}{{"live", false}, {"restarted", true}}
+	scenarios := []struct {
+		name string
+		run  func(o *order, restart func())
+	}{
+		{"a retry waits out its own attempt's spacing", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			restart()
+			if pr := o.unknown(r1, sec(1)); !pr.Retry || !pr.DueAt.Equal(sec(60)) {
+				o.t.Fatalf("retry %+v, want due at %v", pr, sec(60))
+			}
+			restart()
+			o.wantStart(o.fire(r1, sec(60)), r1, 2)
+		}},
+		{"a retry after another refund's first submission waits again", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			r2 := o.request("k2", 1000, sec(10))
+			o.wantWait(o.last(), r2, sec(60))
+			if pr := o.unknown(r1, sec(59)); !pr.DueAt.Equal(sec(60)) {
+				o.t.Fatalf("retry %+v, want due at %v", pr, sec(60))
+			}
+			// Both are due at once: the first to fire goes, the other re-checks.
+			restart()
+			o.wantStart(o.fire(r2, sec(60)), r2, 1)
+			restart()
+			o.wantWait(o.fire(r1, sec(60)), r1, sec(120))
+			restart()
+			o.wantStart(o.fire(r1, sec(120)), r1, 2)
+		}},
+		{"a retry an older version journaled within the spacing", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			r2 := o.request("k2", 1000, sec(60))
+			o.wantStart(o.last(), r2, 1)
+			// Before the rule, a retry was due its backoff after the answer.
+			old := Event{At: sec(61), By: "provider:wechatpay", Data: ProviderResult{RefundNo: r1, Source: SourceResponse, Attempt: 1,
+				Outcome: OutcomeUnknown, From: Processing, To: Processing, DueAt: sec(62), Retry: true}}
+			Apply(o.s, old)
+			o.journal = append(o.journal, old)
+			restart()
+			o.wantWait(o.fire(r1, sec(62)), r1, sec(120))
+			restart()
+			o.wantStart(o.fire(r1, time.Time{}), r1, 2)
+		}},
+		{"an unknown answer after another refund went out", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			r2 := o.request("k2", 1000, sec(60))
+			o.wantStart(o.last(), r2, 1)
+			restart()
+			if pr := o.unknown(r1, sec(64)); !pr.Retry || !pr.DueAt.Equal(sec(120)) {
+				o.t.Fatalf("retry %+v, want due at %v", pr, sec(120))
+			}
+			o.wantStart(o.fire(r1, sec(120)), r1, 2)
+		}},
+		{"a first submission after another refund's retry", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			o.unknown(r1, sec(1))
+			o.wantStart(o.fire(r1, sec(65)), r1, 2) // a late timer
+			restart()
+			r2 := o.request("k2", 1000, sec(70))
+			o.wantWait(o.last(), r2, sec(125))
+			o.wantStart(o.fire(r2, time.Time{}), r2, 1)
+		}},
+		{"a resubmission after NOT_FOUND", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			r2 := o.request("k2", 1000, sec(120))
+			o.wantStart(o.last(), r2, 1)
+			assertTypes(o.t, o.do(CheckProvider{RefundNo: r1}, sec(121), "engine"), TypeQueryStarted)
+			restart()
+			o.wantWait(o.do(outcome(r1, SourceQuery, OutcomeNotFound), sec(125), "provider:wechatpay"), r1, sec(180))
+			restart()
+			o.wantStart(o.fire(r1, time.Time{}), r1, 2)
+		}},
+		{"a resubmission after NOT_FOUND of an UNKNOWN refund", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			now := t0
+			for o.s.Refund(r1).State != Unknown {
+				o.unknown(r1, now.Add(time.Second))
+				if o.s.Refund(r1).State == Unknown {
+					break
+				}
+				ev := o.fire(r1, time.Time{})
+				o.wantStart(ev, r1, o.s.Refund(r1).Attempts)
+				now = ev[0].At
+			}
+			r2 := o.request("k2", 1000, now.Add(time.Minute))
+			o.wantStart(o.last(), r2, 1)
+			restart()
+			ev := o.do(outcome(r1, SourceQuery, OutcomeNotFound), now.Add(time.Minute+time.Second), "provider:wechatpay")
+			o.wantWait(ev, r1, now.Add(2*time.Minute))
+			if a := o.s.Refund(r1).Attention(); len(a) != 0 {
+				o.t.Fatalf("attention %v for a refund waiting to be resent", a)
+			}
+			restart()
+			o.wantStart(o.fire(r1, time.Time{}), r1, 6)
+		}},
+		{"an operator's resubmission", func(o *order, restart func()) {
+			r1 := o.request("k1", 1000, t0)
+			o.do(rejection(o.s, r1), sec(1), "provider:wechatpay")
+			r2 := o.request("k2", 1000, sec(90))
+			o.wantStart(o.last(), r2, 1)
+			restart()
+			// Accepted, and answered with the state that shows when it goes.
+			o.wantWait(o.do(Resubmit{RefundNo: r1}, sec(100), "operator:alice"), r1, sec(150))
+			if a := o.s.Refund(r1).Attention(); len(a) != 0 {
+				o.t.Fatalf("attention %v for a resubmitted refund", a)
+			}
+			mustFail(o.t, o.s, Resubmit{RefundNo: r1}, Env{Now: sec(101), By: "operator:alice", Policy: spacedPolicy}, ErrInvalidState)
+			restart()
+			o.wantStart(o.fire(r1, time.Time{}), r1, 2)
+		}},
+	}
+	for _, tc := range cases {
+		for _, sc := range scenarios {
+			t.Run(tc.name+"/"+sc.name, func(t *testing.T) {
+				o := newOrder(t)
+				restart := func() {}
+				if tc.restart {
+					restart = func() { o.check(); o.restart() }
+				}
+				sc.run(o, restart)
+				o.check()
+			})
+		}
+	}
 }

@@ -110,6 +110,11 @@ type State struct {
 	RegisteredBy  string
 	Refunds       []*Refund // in request order
 	Version       uint64    // number of events applied
+	// LastCreateAt is when the latest create request of the order (any
+	// attempt of any refund) was journaled: WeChat Pay's spacing counts
+	// from it. It is derived from SubmissionStarted events, so a replay
+	// rebuilds it; the zero time means none yet.
+	LastCreateAt time.Time
 
 	// Lookup indexes, kept only once a reservation has indexFrom refunds
 	// (below that a scan is as fast) and not copied by Clone, so that a
@@ -198,18 +203,6 @@ func (s *State) InFlight() int64 {
 
 // Refundable is what a new refund may still claim.
 func (s *State) Refundable() int64 { return s.Amount - s.Refunded() - s.InFlight() }
-
-// lastSubmittedAt is when the most recent first submission of any refund
-// of this reservation (one order) was made.
-func (s *State) lastSubmittedAt() time.Time {
-	var t time.Time
-	for _, r := range s.Refunds {
-		if r.SubmittedAt.After(t) {
-			t = r.SubmittedAt
-		}
-	}
-	return t
-}
 
 // Clone returns a deep copy, so a caller can apply events tentatively.
 // The refunds are copied into one block: three allocations whatever their
