@@ -486,6 +486,27 @@ func TestResubmitRefund_Rejected(t *testing.T) {
 	wantError(t, e.do(t, http.MethodPost, path+"/abandon", ""), http.StatusConflict, "invalid_state", "")
 }
 
+// TestResubmitRefund_WithinSpacing: an operator's resubmission that would
+// reach WeChat Pay within the spacing after the order's last create request
+// is accepted and scheduled (issue 17 item 3): the answer shows the refund
+// waiting, with the time it goes, and nothing is sent before then.
+func TestResubmitRefund_WithinSpacing(t *testing.T) {
+	e := newEnv(t, envOptions{fault: rejectFirst, spacing: time.Hour})
+	e.register(t, "r1", 10000)
+	before := time.Now()
+	v := decodeRefund(t, e.refund(t, "r1", "k1", `{"user_id":"u-r1","amount":4000}`), http.StatusAccepted)
+	waitFor(t, "REJECTED", func() bool { return e.refundState(t, "r1", v.RefundNo) == "REJECTED" })
+	path := "/v1/reservations/r1/refunds/" + v.RefundNo
+	s := decodeRefund(t, e.do(t, http.MethodPost, path+"/resubmit", ""), http.StatusOK)
+	if s.State != "PROCESSING" || s.Attempts != 1 || s.NextCheckAt.IsZero() || s.NextCheckAt.Before(before.Add(time.Hour)) || s.NextCheckAt.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("resubmit answered %+v, want PROCESSING waiting an hour after the first submission", s)
+	}
+	if got := e.get(t, "r1").Refunds[0]; got.State != "PROCESSING" || got.Attempts != 1 {
+		t.Fatalf("refund %+v", got)
+	}
+	wantError(t, e.do(t, http.MethodPost, path+"/resubmit", ""), http.StatusConflict, "invalid_state", "")
+}
+
 func TestOperatorAction_InvalidState(t *testing.T) {
 	e := newEnv(t, hour)
 	e.register(t, "r1", 10000)

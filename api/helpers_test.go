@@ -78,6 +78,8 @@ type envOptions struct {
 	idle   time.Duration
 	// policy replaces the engine's (refund numbers "T..." by default).
 	policy *reservation.Policy
+	// spacing is the policy's RefundSpacing; zero: none.
+	spacing time.Duration
 }
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
@@ -98,6 +100,9 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	policy := reservation.Policy{RefundNoPrefix: "T"}
 	if o.policy != nil {
 		policy = *o.policy
+	}
+	if o.spacing > 0 {
+		policy.RefundSpacing = o.spacing
 	}
 	engine, err := actors.New(actors.Config{
 		Store: eventstore.New(db), Provider: sim, Logger: quiet, IdleTimeout: o.idle, Policy: policy,
@@ -230,6 +235,7 @@ type refundJSON struct {
 	Reason        string     `json:"reason"`
 	Code          string     `json:"code"`
 	Attempts      int        `json:"attempts"`
+	NextCheckAt   time.Time  `json:"next_check_at"` // zero when absent
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	SucceededAt   *time.Time `json:"succeeded_at"`

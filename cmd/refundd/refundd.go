@@ -169,7 +169,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv("retry-max-attempts", "REFUNDD_RETRY_MAX_ATTEMPTS", "a number")
 	dur(&c.RetryBackoff, "retry-backoff", "REFUNDD_RETRY_BACKOFF", "wait before the second attempt; doubles per attempt, with jitter")
 	dur(&c.RetryBackoffMax, "retry-backoff-max", "REFUNDD_RETRY_BACKOFF_MAX", "cap of the retry wait")
-	dur(&c.RefundSpacing, "refund-spacing", "REFUNDD_REFUND_SPACING", "minimum time between first submissions of two refunds of one order (WeChat Pay rule); 0 disables")
+	dur(&c.RefundSpacing, "refund-spacing", "REFUNDD_REFUND_SPACING", "minimum time between create requests of one order: first submissions, retries and resubmissions of all its refunds (WeChat Pay rule); 0 disables")
 	dur(&c.RefundWindow, "refund-window", "REFUNDD_REFUND_WINDOW", "refuse refunds this long after payment")
 	dur(&c.SettleHorizon, "settle-horizon", "REFUNDD_SETTLE_HORIZON",
 		"how long after an attempt with an unknown outcome WeChat Pay may still apply it: until then the refund is queried and its amount is not released")
