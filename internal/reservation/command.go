@@ -37,7 +37,9 @@ type StartSubmission struct {
 }
 
 // Resubmit starts another submission of a REJECTED or UNKNOWN refund with the
-// same refund number and the same request bytes (an operator action).
+// same refund number and the same request bytes (an operator action). Within
+// the spacing after the order's last create request it is scheduled for when
+// the spacing ends (SubmissionScheduled), not refused.
 type Resubmit struct {
 	RefundNo string
 }
