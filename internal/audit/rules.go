@@ -178,12 +178,12 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 			}
 		}
 	case reservation.SubmissionScheduled:
-		// A first submission waits as PROCESSING; a later one (a retry or a
-		// resubmission held back by the spacing) may come from REJECTED or
-		// UNKNOWN too, as a SubmissionStarted would, with the same bytes.
+		// A submission held back by the spacing: a first one, a retry, or a
+		// resubmission of a REJECTED or UNKNOWN refund, from the states a
+		// SubmissionStarted may come from, with the bytes already journaled.
 		if r := refund(d.RefundNo); r != nil {
 			switch {
-			case r.State != reservation.Processing && (r.Attempts == 0 || r.State != reservation.Rejected && r.State != reservation.Unknown):
+			case r.State != reservation.Processing && r.State != reservation.Rejected && r.State != reservation.Unknown:
 				bad("submission of refund %s scheduled in state %s after %d attempts", r.No, r.State, r.Attempts)
 			case len(r.Request) > 0 && string(d.Request) != string(r.Request):
 				bad("submission of refund %s scheduled with other request bytes", r.No)
