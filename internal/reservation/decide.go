@@ -230,8 +230,24 @@ func decideAbandon(s *State, c Abandon, env Env) ([]EventData, error) {
 	}, nil
 }
 
-// checkOutcome rejects outcomes that disagree with local records.
-func checkOutcome(s *State, r *Refund, o Outcome) error {
+// checkOutcome rejects outcomes that disagree with local records. A
+// notification or a query answer that reports a refund object always
+// carries its id, out_trade_no and amounts (PROTOCOL.md §1.3, §3.4), so
+// from those sources an absent value is a mismatch, not "not reported": a
+// verified message stripped to its refund number must not settle a refund.
+func checkOutcome(s *State, r *Refund, src Source, o Outcome) error {
+	if reportsRefundObject(src, o.Kind) {
+		switch {
+		case o.ProviderID == "":
+			return withMessage(ErrOutcomeMismatch, "provider refund id not reported")
+		case o.OutTradeNo != s.OutTradeNo:
+			return withMessage(ErrOutcomeMismatch, "out_trade_no does not match the reservation")
+		case o.RefundAmount != r.Amount:
+			return withMessage(ErrOutcomeMismatch, "refund amount does not match the refund")
+		case o.TotalAmount != s.Amount:
+			return withMessage(ErrOutcomeMismatch, "order total does not match the paid amount")
+		}
+	}
 	switch {
 	case o.OutTradeNo != "" && o.OutTradeNo != s.OutTradeNo:
 		return withMessage(ErrOutcomeMismatch, "out_trade_no does not match the reservation")
@@ -245,6 +261,21 @@ func checkOutcome(s *State, r *Refund, o Outcome) error {
 	return nil
 }
 
+// reportsRefundObject says whether an outcome of this kind from this source
+// comes from a refund object that WeChat Pay always sends complete. A
+// submission's answer is not held to it here (its refusals and failures
+// carry no refund object); the provider adapter vets its refund object.
+func reportsRefundObject(src Source, k OutcomeKind) bool {
+	if src != SourceNotification && src != SourceQuery {
+		return false
+	}
+	switch k {
+	case OutcomeSucceeded, OutcomeFailed, OutcomeAbnormal, OutcomeProcessing:
+		return true
+	}
+	return false
+}
+
 func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 	r, err := refundOf(s, c.RefundNo)
 	if err != nil {
@@ -254,7 +285,7 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 	if !o.Kind.valid() {
 		return nil, invalid("outcome", "unknown outcome kind")
 	}
-	if err := checkOutcome(s, r, o); err != nil {
+	if err := checkOutcome(s, r, c.Source, o); err != nil {
 		return nil, err
 	}
 	result := func(to RefundState) ProviderResult {

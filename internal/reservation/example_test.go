@@ -48,7 +48,7 @@ func Example() {
 	fmt.Println("WeChat Pay says SUCCESS:")
 	env.Now = env.Now.Add(time.Minute)
 	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceNotification, Outcome: reservation.Outcome{
-		Kind: reservation.OutcomeSucceeded, ProviderID: "50300001", RefundAmount: 3000, TotalAmount: 10000,
+		Kind: reservation.OutcomeSucceeded, ProviderID: "50300001", OutTradeNo: "OT20250301001", RefundAmount: 3000, TotalAmount: 10000,
 	}})
 
 	r := s.Refund(no)
@@ -63,7 +63,9 @@ func Example() {
 	ev = do("user:u-42", reservation.RequestRefund{UserID: "u-42", IdempotencyKey: "key-3"})
 	rest := ev[0].Data.(reservation.RefundRequested).RefundNo
 	do("engine", reservation.StartSubmission{RefundNo: rest, Request: []byte(`{"out_refund_no":"` + rest + `"}`)})
-	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: rest, Source: reservation.SourceQuery, Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded}})
+	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: rest, Source: reservation.SourceQuery, Outcome: reservation.Outcome{
+		Kind: reservation.OutcomeSucceeded, ProviderID: "50300002", OutTradeNo: "OT20250301001", RefundAmount: 7000, TotalAmount: 10000,
+	}})
 	fmt.Println(s.Status, "refunded", s.Refunded(), "in flight", s.InFlight(), "refundable", s.Refundable())
 
 	// Output:
@@ -148,12 +150,14 @@ func Example_retriesAndSpacing() {
 	do("engine", reservation.StartSubmission{RefundNo: rest, Request: []byte(`{"out_refund_no":"DEMO-resv-1-2"}`)})
 	fire(first) // the reconciler's first query
 	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: first, Source: reservation.SourceQuery,
-		Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded}})
+		Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: "50300001", OutTradeNo: "OT20250301001",
+			RefundAmount: 3000, TotalAmount: 10000}})
 	fire(rest)
 
 	fmt.Println("the bank account is closed:")
 	do("provider:wechatpay", reservation.RecordOutcome{RefundNo: rest, Source: reservation.SourceNotification,
-		Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal}})
+		Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal, ProviderID: "50300002", OutTradeNo: "OT20250301001",
+			RefundAmount: 7000, TotalAmount: 10000}})
 	fire(rest) // ABNORMAL is still queried
 	now = now.Add(time.Hour)
 	do("operator:alice", reservation.Resolve{RefundNo: rest, Reason: "paid by bank transfer"})

@@ -26,8 +26,11 @@ const (
 	SourceQuery        Source = "query"
 )
 
-// Outcome is a provider's answer about one refund. Zero amounts and an empty
-// OutTradeNo mean "not reported"; reported values must match local records.
+// Outcome is a provider's answer about one refund. Reported values must
+// match local records. Zero amounts and an empty OutTradeNo or ProviderID
+// mean "not reported", which only a submission's answer may do: a
+// notification or query that reports a refund state (SUCCEEDED, FAILED,
+// ABNORMAL, PROCESSING) must carry all four, or it is a mismatch.
 type Outcome struct {
 	Kind         OutcomeKind
 	Code         string

@@ -443,6 +443,11 @@ func (h *sim) predict(cmd Command) expectation {
 			return fail(CodeNotFound)
 		case !slices.Contains(allKinds, o.Kind):
 			return fail(CodeInvalid)
+		case (c.Source == SourceNotification || c.Source == SourceQuery) &&
+			(o.Kind == OutcomeSucceeded || o.Kind == OutcomeFailed || o.Kind == OutcomeAbnormal || o.Kind == OutcomeProcessing) &&
+			(o.ProviderID == "" || o.OutTradeNo != h.reg.OutTradeNo || o.RefundAmount != r.amount || o.TotalAmount != m.amount):
+			// A refund object from a notification or query is complete.
+			return fail(CodeOutcomeMismatch)
 		case o.OutTradeNo != "" && o.OutTradeNo != h.reg.OutTradeNo,
 			o.RefundAmount != 0 && o.RefundAmount != r.amount,
 			o.TotalAmount != 0 && o.TotalAmount != m.amount,
@@ -1047,9 +1052,9 @@ func (h *sim) step(t *rapid.T) {
 		o := Outcome{
 			Kind:       OutcomeKind(weighted(t, "kind", "PROCESSING", 3, "REJECTED", 2, "UNKNOWN", 4, "NOT_FOUND", 2, "ABNORMAL", 2, "SUCCEEDED", 1, "FAILED", 1)),
 			Code:       oneOf(t, "code", "", "NOT_ENOUGH", "SYSTEM_ERROR"),
-			ProviderID: oneOf(t, "providerID", "", "wx-"+no),
+			ProviderID: oneOf(t, "providerID", "", "wx-"+no, "wx-"+no),
 		}
-		if chance(t, "reportsAmounts", 1, 2) {
+		if chance(t, "reportsAmounts", 3, 4) {
 			o.OutTradeNo, o.RefundAmount, o.TotalAmount = h.reg.OutTradeNo, amount, h.reg.Amount
 		}
 		if chance(t, "successTimeKnown", 1, 2) {
