@@ -522,8 +522,9 @@ func TestEngine_ContradictingNotificationIsAConflict(t *testing.T) {
 	st, _, _ := h.refund("r1", "k1", 0)
 	no := st.RefundByKey("k1").No
 	waitFor(t, "SUCCEEDED", func() bool { return h.refundState("r1", no) == reservation.Succeeded })
+	st, _ = h.engine.Get(context.Background(), "r1")
 	st, events, err := h.engine.Execute(context.Background(), "r1", "provider", reservation.RecordOutcome{
-		RefundNo: no, Source: reservation.SourceNotification, Outcome: reservation.Outcome{Kind: reservation.OutcomeFailed},
+		RefundNo: no, Source: reservation.SourceNotification, Outcome: complete(st, no, reservation.OutcomeFailed),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -597,7 +598,7 @@ func TestEngine_AwaitWakesOnChange(t *testing.T) {
 		done <- s
 	}()
 	if _, _, err := h.engine.Execute(context.Background(), "r1", "provider", reservation.RecordOutcome{
-		RefundNo: no, Source: reservation.SourceNotification, Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded},
+		RefundNo: no, Source: reservation.SourceNotification, Outcome: complete(st, no, reservation.OutcomeSucceeded),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -725,4 +726,15 @@ func TestEngine_AwaitAcrossClose(t *testing.T) {
 	if !errors.Is(r.err, actors.ErrClosed) || r.st == nil || r.st.ID != "r1" {
 		t.Fatalf("Await across Close = %+v, %v; want the last state and ErrClosed", r.st, r.err)
 	}
+}
+
+// complete is an outcome of kind about refund no as WeChat Pay reports it
+// in a notification or query: with its id, order and amounts.
+func complete(st *reservation.State, no string, kind reservation.OutcomeKind) reservation.Outcome {
+	r := st.Refund(no)
+	id := r.ProviderID
+	if id == "" {
+		id = "sim" + no // the memory provider's id
+	}
+	return reservation.Outcome{Kind: kind, ProviderID: id, OutTradeNo: st.OutTradeNo, RefundAmount: r.Amount, TotalAmount: st.Amount}
 }

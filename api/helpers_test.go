@@ -434,12 +434,23 @@ func (e *testEnv) get(t testing.TB, id string) reservationJSON {
 	return decodeReservation(t, e.do(t, http.MethodGet, "/v1/reservations/"+id, ""), http.StatusOK)
 }
 
-// succeed delivers a provider notification that refund no succeeded.
+// succeed delivers a provider notification that refund no succeeded,
+// complete as WeChat Pay sends it.
 func (e *testEnv) succeed(t testing.TB, id, no string) {
 	t.Helper()
-	_, _, err := e.engine.Execute(context.Background(), id, actors.ProviderPrincipal, reservation.RecordOutcome{
+	st, err := e.engine.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.Refund(no)
+	pid := r.ProviderID
+	if pid == "" {
+		pid = "sim" + no // the memory provider's id
+	}
+	_, _, err = e.engine.Execute(context.Background(), id, actors.ProviderPrincipal, reservation.RecordOutcome{
 		RefundNo: no, Source: reservation.SourceNotification,
-		Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, SuccessTime: time.Now().UTC()},
+		Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: pid, OutTradeNo: st.OutTradeNo,
+			RefundAmount: r.Amount, TotalAmount: st.Amount, SuccessTime: time.Now().UTC()},
 	})
 	if err != nil {
 		t.Fatalf("record success of %s: %v", no, err)
