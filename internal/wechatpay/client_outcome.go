@@ -181,6 +181,11 @@ func refundOutcome(raw []byte, refundNo string) reservation.Outcome {
 	if !ok {
 		return unknown("UNKNOWN_STATUS", fmt.Sprintf("refund status %q", limit(r.Status, 32)))
 	}
+	// An answer without its id, order or amounts is no answer: nothing is
+	// applied, and the engine asks again.
+	if err := checkResponseComplete(raw, r); err != nil {
+		return unknown("INCOMPLETE_RESPONSE", err.Error())
+	}
 	out := reservation.Outcome{Kind: kind, ProviderID: r.RefundID, OutTradeNo: r.OutTradeNo,
 		RefundAmount: r.Amount.Refund, TotalAmount: r.Amount.Total}
 	if kind == reservation.OutcomeSucceeded && r.SuccessTime != "" {

@@ -72,6 +72,12 @@ var (
 	// resource cannot be parsed, or lacks a required field.
 	ErrMalformed = errors.New("wechatpay: malformed message")
 
+	// ErrIncomplete is returned when a notification resource, a v2
+	// req_info or a refund object parses but lacks a field WeChat Pay always
+	// sends with it (merchant, out_trade_no, refund id, status, amounts): it
+	// must be refused like a mismatch, never matched with empty values.
+	ErrIncomplete = errors.New("wechatpay: required field absent")
+
 	// ErrTooLarge is returned when a notification body exceeds
 	// MaxNotificationSize.
 	ErrTooLarge = errors.New("wechatpay: message too large")

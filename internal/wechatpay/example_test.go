@@ -39,7 +39,7 @@ func ExampleParseRefundNotification() {
 	body := must(wechatpay.BuildRefundNotification(apiV3Key, wechatpay.Notification{
 		ID: "EV-1", CreateTime: now.Format(time.RFC3339), Resource: wechatpay.EncryptedResource{AssociatedData: "refund"},
 	}, wechatpay.RefundResource{
-		MchID: "1900000100", OutRefundNo: "R-42", RefundID: "5030", RefundStatus: wechatpay.RefundSuccess,
+		MchID: "1900000100", OutTradeNo: "ORD-42", OutRefundNo: "R-42", RefundID: "5030", RefundStatus: wechatpay.RefundSuccess,
 		Amount: wechatpay.RefundAmount{Total: 999, Refund: 300, PayerTotal: 999, PayerRefund: 300},
 	}))
 	signed := must(wechatpay.SignHeaders(platformKey, wechatpay.CertificateSerial(cert), now.Unix(), wechatpay.NewNonce(), body))

@@ -11,7 +11,7 @@ var sentinels = []error{
 	ErrInvalidKey, ErrInvalidArgument, ErrInvalidNonce, ErrDecrypt, ErrBadPadding,
 	ErrMissingHeader, ErrInvalidHeader, ErrUnknownSerial, ErrCertificateExpired,
 	ErrBadSignature, ErrProbe, ErrStaleTimestamp, ErrUnsupportedAlgorithm,
-	ErrBadAuthorization, ErrMalformed, ErrTooLarge, ErrUnexpectedEvent, ErrReturnFail,
+	ErrBadAuthorization, ErrMalformed, ErrIncomplete, ErrTooLarge, ErrUnexpectedEvent, ErrReturnFail,
 }
 
 func checkSentinel(t *testing.T, err error) {
@@ -59,7 +59,8 @@ func FuzzParseRefundNotification(f *testing.F) {
 		}
 		r, err = parseRefundResource(body)
 		checkSentinel(t, err)
-		if err == nil && (r.OutRefundNo == "" || r.Amount.Refund < 0 || r.Amount.Total < 0) {
+		if err == nil && (r.OutRefundNo == "" || r.OutTradeNo == "" || r.RefundID == "" || r.RefundStatus == "" ||
+			r.MchID == "" && r.SubMchID == "" || r.Amount.Refund < 1 || r.Amount.Total < 1 || r.Amount.PayerTotal < 0 || r.Amount.PayerRefund < 0) {
 			t.Fatalf("accepted resource %+v", r)
 		}
 	})
@@ -82,7 +83,8 @@ func FuzzParseRefundNotificationV2(f *testing.F) {
 		env, info, err := ParseRefundNotificationV2(key, body)
 		checkSentinel(t, err)
 		if err == nil {
-			if info.OutRefundNo == "" || info.RefundFee < 0 || info.TotalFee < 0 {
+			if info.OutRefundNo == "" || info.OutTradeNo == "" || info.RefundID == "" || info.RefundStatus == "" ||
+				env.MchID == "" || info.RefundFee < 1 || info.TotalFee < 1 || info.SettlementRefundFee < 0 {
 				t.Fatalf("accepted %+v", info)
 			}
 			// What was accepted must survive the sandbox's builder.

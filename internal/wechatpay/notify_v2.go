@@ -54,7 +54,9 @@ type V2RefundInfo struct {
 // ParseRefundNotificationV2 decodes an APIv2 refund notification: body size,
 // <xml> envelope, return_code SUCCESS, req_info base64, AES-256-ECB with the
 // lower-case hex MD5 of apiV2Key, strict PKCS#7, <root> XML, out_refund_no
-// present, fees non-negative.
+// present, fees non-negative, and every field WeChat Pay always sends
+// present: mch_id, out_trade_no, refund_id, refund_status, total_fee,
+// refund_fee, settlement_refund_fee.
 //
 // ECB has no integrity: blocks of genuine notifications could be spliced.
 // Callers must compare mch_id, appid, out_refund_no and amounts with their
@@ -62,7 +64,8 @@ type V2RefundInfo struct {
 //
 // Errors wrap ErrTooLarge, ErrInvalidKey (empty apiV2Key), ErrMalformed,
 // ErrReturnFail (the envelope is returned for logging), ErrDecrypt (req_info
-// not base64) or ErrBadPadding. Once the envelope has parsed it is returned
+// not base64), ErrBadPadding or ErrIncomplete (a field above is absent:
+// refuse it like a mismatch). Once the envelope has parsed it is returned
 // even on error.
 func ParseRefundNotificationV2(apiV2Key []byte, body []byte) (V2Envelope, V2RefundInfo, error) {
 	if len(body) > MaxNotificationSize {
@@ -95,6 +98,9 @@ func ParseRefundNotificationV2(apiV2Key []byte, body []byte) (V2Envelope, V2Refu
 	}
 	if info.TotalFee < 0 || info.SettlementTotalFee < 0 || info.RefundFee < 0 || info.SettlementRefundFee < 0 || info.CashRefundFee < 0 {
 		return env, V2RefundInfo{}, fmt.Errorf("%w: req_info has a negative fee", ErrMalformed)
+	}
+	if err := checkV2Complete(env, pt, info); err != nil {
+		return env, V2RefundInfo{}, err
 	}
 	return env, info, nil
 }

@@ -85,7 +85,9 @@ type RefundAmount struct {
 // Errors wrap ErrTooLarge, ErrInvalidArgument (nil Verifier), ErrInvalidKey
 // (apiV3Key not 32 bytes), any error of Verifier.Verify (ErrProbe among
 // them), ErrMalformed, ErrUnexpectedEvent, ErrUnsupportedAlgorithm,
-// ErrInvalidNonce or ErrDecrypt. Once the envelope has parsed, the returned
+// ErrInvalidNonce, ErrDecrypt or ErrIncomplete (the resource lacks mchid,
+// out_trade_no, refund_id, refund_status or an amount: refuse it like a
+// mismatch). Once the envelope has parsed, the returned
 // Notification is filled even on error, for logging.
 func ParseRefundNotification(v *Verifier, apiV3Key []byte, h Headers, body []byte) (Notification, RefundResource, error) {
 	if len(body) > MaxNotificationSize {
@@ -129,9 +131,10 @@ func decodeRefundNotification(apiV3Key, body []byte) (Notification, RefundResour
 	return n, r, nil
 }
 
-// parseRefundResource decodes the decrypted resource. It requires only what
-// a caller needs to route the notification (out_refund_no) and rejects
-// negative amounts; everything else is the caller's business check.
+// parseRefundResource decodes the decrypted resource. It requires
+// out_refund_no (to route it), rejects negative amounts, and refuses a
+// resource lacking a field WeChat Pay always sends (ErrIncomplete); matching
+// the values against local records is the caller's business check.
 func parseRefundResource(plaintext []byte) (RefundResource, error) {
 	var r RefundResource
 	if err := json.Unmarshal(plaintext, &r); err != nil {
@@ -143,6 +146,9 @@ func parseRefundResource(plaintext []byte) (RefundResource, error) {
 	a := r.Amount
 	if a.Total < 0 || a.Refund < 0 || a.PayerTotal < 0 || a.PayerRefund < 0 {
 		return RefundResource{}, fmt.Errorf("%w: refund resource has a negative amount", ErrMalformed)
+	}
+	if err := checkResourceComplete(plaintext, r); err != nil {
+		return RefundResource{}, err
 	}
 	return r, nil
 }

@@ -123,7 +123,7 @@ func encrypt(t testing.TB, nonce, ad string, plaintext string) string {
 func TestParseRefundNotification_Rejects(t *testing.T) {
 	vec := loadVectors(t)
 	const nonce = "eObYf1re2IZ0"
-	good := `{"mchid":"1","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":1,"refund":1,"payer_total":1,"payer_refund":1}}`
+	good := `{"mchid":"1","out_trade_no":"O1","refund_id":"503","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":1,"refund":1,"payer_total":1,"payer_refund":1}}`
 	goodBody := envelope(t, EventRefundSuccess, AlgorithmAEADAES256GCM, nonce, "refund", encrypt(t, nonce, "refund", good))
 	tampered := bytes.Replace(goodBody, []byte(`"s"`), []byte(`"t"`), 1)
 	ct := encrypt(t, nonce, "refund", good)
@@ -205,24 +205,18 @@ func TestParseRefundResource_Tolerant(t *testing.T) {
 		},
 		{
 			"unknown fields and empty enums",
-			`{"out_refund_no":"R","refund_status":"","channel":"","funds_account":"","promotion_detail":[{"x":1}],"amount":{"total":5,"refund":2,"currency":"CNY","from":[]}}`,
-			RefundResource{OutRefundNo: "R", Amount: RefundAmount{Total: 5, Refund: 2}},
+			`{"mchid":"1","out_trade_no":"O","refund_id":"5","out_refund_no":"R","refund_status":"SUCCESS","channel":"","funds_account":"","promotion_detail":[{"x":1}],"amount":{"total":5,"refund":2,"payer_total":0,"payer_refund":0,"currency":"CNY","from":[]}}`,
+			RefundResource{MchID: "1", OutTradeNo: "O", RefundID: "5", OutRefundNo: "R", RefundStatus: RefundSuccess, Amount: RefundAmount{Total: 5, Refund: 2}},
 		},
 		{
 			"unknown status value",
-			`{"out_refund_no":"R","refund_status":"SOMETHING_NEW"}`,
-			RefundResource{OutRefundNo: "R", RefundStatus: "SOMETHING_NEW"},
-		},
-		{
-			// The API response's "status" is not the notification's field.
-			"status is not refund_status",
-			`{"out_refund_no":"R","status":"SUCCESS"}`,
-			RefundResource{OutRefundNo: "R"},
+			`{"mchid":"1","out_trade_no":"O","refund_id":"5","out_refund_no":"R","refund_status":"SOMETHING_NEW","amount":{"total":5,"refund":2,"payer_total":5,"payer_refund":2}}`,
+			RefundResource{MchID: "1", OutTradeNo: "O", RefundID: "5", OutRefundNo: "R", RefundStatus: "SOMETHING_NEW", Amount: RefundAmount{Total: 5, Refund: 2, PayerTotal: 5, PayerRefund: 2}},
 		},
 		{
 			"partner mode",
-			`{"sp_mchid":"1","sub_mchid":"2","out_refund_no":"R","refund_status":"CLOSED"}`,
-			RefundResource{SpMchID: "1", SubMchID: "2", OutRefundNo: "R", RefundStatus: RefundClosed},
+			`{"sp_mchid":"1","sub_mchid":"2","out_trade_no":"O","refund_id":"5","out_refund_no":"R","refund_status":"CLOSED","amount":{"total":5,"refund":2,"payer_total":5,"payer_refund":2}}`,
+			RefundResource{SpMchID: "1", SubMchID: "2", OutTradeNo: "O", RefundID: "5", OutRefundNo: "R", RefundStatus: RefundClosed, Amount: RefundAmount{Total: 5, Refund: 2, PayerTotal: 5, PayerRefund: 2}},
 		},
 	}
 	for _, c := range cases {
