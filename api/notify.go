@@ -158,6 +158,8 @@ func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (no
 		errors.Is(err, wechatpay.ErrCertificateExpired), errors.Is(err, wechatpay.ErrInvalidHeader),
 		errors.Is(err, wechatpay.ErrUnsupportedAlgorithm):
 		return "", &notifyFailure{outcome: nRejected, status: http.StatusUnauthorized, reason: "signature verification failed", err: err}
+	case errors.Is(err, wechatpay.ErrIncomplete):
+		return "", incompleteFailure(err)
 	case err != nil:
 		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
 	}
@@ -233,6 +235,9 @@ func (n *notifier) v2(w http.ResponseWriter, r *http.Request) {
 
 func (n *notifier) handleV2(ctx context.Context, body []byte) (notifyOutcome, *notifyFailure) {
 	env, info, err := wechatpay.ParseRefundNotificationV2(n.cfg.APIv2Key, body)
+	if errors.Is(err, wechatpay.ErrIncomplete) {
+		return "", incompleteFailure(err)
+	}
 	if err != nil {
 		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
 	}
@@ -241,6 +246,13 @@ func (n *notifier) handleV2(ctx context.Context, body []byte) (notifyOutcome, *n
 			err: fmt.Errorf("mch_id %q", env.MchID)}
 	}
 	return n.hint(ctx, info.OutRefundNo, info.OutTradeNo, info.RefundFee, info.TotalFee)
+}
+
+// incompleteFailure refuses a notification that lacks a field WeChat Pay
+// always sends. It cannot be matched against our records, so it is a
+// mismatch: kept, counted, and retried by WeChat.
+func incompleteFailure(err error) *notifyFailure {
+	return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "incomplete refund notification", err: err}
 }
 
 // hint checks a notification we will not apply directly against local
