@@ -69,7 +69,8 @@ var (
 	ErrBadAuthorization = errors.New("wechatpay: malformed authorization")
 
 	// ErrMalformed is returned when a notification body or its decrypted
-	// resource cannot be parsed, or lacks a required field.
+	// resource cannot be parsed, or lacks out_refund_no (so it cannot even
+	// be routed); other absent fields are ErrIncomplete.
 	ErrMalformed = errors.New("wechatpay: malformed message")
 
 	// ErrIncomplete is returned when a notification resource, a v2
