@@ -115,7 +115,8 @@ func TestPolicy_HintWindowMustNotBeNegative(t *testing.T) {
 // different one is.
 func TestConflict_RepeatedContradictionIsRecordedOnce(t *testing.T) {
 	s, no := refundIn(t, Succeeded)
-	closed := RecordOutcome{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeFailed, Code: "CLOSED", ProviderID: "wx-1"}}
+	id := s.Refund(no).ProviderID // the success reported it
+	closed := RecordOutcome{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeFailed, Code: "CLOSED", ProviderID: id}}
 	assertTypes(t, run(t, s, closed, providerEnv), TypeConflict)
 	for range 3 {
 		mustNoop(t, s, closed, providerEnv)
@@ -125,8 +126,8 @@ func TestConflict_RepeatedContradictionIsRecordedOnce(t *testing.T) {
 	}
 	others := []RecordOutcome{
 		{RefundNo: no, Source: SourceQuery, Outcome: closed.Outcome},
-		{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeAbnormal, ProviderID: "wx-1"}},
-		{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeFailed, Code: "OTHER", ProviderID: "wx-1"}},
+		{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeAbnormal, ProviderID: id}},
+		{RefundNo: no, Source: SourceNotification, Outcome: Outcome{Kind: OutcomeFailed, Code: "OTHER", ProviderID: id}},
 	}
 	for i, o := range others {
 		if ev := run(t, s, o, providerEnv); !equalTypes(types(ev), []string{TypeConflict}) {
