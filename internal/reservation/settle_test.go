@@ -187,7 +187,7 @@ func TestSuccessAfterFailed_IsCounted(t *testing.T) {
 					t.Fatalf("refundable %d after the refund failed", s.Refundable())
 				}
 				late := providerEnv.Now.Add(48 * time.Hour)
-				ev := run(t, s, RecordOutcome{RefundNo: no, Source: src, Outcome: Outcome{Kind: OutcomeSucceeded, ProviderID: "wx-9", SuccessTime: late}},
+				ev := run(t, s, RecordOutcome{RefundNo: no, Source: src, Outcome: Outcome{Kind: OutcomeSucceeded, SuccessTime: late}},
 					testEnv(late, "provider"))
 				assertTypes(t, ev, TypeProviderResult, TypeCanceled)
 				r := s.Refund(no)
