@@ -145,6 +145,9 @@ func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
 		return fmt.Errorf("cluster: etcd: grant lease: %w", err)
 	}
 	p.lease = grant.ID
+	if err := p.evictPredecessors(ctx, host, int32(port)); err != nil {
+		return err
+	}
 	if _, err := p.o.client.Put(ctx, p.o.key+p.self.Id, string(value), clientv3.WithLease(grant.ID)); err != nil {
 		return fmt.Errorf("cluster: etcd: register: %w", err)
 	}
@@ -155,6 +158,36 @@ func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
 	p.wg.Add(2)
 	go p.keepAlive(sent.Add(time.Duration(grant.TTL) * time.Second))
 	go p.watch(rev)
+	return nil
+}
+
+// evictPredecessors deletes the records of earlier incarnations at this
+// incarnation's address, which only a dead process (SIGKILLed, crashed,
+// fenced without reaching etcd) leaves behind: this one holds the port
+// now. Left in place, they keep two members at one address until their
+// lease expires, and protoactor, which keeps one connection per address,
+// then closes this incarnation's connections with the dead one's, dropping
+// the calls in flight to it. Deleted first, the others see the old member
+// leave before the new one joins.
+func (p *etcdProvider) evictPredecessors(ctx context.Context, host string, port int32) error {
+	resp, err := p.o.client.Get(ctx, p.o.key, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("cluster: etcd: list members: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		m := p.decode(kv.Value)
+		if m == nil || m.Id == p.self.Id || m.Host != host || m.Port != port {
+			continue
+		}
+		// Only the record as read: one rewritten meanwhile is not ours to judge.
+		key := string(kv.Key)
+		if _, err := p.o.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).Commit(); err != nil {
+			return fmt.Errorf("cluster: etcd: remove the earlier incarnation %s at %s:%d: %w", m.Id, host, port, err)
+		}
+		p.o.log.Warn("cluster: removed the membership record of an earlier incarnation at this address (it died without leaving)",
+			"member", m.Id, "address", fmt.Sprintf("%s:%d", host, port))
+	}
 	return nil
 }
 

@@ -195,3 +195,36 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// A node restarted on its address before its killed incarnation's lease
+// expired: the new incarnation removes the old one's record as it joins.
+// Otherwise every node sees two members at one address until the lease
+// expires, and then protoactor, which keeps one connection per address,
+// closes the new incarnation's connection with the old one's, dropping
+// the calls in flight to it (they waited out their whole timeout).
+func TestNode_EtcdRestartOnSameAddress(t *testing.T) {
+	etcd := startEtcd(t)
+	w := newWorld(t)
+	// A lease that outlives the test: only the restart can remove the
+	// killed incarnation's record.
+	m := cluster.Etcd{Endpoints: []string{etcd.Endpoint()}, TTL: time.Minute, DialTimeout: time.Second}
+	port := freePorts(t, 1)[0]
+	a := w.start("a", m)
+	c := w.startOn("c", m, port)
+	waitFor(t, 10*time.Second, "two members everywhere", func() bool { return a.Members() == 2 && c.Members() == 2 })
+	res := ids("r", 12)
+	for i, id := range res {
+		register(t, []*cluster.Node{a, c}[i%2], id, 10000)
+	}
+	c.Kill()
+	c2 := w.startOn("c2", m, port)
+	waitFor(t, 10*time.Second, "a to see c2 in place of the killed c", func() bool { return a.Members() == 2 && c2.Members() == 2 })
+	for _, id := range res {
+		if _, err := refund(a, id, "k1", 1000); err != nil {
+			t.Fatalf("refund %s via a after c restarted: %v", id, err)
+		}
+	}
+	if err := w.journal.check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -56,6 +56,12 @@ func newWorld(t testing.TB) *world {
 
 func (w *world) start(name string, m cluster.Membership) *cluster.Node {
 	w.t.Helper()
+	return w.startOn(name, m, 0)
+}
+
+// startOn starts a node whose actors listen on port (0 picks one).
+func (w *world) startOn(name string, m cluster.Membership, port int) *cluster.Node {
+	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := cluster.Start(ctx, cluster.Config{
@@ -64,7 +70,7 @@ func (w *world) start(name string, m cluster.Membership) *cluster.Node {
 			Policy:      reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
 			IdleTimeout: time.Minute,
 		},
-		Membership: m, Name: "test", Logger: testLogger().With("node", name),
+		Membership: m, Name: "test", Port: port, Logger: testLogger().With("node", name),
 		RequestTimeout: 10 * time.Second,
 	})
 	if err != nil {
