@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/actors/cluster"
 	"github.com/refundd/refundd/api"
@@ -166,6 +168,15 @@ func (m *Main) runCluster(ctx context.Context) error {
 		return err
 	}
 	m.cl.node = node
+	// The others' view of a dead node's reservations changes only when the
+	// membership drops it; operators (and tests) see when that happened.
+	if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "refundd", Name: "cluster_members",
+		Help: "Members of the cluster in this node's view of the membership (0 while it rejoins).",
+	}, func() float64 { return float64(node.Members()) })); err != nil {
+		m.Close()
+		return fmt.Errorf("cluster members gauge: %w", err)
+	}
 
 	schCtx, stopSch := context.WithCancel(context.Background())
 	m.stopSch = stopSch
