@@ -241,7 +241,8 @@ func (n *Node) Address() string {
 // Members is the number of members in this node's view.
 func (n *Node) Members() int { return n.view.Load().members }
 
-// Fences counts how often this node fenced itself.
+// Fences counts how often this node fenced itself: each is counted once
+// its actors have stopped (or FenceTimeout passed).
 func (n *Node) Fences() int64 { return n.fences.Load() }
 
 // Engine is the node's local engine: it runs the reservations this node
@@ -498,7 +499,6 @@ func (n *Node) fence(m *member, reason string) {
 	if m.retired.Load() || n.closed.Load() {
 		return
 	}
-	n.fences.Add(1)
 	n.log.Error("cluster: self-fencing: stopping every reservation actor and rejoining as a new member",
 		"reason", reason, "member", m.id)
 	m.retired.Store(true)
@@ -509,6 +509,9 @@ func (n *Node) fence(m *member, reason string) {
 		n.log.Warn("cluster: self-fencing: some actors did not stop in time; the journal fences their appends", "err", err)
 	}
 	cancel()
+	// Counted once the actors are stopped (or FenceTimeout gave up on
+	// them): a fence counted is one that has done its work.
+	n.fences.Add(1)
 	m.stop()
 	n.spawn(n.rejoin)
 }
