@@ -675,6 +675,15 @@ func (c *chaosRun) check(snap []chaosOrder) {
 			case "ABNORMAL":
 				holds += f.Amount
 			case "FAILED":
+			case "REJECTED":
+				// A refund whose every attempt met a fault and that WeChat
+				// still does not have stops REJECTED (not resent for ever),
+				// holding its amount for an operator: a legal end only if
+				// WeChat indeed has no such refund.
+				if _, ok := o.refunds[f.RefundNo]; ok {
+					c.problem("%s: refund %s ends REJECTED but WeChat has it", res.id, f.RefundNo)
+				}
+				continue
 			default:
 				c.problem("%s: refund %s ends %s (code %q)", res.id, f.RefundNo, f.State, f.Code)
 			}
