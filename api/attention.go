@@ -1,29 +1,17 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strconv"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
-
-// attentionLister is the engine's index of refunds needing attention.
-type attentionLister interface {
-	Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
-}
 
 // listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck:
 // the refunds an operator should look at, from an index kept with the
 // journal (no scan), each with its current state.
 func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
-	lister, ok := s.engine.(attentionLister)
-	if !ok {
-		s.writeError(w, r, &apiError{code: codeRouteNotFound, msg: "no attention index"})
-		return
-	}
 	q := r.URL.Query()
 	kind := q.Get("state")
 	if !slices.Contains(reservation.AttentionKinds, kind) {
@@ -46,7 +34,7 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	refs, err := lister.Attention(ctx, kind, after, limit)
+	refs, err := s.engine.Attention(ctx, kind, after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

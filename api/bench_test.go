@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/metrics"
@@ -87,6 +88,20 @@ func (stubEngine) Execute(_ context.Context, id, by string, cmd reservation.Comm
 func (stubEngine) Get(context.Context, string) (*reservation.State, error) {
 	return nil, reservation.ErrNotFound
 }
+
+func (stubEngine) Abandon(context.Context, string, string, reservation.Abandon) (*reservation.State, []reservation.Event, error) {
+	return nil, nil, reservation.ErrNotFound
+}
+
+func (stubEngine) LookupRefund(context.Context, string) (string, error) {
+	return "", reservation.ErrNotFound
+}
+
+func (stubEngine) Attention(context.Context, string, string, int) ([]actors.RefundRef, error) {
+	return nil, nil
+}
+
+func (stubEngine) Active() int { return 0 }
 
 // Await answers the refund as succeeded, as the engine does once the
 // provider's answer is journaled.

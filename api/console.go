@@ -88,27 +88,23 @@ type attentionCount struct {
 }
 
 // summary serves GET /v1/summary, the console's headline numbers: refunds
-// needing attention by kind, live actors, notification outcomes and webhook
-// lag, each present only when the server has it.
+// needing attention by kind, live actors, and notification outcomes and
+// webhook lag when the server has them.
 func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	out := map[string]any{}
-	if lister, ok := s.engine.(attentionLister); ok {
-		counts := map[string]attentionCount{}
-		for _, kind := range reservation.AttentionKinds {
-			refs, err := lister.Attention(ctx, kind, "", summaryCap+1)
-			if err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-			counts[kind] = attentionCount{Count: min(len(refs), summaryCap), More: len(refs) > summaryCap}
+	counts := map[string]attentionCount{}
+	for _, kind := range reservation.AttentionKinds {
+		refs, err := s.engine.Attention(ctx, kind, "", summaryCap+1)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
 		}
-		out["attention"] = counts
+		counts[kind] = attentionCount{Count: min(len(refs), summaryCap), More: len(refs) > summaryCap}
 	}
-	if a, ok := s.engine.(interface{ Active() int }); ok {
-		out["active_actors"] = a.Active()
-	}
+	out["attention"] = counts
+	out["active_actors"] = s.engine.Active()
 	if st := s.NotifyStats(); st != nil {
 		out["notifications"] = st.Snapshot()
 	}

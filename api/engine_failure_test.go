@@ -45,6 +45,21 @@ func (b brokenEngine) Await(ctx context.Context, _ string, _ func(*reservation.S
 	return nil, b.fail(ctx)
 }
 
+func (b brokenEngine) Abandon(ctx context.Context, _, _ string, _ reservation.Abandon) (*reservation.State, []reservation.Event, error) {
+	return nil, nil, b.fail(ctx)
+}
+
+func (b brokenEngine) LookupRefund(ctx context.Context, _ string) (string, error) {
+	return "", b.fail(ctx)
+}
+
+func (b brokenEngine) Attention(ctx context.Context, _, _ string, _ int) ([]actors.RefundRef, error) {
+	return nil, b.fail(ctx)
+}
+
+// Active has no error to give: the engine counts its actors in memory.
+func (b brokenEngine) Active() int { return 0 }
+
 func TestServeHTTP_EngineFailures(t *testing.T) {
 	secret := errors.New("bbolt: /var/lib/refundd/secret: input/output error")
 	for _, c := range []struct {

@@ -16,20 +16,12 @@ import (
 	"github.com/refundd/refundd/internal/wechatpay"
 )
 
-// NotifyEngine is what the notification endpoints need from the engine.
-type NotifyEngine interface {
-	LookupRefund(ctx context.Context, refundNo string) (string, error)
-	Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
-	Get(ctx context.Context, id string) (*reservation.State, error)
-}
-
 // NotifyConfig enables the WeChat Pay notification endpoints.
 type NotifyConfig struct {
 	MchID    string              // notifications for another merchant are refused
 	Verifier *wechatpay.Verifier // required for v3
 	APIv3Key []byte              // required for v3
 	APIv2Key []byte              // optional: enables the v2 endpoint
-	Engine   NotifyEngine
 	// Quarantine keeps the raw bytes of notifications that were not
 	// applied; nil keeps nothing (tests only).
 	Quarantine *quarantine.Store
@@ -79,6 +71,7 @@ func (s *NotifyStats) Snapshot() map[string]int64 {
 
 type notifier struct {
 	cfg     NotifyConfig
+	engine  Engine // the server's
 	log     *slog.Logger
 	limiter *logLimiter
 	stats   *NotifyStats
@@ -177,7 +170,7 @@ func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (no
 	if fail != nil {
 		return "", fail
 	}
-	_, events, err := n.cfg.Engine.Execute(ctx, id, "wechatpay:notification",
+	_, events, err := n.engine.Execute(ctx, id, "wechatpay:notification",
 		reservation.RecordOutcome{RefundNo: res.OutRefundNo, Source: reservation.SourceNotification, Outcome: o})
 	if fail := n.engineFailure(err); fail != nil {
 		return "", fail
@@ -262,7 +255,7 @@ func (n *notifier) hint(ctx context.Context, no, outTradeNo string, refund, tota
 	if fail != nil {
 		return "", fail
 	}
-	st, err := n.cfg.Engine.Get(ctx, id)
+	st, err := n.engine.Get(ctx, id)
 	if fail := n.engineFailure(err); fail != nil {
 		return "", fail
 	}
@@ -274,7 +267,7 @@ func (n *notifier) hint(ctx context.Context, no, outTradeNo string, refund, tota
 		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records",
 			err: fmt.Errorf("refund %s: out_trade_no %q refund %d total %d", no, outTradeNo, refund, total)}
 	}
-	_, events, err := n.cfg.Engine.Execute(ctx, id, "wechatpay:notification", reservation.CheckProvider{RefundNo: no})
+	_, events, err := n.engine.Execute(ctx, id, "wechatpay:notification", reservation.CheckProvider{RefundNo: no})
 	if fail := n.engineFailure(err); fail != nil {
 		return "", fail
 	}
@@ -294,7 +287,7 @@ func (n *notifier) lookup(ctx context.Context, no string) (string, *notifyFailur
 	if !reservation.ValidRefundNo(no) {
 		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "invalid out_refund_no", err: errors.New("invalid out_refund_no")}
 	}
-	id, err := n.cfg.Engine.LookupRefund(ctx, no)
+	id, err := n.engine.LookupRefund(ctx, no)
 	if errors.Is(err, reservation.ErrNotFound) {
 		return "", &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: errors.New(no)}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
@@ -57,6 +58,16 @@ func (nopEngine) Get(context.Context, string) (*reservation.State, error) {
 func (nopEngine) Await(context.Context, string, func(*reservation.State) bool) (*reservation.State, error) {
 	return nil, reservation.ErrNotFound
 }
+func (nopEngine) Abandon(context.Context, string, string, reservation.Abandon) (*reservation.State, []reservation.Event, error) {
+	return nil, nil, reservation.ErrNotFound
+}
+func (nopEngine) LookupRefund(context.Context, string) (string, error) {
+	return "", reservation.ErrNotFound
+}
+func (nopEngine) Attention(context.Context, string, string, int) ([]actors.RefundRef, error) {
+	return nil, nil
+}
+func (nopEngine) Active() int { return 0 }
 
 type nopFeed struct{}
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -153,27 +152,11 @@ func (s *Server) resubmitRefund(w http.ResponseWriter, r *http.Request) {
 	s.operatorAction(w, r, func(no, _ string) reservation.Command { return reservation.Resubmit{RefundNo: no} })
 }
 
-// abandoner is an Engine that asks WeChat Pay itself before an abandon
-// (actors.Engine).
-type abandoner interface {
-	Abandon(ctx context.Context, id, by string, c reservation.Abandon) (*reservation.State, []reservation.Event, error)
-}
-
 // abandonRefund releases a REJECTED refund's amount, only on a fresh "not
-// found" from WeChat Pay (see actors.AbandonChecked).
+// found" from WeChat Pay (see Engine.Abandon).
 func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
-	exec := s.engine.Execute
-	switch eng := s.engine.(type) {
-	case abandoner:
-		exec = func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
-			return eng.Abandon(ctx, id, by, cmd.(reservation.Abandon))
-		}
-	default:
-		if q := s.opts.Query; q != nil {
-			exec = func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
-				return actors.AbandonChecked(ctx, s.engine, q, time.Now, id, by, cmd.(reservation.Abandon))
-			}
-		}
+	exec := func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
+		return s.engine.Abandon(ctx, id, by, cmd.(reservation.Abandon))
 	}
 	s.operatorExec(w, r, exec, func(no, reason string) reservation.Command {
 		return reservation.Abandon{RefundNo: no, Reason: reason}

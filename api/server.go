@@ -15,11 +15,33 @@ import (
 	"github.com/refundd/refundd/internal/reservation"
 )
 
-// Engine is what the API needs from the actor engine.
+// Engine is everything the API needs from the engine: the single-node
+// actors.Engine and, in cluster mode, the cluster node (with an abandon that
+// asks WeChat Pay from this node) both implement it. Every route and the
+// notification endpoints use this one handle. States returned are shared
+// and must only be read.
 type Engine interface {
+	// Execute runs one command on a reservation and returns the state
+	// after it and the events it journaled (none for a duplicate); by is
+	// the principal recorded with the events.
 	Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)
+	// Get returns a reservation's state, or reservation.ErrNotFound.
 	Get(ctx context.Context, id string) (*reservation.State, error)
+	// Await waits until done(state) holds or ctx ends and returns the last
+	// state seen; done must be quick and must not call the Engine.
 	Await(ctx context.Context, id string, done func(*reservation.State) bool) (*reservation.State, error)
+	// Abandon releases a REJECTED refund's amount only on a fresh "not
+	// found" from WeChat Pay, asked just before (actors.AbandonChecked).
+	Abandon(ctx context.Context, id, by string, c reservation.Abandon) (*reservation.State, []reservation.Event, error)
+	// LookupRefund returns the reservation that owns a refund number, or
+	// reservation.ErrNotFound (notifications).
+	LookupRefund(ctx context.Context, refundNo string) (string, error)
+	// Attention lists up to limit refunds needing attention of one kind
+	// (reservation.AttentionKinds) after the cursor "reservation/refund_no",
+	// from the journal's index (GET /v1/refunds, GET /v1/summary).
+	Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
+	// Active is the number of live reservation actors here (GET /v1/summary).
+	Active() int
 }
 
 // Options configure a Server.
@@ -35,10 +57,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, enables the WeChat Pay notification endpoints.
 	Notify *NotifyConfig
-	// Query asks WeChat Pay about a refund before an abandon releases its
-	// amount, when the Engine cannot itself (a cluster node). Without
-	// either, abandon is refused (release_unconfirmed).
-	Query actors.QueryFunc
 	// Auth, if set, requires a bearer token on every route but health and
 	// WeChat Pay's notifications, and checks the route's permission (the
 	// table in auth.go). Nil means no authentication (tests of other things).
@@ -125,7 +143,7 @@ func New(engine Engine, opts Options) *Server {
 		if nc.Deadline <= 0 {
 			nc.Deadline = 4 * time.Second
 		}
-		s.notify = &notifier{cfg: nc, log: s.log, limiter: newLogLimiter(10 * time.Second), stats: &NotifyStats{}}
+		s.notify = &notifier{cfg: nc, engine: engine, log: s.log, limiter: newLogLimiter(10 * time.Second), stats: &NotifyStats{}}
 		s.notify.routes(s)
 	}
 	s.eventRoutes()

@@ -70,7 +70,7 @@ func startServerTB(t testing.TB, sim simprovider.Options, notify bool, jopts *jo
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Notify = &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, Engine: engine}
+		opts.Notify = &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key}
 	}
 	srv := httptest.NewServer(api.New(engine, opts))
 	t.Cleanup(srv.Close)

@@ -201,11 +201,11 @@ func (m *Main) runCluster(ctx context.Context) error {
 	// An abandon asks WeChat Pay from this node; the owner journals the
 	// answer with the release.
 	queried := m.metrics.Provider(wired.provider)
-	opts.Query = func(ctx context.Context, no string) reservation.Outcome {
+	eng := nodeEngine{Node: node, query: func(ctx context.Context, no string) reservation.Outcome {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
 		defer cancel()
 		return queried.Query(ctx, no)
-	}
+	}}
 	tokens, err := m.loadTokens()
 	if err != nil {
 		m.Close()
@@ -219,7 +219,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 			return err
 		}
 		n := *wired.notify
-		n.Engine, n.Quarantine = node, q
+		n.Quarantine = q
 		opts.Notify = &n
 	}
 	// The event feed reads the shared journal in global order: every node
@@ -236,7 +236,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 		}
 		opts.Events.Webhooks, sources.Webhooks = hooks, hooks.leaderLag
 	}
-	srv := api.New(node, opts)
+	srv := api.New(eng, opts)
 	if st := srv.NotifyStats(); st != nil {
 		sources.Notifications = st.Snapshot
 	}
@@ -258,6 +258,22 @@ func (m *Main) runCluster(ctx context.Context) error {
 	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s (cluster node %s at %s)\n", scheme, ln.Addr(), nodeID, node.Address())
 	return nil
 }
+
+// nodeEngine is the API's engine in cluster mode: the node routes each call
+// to the reservation's owner, and an abandon first asks WeChat Pay from
+// this node, whose provider the wiring holds.
+type nodeEngine struct {
+	*cluster.Node
+	query actors.QueryFunc
+}
+
+// Abandon releases a REJECTED refund's amount only on a fresh "not found"
+// from WeChat Pay; see actors.AbandonChecked.
+func (e nodeEngine) Abandon(ctx context.Context, id, by string, c reservation.Abandon) (*reservation.State, []reservation.Event, error) {
+	return actors.AbandonChecked(ctx, e.Node, e.query, time.Now, id, by, c)
+}
+
+var _ api.Engine = nodeEngine{}
 
 // closeNode stops the cluster node: in-flight provider calls finish while
 // it still owns its reservations, then it leaves the membership.

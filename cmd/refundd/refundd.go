@@ -476,7 +476,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		n := *wired.notify
-		n.Engine, n.Quarantine = engine, q
+		n.Quarantine = q
 		opts.Notify = &n
 	}
 	var handlerEngine api.Engine = engine
@@ -586,11 +586,18 @@ func (m *Main) startWebhooks(db *journal.DB) (*webhook.Dispatcher, error) {
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-// registerHook runs a function after each registration that was journaled.
+// registerHook runs a function after each registration that was journaled;
+// every other call goes to the engine unchanged.
 type registerHook struct {
-	*actors.Engine // all of it, so optional interfaces (the attention index) stay visible
-	after          func(reservation.Register)
+	api.Engine
+	after func(reservation.Register)
 }
+
+// Both single-node handles the API may be given.
+var (
+	_ api.Engine = (*actors.Engine)(nil)
+	_ api.Engine = registerHook{}
+)
 
 func (h registerHook) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
 	st, events, err := h.Engine.Execute(ctx, id, by, cmd)
