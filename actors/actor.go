@@ -143,11 +143,14 @@ func (a *reservationActor) answer(m *envelope, r reply) {
 }
 
 // execute is the one order every change follows: decide, append (durable),
-// apply, reply, then side effects (counted as work before the reply).
+// apply, reply, then side effects (counted as work before the reply). One
+// Decide is the whole decision: a new refund comes with its first
+// submission and the exact provider bytes (Env.Encode), so a refund is
+// never journaled without the request that will be sent for it.
 func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
-	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64()}
+	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64(), Encode: a.e.cfg.Encode}
 	quiet := m.quiet
-	events, next, err := a.decide(m.cmd, env)
+	events, err := reservation.Decide(a.state, m.cmd, env)
 	if (err != nil || len(events) == 0) && isTimer(m.cmd) {
 		if cerr := a.confirmCurrent(ctx); cerr != nil {
 			a.answer(m, reply{err: cerr})
@@ -182,14 +185,12 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		a.answer(m, reply{err: a.broken})
 		return
 	}
-	if next == nil {
-		next = a.state
-		if a.shared {
-			next = a.state.Clone()
-		}
-		for _, ev := range events {
-			reservation.Apply(next, ev)
-		}
+	next := a.state
+	if a.shared {
+		next = a.state.Clone()
+	}
+	for _, ev := range events {
+		reservation.Apply(next, ev)
 	}
 	a.state, a.shared = next, false
 	a.wakeWaiters()
@@ -232,47 +233,6 @@ func (a *reservationActor) confirmCurrent(ctx actor.Context) error {
 		return fmt.Errorf("%w: %s: state at version %d, journal at %d", ErrUnavailable, a.id, a.state.Version, version)
 	}
 	return nil
-}
-
-// decide runs the pure core. A new refund also gets its first submission,
-// with the exact provider bytes, in the same append: a refund is never
-// journaled without the request that will be sent for it. The submission
-// is decided on a copy of the state with the events before it applied;
-// that copy, with every event applied, is returned as next (nil when no
-// copy was needed) and becomes the state once the events are journaled.
-func (a *reservationActor) decide(cmd reservation.Command, env reservation.Env) (events []reservation.Event, next *reservation.State, err error) {
-	events, err = reservation.Decide(a.state, cmd, env)
-	if err != nil || len(events) == 0 {
-		return events, nil, err
-	}
-	for _, ev := range events {
-		req, ok := ev.Data.(reservation.RefundRequested)
-		if !ok {
-			continue
-		}
-		if next == nil {
-			next = a.state.Clone()
-			for _, e := range events {
-				reservation.Apply(next, e)
-			}
-		}
-		body, err := a.e.cfg.Provider.RequestBody(RefundRequest{
-			RefundNo: req.RefundNo, OutTradeNo: next.OutTradeNo, TransactionID: next.TransactionID,
-			Amount: req.Amount, Total: next.Amount, Currency: next.Currency, Reason: req.Reason,
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("actors: build provider request for %s: %w", req.RefundNo, err)
-		}
-		more, err := reservation.Decide(next, reservation.StartSubmission{RefundNo: req.RefundNo, Request: body}, env)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, e := range more {
-			reservation.Apply(next, e)
-		}
-		events = append(events, more...)
-	}
-	return events, next, nil
 }
 
 // providerCall is one provider call that a journaled event justifies: a

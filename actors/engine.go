@@ -20,7 +20,13 @@ import (
 type Config struct {
 	Store    Store    // required
 	Provider Provider // required
-	Policy   reservation.Policy
+	// Encode returns the exact bytes of a refund submission (the
+	// provider's encoder, e.g. wechatpay.Client.RequestBody); required.
+	// It is pure, so the core calls it (reservation.Env.Encode): a new
+	// refund is journaled with its first submission in one append, and the
+	// bytes are resent unchanged on every retry.
+	Encode func(reservation.RefundRequest) ([]byte, error)
+	Policy reservation.Policy
 	// IdleTimeout passivates an actor that received nothing for this long;
 	// zero means 2 minutes.
 	IdleTimeout time.Duration
@@ -41,8 +47,8 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	if c.Store == nil || c.Provider == nil {
-		return errors.New("actors: Config needs a Store and a Provider")
+	if c.Store == nil || c.Provider == nil || c.Encode == nil {
+		return errors.New("actors: Config needs a Store, a Provider and an Encode")
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("actors: policy: %w", err)
@@ -405,7 +411,7 @@ func (e *Engine) Await(ctx context.Context, id string, done func(*reservation.St
 }
 
 // Attention lists refunds needing attention of one kind; see Store.
-func (e *Engine) Attention(ctx context.Context, kind, after string, limit int) ([]RefundRef, error) {
+func (e *Engine) Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 	return e.cfg.Store.Attention(ctx, kind, after, limit)
 }
 

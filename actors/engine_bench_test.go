@@ -44,7 +44,7 @@ func newBenchEngine(b *testing.B, opts *journal.Options, idle time.Duration) *be
 	}
 	store := eventstore.New(db)
 	e, err := actors.New(actors.Config{
-		Store: store, Provider: simprovider.New(simprovider.Options{}), IdleTimeout: idle,
+		Store: store, Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode, IdleTimeout: idle,
 		Policy: reservation.Policy{RefundNoPrefix: "B"}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -66,7 +66,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 
 func (h *harness) start(idle time.Duration, policy reservation.Policy) {
 	e, err := actors.New(actors.Config{
-		Store: h.store, Provider: h.provider, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
+		Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -311,10 +311,10 @@ func (h *harness) assertLiveDues(what, id string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var want []actors.Timer
+	var want []reservation.Timer
 	for _, r := range st.Refunds {
 		if !r.DueAt.IsZero() {
-			want = append(want, actors.Timer{ReservationID: id, RefundNo: r.No, DueAt: r.DueAt.UTC()})
+			want = append(want, reservation.Timer{ReservationID: id, RefundNo: r.No, DueAt: r.DueAt.UTC()})
 		}
 	}
 	got, err := h.store.DueBefore(context.Background(), h.clock.Now().Add(24*time.Hour), 100)
@@ -393,7 +393,7 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 		st, _ := h.engine.Get(ctx, "r1")
 		return st.Refund(no).ProviderID != ""
 	})
-	owner, err := actors.New(actors.Config{Store: h.store, Provider: h.provider, Now: h.clock.Now,
+	owner, err := actors.New(actors.Config{Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now,
 		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

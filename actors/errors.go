@@ -1,11 +1,16 @@
 package actors
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/refundd/refundd/internal/reservation"
+)
 
 var (
 	// ErrVersionConflict is returned by a Store when a stream was appended to
-	// by someone else since it was loaded.
-	ErrVersionConflict = errors.New("actors: journal version conflict")
+	// by someone else since it was loaded. It is the core's error, so that
+	// stores return it without importing the driver.
+	ErrVersionConflict = reservation.ErrVersionConflict
 	// ErrUnavailable is returned when the reservation's state could not be
 	// loaded or its events could not be journaled. Nothing was decided.
 	ErrUnavailable = errors.New("actors: journal unavailable")

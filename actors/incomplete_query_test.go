@@ -56,7 +56,7 @@ func TestEngine_IncompleteQueryAnswerIsNotApplied(t *testing.T) {
 				ProviderID: "sim" + no, OutTradeNo: "ORD-r1"}}, true
 		}})
 	refused := refusedOutcomes{ch: make(chan string, 4)}
-	e, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Now: clock.Now,
+	e, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Encode: simprovider.Encode, Now: clock.Now,
 		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}, Logger: slog.New(refused)})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // next message activates a fresh actor from the journal.
 func TestEngine_PassivateHooks(t *testing.T) {
 	e, err := actors.New(actors.Config{
-		Store: eventstore.New(journaltest.Open(t)), Provider: simprovider.New(simprovider.Options{}),
+		Store: eventstore.New(journaltest.Open(t)), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode,
 		Policy: reservation.Policy{RefundNoPrefix: "T"},
 	})
 	if err != nil {

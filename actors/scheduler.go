@@ -27,7 +27,7 @@ func (e *Engine) FireDue(ctx context.Context, now time.Time, limit int) (int, er
 // those of reservations owns refuses (owns nil: none), and returns the ones
 // handled and how many were tried. A timer that fails is added to failed
 // (when not nil) and stays in the index.
-func (e *Engine) fire(ctx context.Context, timers []Timer, failed map[timerKey]bool, owns func(string) bool) (done []Timer, tried int) {
+func (e *Engine) fire(ctx context.Context, timers []reservation.Timer, failed map[timerKey]bool, owns func(string) bool) (done []reservation.Timer, tried int) {
 	for _, t := range timers {
 		k := timerKey{t.ReservationID, t.RefundNo, t.DueAt.UnixNano()}
 		if failed[k] || owns != nil && !owns(t.ReservationID) {

@@ -18,7 +18,7 @@ type Store interface {
 	// taking ownership of the stream (unlike Load in cluster mode).
 	Version(ctx context.Context, reservationID string) (uint64, error)
 	// Append durably appends events after version expected and returns only
-	// once they are on disk. It fails with ErrVersionConflict when the
+	// once they are on disk. It fails with ErrVersionConflict (reservation.ErrVersionConflict) when the
 	// stream moved, with reservation.ErrOutTradeNoTaken when a registration
 	// names an order held by another reservation, and otherwise with an IO
 	// error; on any error nothing was appended. Events carrying due times
@@ -30,24 +30,11 @@ type Store interface {
 	// reservation.ErrNotFound.
 	LookupRefund(ctx context.Context, refundNo string) (string, error)
 	// DueBefore lists due timers at or before t, oldest first.
-	DueBefore(ctx context.Context, t time.Time, limit int) ([]Timer, error)
+	DueBefore(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
 	// DeleteDue removes handled timers; removing a missing one is no error.
-	DeleteDue(ctx context.Context, timers []Timer) error
+	DeleteDue(ctx context.Context, timers []reservation.Timer) error
 	// Attention lists refunds needing attention of one kind (a state in
 	// reservation.AttentionKinds), kept atomically with the events, in
 	// (reservation, refund) order after the cursor "RESERVATION/REFUND_NO".
-	Attention(ctx context.Context, kind, after string, limit int) ([]RefundRef, error)
-}
-
-// RefundRef names one refund.
-type RefundRef struct {
-	ReservationID string
-	RefundNo      string
-}
-
-// Timer is one entry of the journaled due-time index.
-type Timer struct {
-	ReservationID string
-	RefundNo      string
-	DueAt         time.Time
+	Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
 }

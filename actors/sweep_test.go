@@ -27,16 +27,18 @@ func (emptyStore) LookupRefund(context.Context, string) (string, error) {
 	return "", reservation.ErrNotFound
 }
 
-func (emptyStore) DueBefore(context.Context, time.Time, int) ([]Timer, error) { return nil, nil }
-func (emptyStore) DeleteDue(context.Context, []Timer) error                   { return nil }
-func (emptyStore) Attention(context.Context, string, string, int) ([]RefundRef, error) {
+func (emptyStore) DueBefore(context.Context, time.Time, int) ([]reservation.Timer, error) {
+	return nil, nil
+}
+func (emptyStore) DeleteDue(context.Context, []reservation.Timer) error { return nil }
+func (emptyStore) Attention(context.Context, string, string, int) ([]reservation.RefundRef, error) {
 	return nil, nil
 }
 
 // noProvider is never called: no refund is requested.
 type noProvider struct{}
 
-func (noProvider) RequestBody(RefundRequest) ([]byte, error) { return []byte("{}"), nil }
+func (noProvider) RequestBody(reservation.RefundRequest) ([]byte, error) { return []byte("{}"), nil }
 func (noProvider) Submit(context.Context, string, []byte, int) reservation.Outcome {
 	return reservation.Outcome{Kind: reservation.OutcomeUnknown}
 }
@@ -49,7 +51,7 @@ func (noProvider) Query(context.Context, string) reservation.Outcome {
 func TestSweep_AsksOnlyIdleActors(t *testing.T) {
 	// An hour: the sweep's own ticker never fires during the test; askIdle
 	// is called by hand.
-	e, err := New(Config{Store: emptyStore{}, Provider: noProvider{}, IdleTimeout: time.Hour,
+	e, err := New(Config{Store: emptyStore{}, Provider: noProvider{}, Encode: noProvider{}.RequestBody, IdleTimeout: time.Hour,
 		Policy: reservation.Policy{RefundNoPrefix: "T"}})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ type auditEnv struct {
 func newAuditEnv(t *testing.T, jopts *journal.Options, cfg func(*api.AuditConfig), opts api.Options) *auditEnv {
 	t.Helper()
 	db := journaltest.OpenWith(t, jopts)
-	engine, err := actors.New(actors.Config{Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}),
+	engine, err := actors.New(actors.Config{Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode,
 		Logger: quietLogger(), Policy: reservation.Policy{RefundNoPrefix: "T"}})
 	if err != nil {
 		t.Fatal(err)

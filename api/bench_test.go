@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/metrics"
@@ -97,7 +96,7 @@ func (stubEngine) LookupRefund(context.Context, string) (string, error) {
 	return "", reservation.ErrNotFound
 }
 
-func (stubEngine) Attention(context.Context, string, string, int) ([]actors.RefundRef, error) {
+func (stubEngine) Attention(context.Context, string, string, int) ([]reservation.RefundRef, error) {
 	return nil, nil
 }
 

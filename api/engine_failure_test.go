@@ -53,7 +53,7 @@ func (b brokenEngine) LookupRefund(ctx context.Context, _ string) (string, error
 	return "", b.fail(ctx)
 }
 
-func (b brokenEngine) Attention(ctx context.Context, _, _ string, _ int) ([]actors.RefundRef, error) {
+func (b brokenEngine) Attention(ctx context.Context, _, _ string, _ int) ([]reservation.RefundRef, error) {
 	return nil, b.fail(ctx)
 }
 

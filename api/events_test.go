@@ -257,7 +257,7 @@ func TestEvents_BadQuery(t *testing.T) {
 func TestEvents_Engine(t *testing.T) {
 	db := journaltest.Open(t)
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}), Logger: quietLogger(),
+		Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode, Logger: quietLogger(),
 		Policy: reservation.Policy{RefundNoPrefix: "T"},
 	})
 	if err != nil {

@@ -105,7 +105,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 		policy.RefundSpacing = o.spacing
 	}
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: sim, Logger: quiet, IdleTimeout: o.idle, Policy: policy,
+		Store: eventstore.New(db), Provider: sim, Encode: simprovider.Encode, Logger: quiet, IdleTimeout: o.idle, Policy: policy,
 	})
 	if err != nil {
 		t.Fatalf("actors.New: %v", err)

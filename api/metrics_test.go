@@ -66,7 +66,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 		o.policy.RefundNoPrefix = "T"
 	}
 	sim := simprovider.New(simprovider.Options{Fault: o.fault})
-	engine, err := actors.New(actors.Config{Store: m.Store(store), Provider: m.Provider(sim), Logger: quietLogger(), Policy: o.policy})
+	engine, err := actors.New(actors.Config{Store: m.Store(store), Provider: m.Provider(sim), Encode: simprovider.Encode, Logger: quietLogger(), Policy: o.policy})
 	if err != nil {
 		t.Fatal(err)
 	}

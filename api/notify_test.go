@@ -71,7 +71,7 @@ func newNtEnv(t *testing.T) *ntEnv {
 			return simprovider.Injected{}, false
 		}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Logger: log,
+	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Encode: simprovider.Encode, Logger: log,
 		Policy: reservation.Policy{RefundNoPrefix: "N"}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func (h *errorCounter) WithGroup(string) slog.Handler      { return h }
 // answered so that WeChat retries.
 func TestNotify_QuarantineFailureIsLoggedRateLimited(t *testing.T) {
 	counter := &errorCounter{msgs: map[string]int{}}
-	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: simprovider.New(simprovider.Options{}),
+	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode,
 		Logger: slog.New(slog.DiscardHandler), Policy: reservation.Policy{RefundNoPrefix: "N"}})
 	if err != nil {
 		t.Fatal(err)

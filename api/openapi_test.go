@@ -13,7 +13,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
@@ -64,7 +63,7 @@ func (nopEngine) Abandon(context.Context, string, string, reservation.Abandon) (
 func (nopEngine) LookupRefund(context.Context, string) (string, error) {
 	return "", reservation.ErrNotFound
 }
-func (nopEngine) Attention(context.Context, string, string, int) ([]actors.RefundRef, error) {
+func (nopEngine) Attention(context.Context, string, string, int) ([]reservation.RefundRef, error) {
 	return nil, nil
 }
 func (nopEngine) Active() int { return 0 }

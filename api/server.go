@@ -10,7 +10,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
 )
@@ -39,7 +38,7 @@ type Engine interface {
 	// Attention lists up to limit refunds needing attention of one kind
 	// (reservation.AttentionKinds) after the cursor "reservation/refund_no",
 	// from the journal's index (GET /v1/refunds, GET /v1/summary).
-	Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
+	Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
 	// Active is the number of live reservation actors here (GET /v1/summary).
 	Active() int
 }

@@ -66,7 +66,7 @@ func (w *world) startOn(name string, m cluster.Membership, port int) *cluster.No
 	defer cancel()
 	n, err := cluster.Start(ctx, cluster.Config{
 		Engine: actors.Config{
-			Store: w.journal.node(name), Provider: w.provider,
+			Store: w.journal.node(name), Provider: w.provider, Encode: simprovider.Encode,
 			Policy:      reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
 			IdleTimeout: time.Minute,
 		},

@@ -25,7 +25,7 @@ type memJournal struct {
 	mu      sync.Mutex
 	streams map[string]*memStream
 	claims  map[string]string // namespace/key -> stream
-	dues    map[actors.Timer]bool
+	dues    map[reservation.Timer]bool
 	marks   map[string]bool
 	fenced  int // appends refused for a stale epoch
 }
@@ -38,7 +38,7 @@ type memStream struct {
 }
 
 func newMemJournal() *memJournal {
-	return &memJournal{streams: map[string]*memStream{}, claims: map[string]string{}, dues: map[actors.Timer]bool{}, marks: map[string]bool{}}
+	return &memJournal{streams: map[string]*memStream{}, claims: map[string]string{}, dues: map[reservation.Timer]bool{}, marks: map[string]bool{}}
 }
 
 // node returns a node's view of the journal.
@@ -143,7 +143,7 @@ func (n *memNode) Append(_ context.Context, id string, expected uint64, events [
 	}
 	for _, e := range events {
 		if no, at, ok := reservation.DueOf(e.Data); ok {
-			n.j.dues[actors.Timer{ReservationID: id, RefundNo: no, DueAt: at.UTC()}] = true
+			n.j.dues[reservation.Timer{ReservationID: id, RefundNo: no, DueAt: at.UTC()}] = true
 		}
 		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
 			for _, k := range remove {
@@ -157,7 +157,7 @@ func (n *memNode) Append(_ context.Context, id string, expected uint64, events [
 		s.writers = append(s.writers, fmt.Sprintf("%s@%d", n.name, mine))
 	}
 	for _, d := range dropped {
-		delete(n.j.dues, actors.Timer{ReservationID: id, RefundNo: d.RefundNo, DueAt: d.At.UTC()})
+		delete(n.j.dues, reservation.Timer{ReservationID: id, RefundNo: d.RefundNo, DueAt: d.At.UTC()})
 	}
 	return nil
 }
@@ -171,10 +171,10 @@ func (n *memNode) LookupRefund(_ context.Context, no string) (string, error) {
 	return "", reservation.ErrNotFound
 }
 
-func (n *memNode) DueBefore(_ context.Context, t time.Time, limit int) ([]actors.Timer, error) {
+func (n *memNode) DueBefore(_ context.Context, t time.Time, limit int) ([]reservation.Timer, error) {
 	n.j.mu.Lock()
 	defer n.j.mu.Unlock()
-	var out []actors.Timer
+	var out []reservation.Timer
 	for d := range n.j.dues {
 		if !d.DueAt.After(t) {
 			out = append(out, d)
@@ -192,7 +192,7 @@ func (n *memNode) DueBefore(_ context.Context, t time.Time, limit int) ([]actors
 	return out, nil
 }
 
-func (n *memNode) DeleteDue(_ context.Context, timers []actors.Timer) error {
+func (n *memNode) DeleteDue(_ context.Context, timers []reservation.Timer) error {
 	n.j.mu.Lock()
 	defer n.j.mu.Unlock()
 	for _, t := range timers {
@@ -202,7 +202,7 @@ func (n *memNode) DeleteDue(_ context.Context, timers []actors.Timer) error {
 	return nil
 }
 
-func (n *memNode) Attention(_ context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+func (n *memNode) Attention(_ context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 	n.j.mu.Lock()
 	defer n.j.mu.Unlock()
 	var keys []string
@@ -212,13 +212,13 @@ func (n *memNode) Attention(_ context.Context, kind, after string, limit int) ([
 		}
 	}
 	sort.Strings(keys)
-	var out []actors.RefundRef
+	var out []reservation.RefundRef
 	for _, k := range keys {
 		if len(out) == limit {
 			break
 		}
 		id, no, _ := strings.Cut(k, "/")
-		out = append(out, actors.RefundRef{ReservationID: id, RefundNo: no})
+		out = append(out, reservation.RefundRef{ReservationID: id, RefundNo: no})
 	}
 	return out, nil
 }

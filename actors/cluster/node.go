@@ -321,7 +321,7 @@ func (n *Node) LookupRefund(ctx context.Context, refundNo string) (string, error
 }
 
 // Attention lists refunds needing attention (from the shared journal).
-func (n *Node) Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+func (n *Node) Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 	return n.store.Attention(ctx, kind, after, limit)
 }
 

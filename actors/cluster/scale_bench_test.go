@@ -47,7 +47,7 @@ func BenchmarkCluster_Refunds(b *testing.B) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				n, err := cluster.Start(ctx, cluster.Config{
 					Engine: actors.Config{
-						Store: eventstore.New(db), Provider: provider,
+						Store: eventstore.New(db), Provider: provider, Encode: simprovider.Encode,
 						Policy:      reservation.Policy{RefundNoPrefix: "B", RecheckAfter: time.Minute},
 						IdleTimeout: time.Minute,
 					},

@@ -27,6 +27,8 @@ type Notify struct {
 type Options struct {
 	Store    *Store          // required
 	Provider actors.Provider // required; called after the claim commits, never in a transaction
+	// Encode builds a refund submission's bytes (the provider's encoder); required.
+	Encode func(reservation.RefundRequest) ([]byte, error)
 	// Token, if set, is required as "Authorization: Bearer" on every route
 	// but /healthz and the notification endpoint. Empty means none.
 	Token string
@@ -267,7 +269,7 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
 // submit calls the provider with the stable refund number and records its
 // answer by conditional UPDATE; it returns the refund as recorded.
 func (s *Server) submit(ctx context.Context, ref Refund, o Order) Refund {
-	body, err := s.opts.Provider.RequestBody(actors.RefundRequest{RefundNo: ref.RefundNo, OutTradeNo: o.OutTradeNo,
+	body, err := s.opts.Encode(reservation.RefundRequest{RefundNo: ref.RefundNo, OutTradeNo: o.OutTradeNo,
 		TransactionID: o.TransactionID, Amount: ref.Amount, Total: o.Total, Currency: o.Currency, Reason: ref.Reason})
 	if err != nil {
 		s.log.Error("provider request body", "refund_no", ref.RefundNo, "err", err)

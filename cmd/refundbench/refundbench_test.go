@@ -44,7 +44,7 @@ func startServerTB(t testing.TB, sim simprovider.Options, notify bool, jopts *jo
 	discard := slog.New(slog.DiscardHandler)
 	db := journaltest.OpenWith(t, jopts)
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: simprovider.New(sim), Logger: discard,
+		Store: eventstore.New(db), Provider: simprovider.New(sim), Encode: simprovider.Encode, Logger: discard,
 		Policy: reservation.Policy{RefundNoPrefix: "T"},
 	})
 	if err != nil {

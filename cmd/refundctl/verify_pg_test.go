@@ -26,7 +26,7 @@ func TestJournalVerify_Postgres(t *testing.T) {
 	// A real history: the engine on the PostgreSQL journal, refunds
 	// answered by the in-memory provider.
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}),
+		Store: eventstore.New(db), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode,
 		Policy: reservation.Policy{RefundNoPrefix: "V"}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -159,7 +159,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 	host, port, _ := splitListen(cc.Listen) // validated
 	store := eventstore.New(pg)
 	node, err := cluster.Start(ctx, cluster.Config{
-		Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Logger: m.log,
+		Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Encode: wired.encode, Logger: m.log,
 			Policy: policy, IdleTimeout: c.IdleTimeout},
 		Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
 	})

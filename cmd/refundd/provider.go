@@ -47,7 +47,10 @@ type WechatpayConfig struct {
 // wiredProvider is what a provider mode gives the rest of the wiring.
 type wiredProvider struct {
 	provider actors.Provider
-	notify   *api.NotifyConfig // nil: no notification endpoints
+	// encode builds a submission's bytes (actors.Config.Encode): the same
+	// adapter's pure encoder.
+	encode func(reservation.RefundRequest) ([]byte, error)
+	notify *api.NotifyConfig // nil: no notification endpoints
 	// onRegister runs after a registration is journaled (the sandbox learns
 	// the paid order, as real WeChat knows what was paid).
 	onRegister func(reservation.Register)
@@ -82,7 +85,7 @@ func (m *Main) wireMemory() *wiredProvider {
 		Delay:  m.Config.SandboxDelay,
 		Notify: func(no string, o reservation.Outcome) { m.pushOutcome(engine, no, o) },
 	})
-	return &wiredProvider{provider: p, setEngine: func(e *actors.Engine) { engine = e }, close: func() {},
+	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { engine = e }, close: func() {},
 		describe: "in-memory stand-in (no WeChat Pay protocol)"}
 }
 
@@ -150,6 +153,7 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 	}
 	return &wiredProvider{
 		provider: client,
+		encode:   client.RequestBody,
 		notify:   &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key},
 		onRegister: func(c reservation.Register) {
 			if err := sb.CreateOrder(c.OutTradeNo, c.TransactionID, c.Amount); err != nil {
@@ -220,6 +224,7 @@ func (m *Main) wireWechatpay(notifyBase string) (*wiredProvider, error) {
 	}
 	return &wiredProvider{
 		provider: client,
+		encode:   client.RequestBody,
 		notify:   &api.NotifyConfig{MchID: c.MchID, Verifier: verifier, APIv3Key: c.apiV3Key, APIv2Key: c.apiV2Key},
 		close:    func() {},
 		describe: "WeChat Pay at " + c.BaseURL + " (mchid " + c.MchID + ")",

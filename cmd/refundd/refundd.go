@@ -408,7 +408,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.provider = wired
 	store := eventstore.New(db)
 	engine, err := actors.New(actors.Config{
-		Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Logger: m.log,
+		Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Encode: wired.encode, Logger: m.log,
 		Policy:      policy,
 		IdleTimeout: c.IdleTimeout,
 	})

@@ -81,7 +81,7 @@ func runScenario(t *testing.T, path string) []moment {
 		return simprovider.Injected{}, false
 	}})
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: sim, Now: clock.Now,
+		Store: eventstore.New(db), Provider: sim, Encode: simprovider.Encode, Now: clock.Now,
 		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute, MaxAttempts: 3},
 	})
 	if err != nil {

@@ -7,7 +7,7 @@
 // On a journal that fences appends by ownership (Activator, implemented by
 // pgjournal), loading a reservation first activates its stream: the actor
 // that loads takes the reservation over, and an append of an actor that was
-// taken over fails with an error matching both actors.ErrVersionConflict
+// taken over fails with an error matching both reservation.ErrVersionConflict
 // and pgjournal.ErrFenced; the actor then replies with an error and
 // passivates, and the next request reloads (and re-activates) it.
 package eventstore
@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 	"github.com/refundd/refundd/journal/pgjournal"
@@ -66,8 +65,6 @@ type Store struct {
 // ownership of db and closes it.
 func New(db Journal) *Store { return &Store{db: db} }
 
-var _ actors.Store = (*Store)(nil)
-
 // Load implements actors.Store. On an Activator it activates the stream
 // first, so the caller (the actor starting) owns it from then on.
 func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint64, error) {
@@ -112,11 +109,11 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 	case errors.As(err, &taken) && taken.Namespace == NamespaceOutTradeNo:
 		return reservation.ErrOutTradeNoTaken
 	case errors.Is(err, journal.ErrSequenceMismatch):
-		return fmt.Errorf("%w: %v", actors.ErrVersionConflict, err)
+		return fmt.Errorf("%w: %v", reservation.ErrVersionConflict, err)
 	case errors.Is(err, pgjournal.ErrFenced):
 		// Another node took the reservation over: this actor's state is
 		// stale, like after a sequence conflict.
-		return fmt.Errorf("eventstore: %s: %w: %w", id, actors.ErrVersionConflict, err)
+		return fmt.Errorf("eventstore: %s: %w: %w", id, reservation.ErrVersionConflict, err)
 	}
 	return err
 }
@@ -239,7 +236,7 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 }
 
 // Attention implements actors.Store.
-func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 	prefix := attentionPrefix + kind + "/"
 	var from string
 	if after != "" {
@@ -249,14 +246,14 @@ func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]actors.RefundRef, 0, len(keys))
+	refs := make([]reservation.RefundRef, 0, len(keys))
 	for _, k := range keys {
 		rest := strings.TrimPrefix(k, prefix)
 		i := strings.IndexByte(rest, '/')
 		if i < 0 {
 			return nil, fmt.Errorf("eventstore: malformed attention key %q", k)
 		}
-		refs = append(refs, actors.RefundRef{ReservationID: rest[:i], RefundNo: rest[i+1:]})
+		refs = append(refs, reservation.RefundRef{ReservationID: rest[:i], RefundNo: rest[i+1:]})
 	}
 	return refs, nil
 }
@@ -271,20 +268,20 @@ func (s *Store) LookupRefund(ctx context.Context, refundNo string) (string, erro
 }
 
 // DueBefore implements actors.Store.
-func (s *Store) DueBefore(ctx context.Context, t time.Time, limit int) ([]actors.Timer, error) {
+func (s *Store) DueBefore(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error) {
 	dues, err := s.db.DueBefore(ctx, t, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]actors.Timer, len(dues))
+	out := make([]reservation.Timer, len(dues))
 	for i, d := range dues {
-		out[i] = actors.Timer{ReservationID: d.Stream, RefundNo: d.Key, DueAt: d.At}
+		out[i] = reservation.Timer{ReservationID: d.Stream, RefundNo: d.Key, DueAt: d.At}
 	}
 	return out, nil
 }
 
 // DeleteDue implements actors.Store.
-func (s *Store) DeleteDue(ctx context.Context, timers []actors.Timer) error {
+func (s *Store) DeleteDue(ctx context.Context, timers []reservation.Timer) error {
 	dues := make([]journal.Due, len(timers))
 	for i, t := range timers {
 		dues[i] = journal.Due{At: t.DueAt, Stream: t.ReservationID, Key: t.RefundNo}

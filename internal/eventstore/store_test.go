@@ -70,7 +70,7 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 		t.Fatalf("LookupRefund(unknown) err = %v", err)
 	}
 	timers, err := s.DueBefore(ctx, due, 10)
-	if err != nil || len(timers) != 1 || timers[0] != (actors.Timer{ReservationID: "r1", RefundNo: "T-r1-1", DueAt: due}) {
+	if err != nil || len(timers) != 1 || timers[0] != (reservation.Timer{ReservationID: "r1", RefundNo: "T-r1-1", DueAt: due}) {
 		t.Fatalf("DueBefore = %+v, %v", timers, err)
 	}
 	if timers, _ := s.DueBefore(ctx, due.Add(-time.Nanosecond), 10); len(timers) != 0 {
@@ -121,7 +121,7 @@ func TestStore_DroppedDuesLeaveWithTheEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			state := reservation.Replay(first)
-			dues := func() []actors.Timer {
+			dues := func() []reservation.Timer {
 				t.Helper()
 				timers, err := s.DueBefore(ctx, at.Add(time.Hour), 10)
 				if err != nil {
@@ -209,7 +209,7 @@ func TestEngine_TakenOverActorNeverRepliesSuccess(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	policy := reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}
 	engine := func() *actors.Engine {
-		e, err := actors.New(actors.Config{Store: eventstore.New(st.Open(t, nil)), Provider: simprovider.New(simprovider.Options{}),
+		e, err := actors.New(actors.Config{Store: eventstore.New(st.Open(t, nil)), Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode,
 			Policy: policy, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

@@ -71,7 +71,7 @@ func newEngine(t *testing.T, fault simprovider.Fault) *engineEnv {
 	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
 	store := eventstore.New(journaltest.Open(t))
 	engine, err := actors.New(actors.Config{
-		Store: m.Store(store), Provider: m.Provider(simprovider.New(simprovider.Options{Fault: fault})),
+		Store: m.Store(store), Provider: m.Provider(simprovider.New(simprovider.Options{Fault: fault})), Encode: simprovider.Encode,
 		Logger: quiet(), Policy: reservation.Policy{RefundNoPrefix: "T"},
 	})
 	if err != nil {
@@ -173,7 +173,7 @@ func TestStore_AttentionGauge(t *testing.T) {
 // countAttention pages through the index and stops at the cap.
 func TestWatch_AttentionPagingAndCap(t *testing.T) {
 	const total = 2500
-	list := func(_ context.Context, kind, after string, limit int) ([]actors.RefundRef, error) {
+	list := func(_ context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 		if kind != "stuck" {
 			return nil, nil
 		}
@@ -185,9 +185,9 @@ func TestWatch_AttentionPagingAndCap(t *testing.T) {
 			}
 			start = n + 1
 		}
-		var out []actors.RefundRef
+		var out []reservation.RefundRef
 		for i := start; i < total && len(out) < limit; i++ {
-			out = append(out, actors.RefundRef{ReservationID: "r", RefundNo: strconv.Itoa(i)})
+			out = append(out, reservation.RefundRef{ReservationID: "r", RefundNo: strconv.Itoa(i)})
 		}
 		return out, nil
 	}
@@ -214,8 +214,8 @@ func TestWatch_NotificationsWebhooksAndFailures(t *testing.T) {
 			}
 			return []webhook.EndpointLag{{Name: "ledger", EventsBehind: 7, Parked: 2, OldestUndeliveredAge: 90 * time.Second, Delivered: 40, FailedAttempts: 5}}, nil
 		},
-		DueBefore: func(context.Context, time.Time, int) ([]actors.Timer, error) {
-			return []actors.Timer{{ReservationID: "r", RefundNo: "n"}}, nil
+		DueBefore: func(context.Context, time.Time, int) ([]reservation.Timer, error) {
+			return []reservation.Timer{{ReservationID: "r", RefundNo: "n"}}, nil
 		},
 	})
 	if err != nil {

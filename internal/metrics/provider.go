@@ -4,21 +4,23 @@ import (
 	"context"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Provider wraps a provider to count its calls by outcome and time them.
-func (m *Metrics) Provider(next actors.Provider) actors.Provider { return &provider{next: next, m: m} }
+func (m *Metrics) Provider(next Provider) Provider { return &provider{next: next, m: m} }
 
-type provider struct {
-	next actors.Provider
-	m    *Metrics
+// Provider is the engine's provider (actors.Provider), declared here so
+// that the decorator need not import the driver.
+type Provider interface {
+	Submit(ctx context.Context, refundNo string, body []byte, attempt int) reservation.Outcome
+	Query(ctx context.Context, refundNo string) reservation.Outcome
 }
 
-var _ actors.Provider = (*provider)(nil)
-
-func (p *provider) RequestBody(r actors.RefundRequest) ([]byte, error) { return p.next.RequestBody(r) }
+type provider struct {
+	next Provider
+	m    *Metrics
+}
 
 func (p *provider) Submit(ctx context.Context, refundNo string, body []byte, attempt int) reservation.Outcome {
 	start := time.Now()

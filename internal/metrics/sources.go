@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
 )
@@ -23,9 +22,9 @@ type Sources struct {
 	Active func() int
 	// Attention lists refunds needing attention of one kind after a cursor
 	// (actors.Engine.Attention).
-	Attention func(ctx context.Context, kind, after string, limit int) ([]actors.RefundRef, error)
+	Attention func(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
 	// DueBefore lists due timers at or before a time (actors.Store.DueBefore).
-	DueBefore func(ctx context.Context, t time.Time, limit int) ([]actors.Timer, error)
+	DueBefore func(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
 	// Notifications returns notification counts by outcome
 	// (api.NotifyStats.Snapshot).
 	Notifications func() map[string]int64

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -14,10 +13,22 @@ import (
 // activates) and count the events and refund transitions that were
 // journaled. Give the result to actors.Config.Store only: any other Load
 // through it would count as an activation.
-func (m *Metrics) Store(next actors.Store) actors.Store { return &store{Store: next, m: m} }
+func (m *Metrics) Store(next Store) Store { return &store{Store: next, m: m} }
+
+// Store is the engine's store (actors.Store), declared here so that the
+// decorator need not import the driver.
+type Store interface {
+	Load(ctx context.Context, reservationID string) ([]reservation.Event, uint64, error)
+	Version(ctx context.Context, reservationID string) (uint64, error)
+	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error
+	LookupRefund(ctx context.Context, refundNo string) (string, error)
+	DueBefore(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
+	DeleteDue(ctx context.Context, timers []reservation.Timer) error
+	Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
+}
 
 type store struct {
-	actors.Store
+	Store
 	m *Metrics
 }
 
@@ -37,7 +48,7 @@ func (s *store) Append(ctx context.Context, id string, expected uint64, events [
 	result := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, actors.ErrVersionConflict):
+	case errors.Is(err, reservation.ErrVersionConflict):
 		result = "conflict"
 	case errors.Is(err, reservation.ErrOutTradeNoTaken):
 		result = "taken"

@@ -29,8 +29,9 @@ type RequestRefund struct {
 }
 
 // StartSubmission journals the first submission of a new refund with the exact
-// provider request bytes. The engine sends it right after RequestRefund, in
-// the same append.
+// provider request bytes. RequestRefund does the same itself when Env.Encode
+// is set (the engine always sets it); this command drives the core step by
+// step where no encoder is given (tests, tools).
 type StartSubmission struct {
 	RefundNo string
 	Request  []byte

@@ -3,6 +3,7 @@ package reservation
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -117,10 +118,26 @@ func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error
 			"amount "+strconv.FormatInt(amount, 10)+" exceeds the refundable "+strconv.FormatInt(left, 10))
 	}
 	n := len(s.Refunds) + 1
-	return []EventData{RefundRequested{
+	req := RefundRequested{
 		RefundNo: RefundNo(p.prefix(), s.ID, n), Number: n, IdempotencyKey: c.IdempotencyKey,
 		Fingerprint: fp, Amount: amount, Reason: c.Reason,
-	}}, nil
+	}
+	if env.Encode == nil {
+		return []EventData{req}, nil
+	}
+	// The first submission, with the exact provider bytes, goes in the same
+	// append as the refund.
+	body, err := env.Encode(RefundRequest{
+		RefundNo: req.RefundNo, OutTradeNo: s.OutTradeNo, TransactionID: s.TransactionID,
+		Amount: amount, Total: s.Amount, Currency: s.Currency, Reason: c.Reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reservation: build provider request for %s: %w", req.RefundNo, err)
+	}
+	if len(body) == 0 {
+		return nil, invalid("request", "the provider request bytes are required")
+	}
+	return []EventData{req, firstSubmission(s, req.RefundNo, body, env)}, nil
 }
 
 func refundOf(s *State, no string) (*Refund, error) {
@@ -149,12 +166,19 @@ func decideStartSubmission(s *State, c StartSubmission, env Env) ([]EventData, e
 	if r.State != Processing || len(r.Request) > 0 {
 		return nil, ErrInvalidState
 	}
+	return []EventData{firstSubmission(s, r.No, c.Request, env)}, nil
+}
+
+// firstSubmission starts the first attempt of refund no with body, or,
+// within the spacing of the order's previous create request, schedules it
+// for when the spacing ends. The refund's own RefundRequested changes
+// nothing the spacing reads, so RequestRefund decides it on the state
+// before that event.
+func firstSubmission(s *State, no string, body []byte, env Env) EventData {
 	if wait := spacingWait(s, env); wait > 0 {
-		return []EventData{SubmissionScheduled{RefundNo: r.No, Request: c.Request, DueAt: env.Now.Add(wait)}}, nil
+		return SubmissionScheduled{RefundNo: no, Request: body, DueAt: env.Now.Add(wait)}
 	}
-	return []EventData{SubmissionStarted{
-		RefundNo: r.No, Attempt: 1, Request: c.Request, DueAt: env.Now.Add(env.Policy.recheckAfter()),
-	}}, nil
+	return SubmissionStarted{RefundNo: no, Attempt: 1, Request: body, DueAt: env.Now.Add(env.Policy.recheckAfter())}
 }
 
 // spacingWait is how long a create request made now must still wait so

@@ -2,8 +2,9 @@ package reservation
 
 import "time"
 
-// Env is what a decision may know about the world: the time, who asks, and
-// the deployment's policy. Decide reads nothing else.
+// Env is what a decision may know about the world: the time, who asks, the
+// deployment's policy, and how the provider encodes a refund request.
+// Decide reads nothing else.
 type Env struct {
 	Now    time.Time
 	By     string
@@ -11,6 +12,13 @@ type Env struct {
 	// Jitter in [0, 1) spreads retry times; the adapter draws it at random
 	// and the decided due time is journaled, so replay stays exact.
 	Jitter float64
+	// Encode returns the exact bytes of a refund submission; it must be
+	// pure (the same request gives the same bytes, no IO). RequestRefund
+	// journals them with the refund, so the refund is never journaled
+	// without the request that will be sent for it, and every retry resends
+	// them unchanged. Nil decides the refund alone, its bytes to come from
+	// a StartSubmission (how tests and tools drive the core step by step).
+	Encode func(RefundRequest) ([]byte, error)
 }
 
 // Policy holds the deployment's settings that shape decisions.

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // benchRequest is a refund as the benchmarks of bench/ send it.
-var benchRequest = actors.RefundRequest{RefundNo: "R-resv-000123-1", OutTradeNo: "ORD-000123",
+var benchRequest = reservation.RefundRequest{RefundNo: "R-resv-000123-1", OutTradeNo: "ORD-000123",
 	Amount: 3000, Total: 10000, Currency: "CNY", Reason: "change of plans"}
 
 // BenchmarkRequestBody compares the hand encoder with the json.Marshal it

@@ -11,7 +11,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // newBody is a body with every field set from its arguments.
@@ -126,7 +126,7 @@ func TestRequestBody_SameBytesAsEncodingJSON(t *testing.T) {
 	rng, seed := newRNG(t)
 	p := New(Options{})
 	for range 5000 {
-		r := actors.RefundRequest{RefundNo: randString(rng), OutTradeNo: randString(rng), TransactionID: randString(rng),
+		r := reservation.RefundRequest{RefundNo: randString(rng), OutTradeNo: randString(rng), TransactionID: randString(rng),
 			Amount: randAmount(rng), Total: randAmount(rng), Currency: randString(rng), Reason: randString(rng)}
 		got, err := p.RequestBody(r)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -74,8 +73,6 @@ type body struct {
 	} `json:"amount"`
 }
 
-var _ actors.Provider = (*Provider)(nil)
-
 // New returns an empty provider.
 func New(opts Options) *Provider {
 	if opts.Now == nil {
@@ -84,8 +81,12 @@ func New(opts Options) *Provider {
 	return &Provider{opts: opts, refunds: map[string]*refund{}, refunded: map[string]int64{}}
 }
 
-// RequestBody implements actors.Provider.
-func (p *Provider) RequestBody(r actors.RefundRequest) ([]byte, error) {
+// RequestBody is the provider's encoder (actors.Config.Encode, pure): Encode.
+func (p *Provider) RequestBody(r reservation.RefundRequest) ([]byte, error) { return Encode(r) }
+
+// Encode returns the submission bytes for r; it depends on nothing but r,
+// so it serves any Provider (actors.Config.Encode).
+func Encode(r reservation.RefundRequest) ([]byte, error) {
 	var b body
 	b.OutTradeNo, b.OutRefundNo, b.Reason = r.OutTradeNo, r.RefundNo, r.Reason
 	b.Amount.Refund, b.Amount.Total, b.Amount.Currency = r.Amount, r.Total, r.Currency

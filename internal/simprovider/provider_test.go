@@ -5,14 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
 // TestSubmit_Bodies submits one body per fresh provider: the hand codec's
 // bytes, other spellings encoding/json reads, and bodies it refuses.
 func TestSubmit_Bodies(t *testing.T) {
-	req := actors.RefundRequest{RefundNo: "R-resv-1-1", OutTradeNo: "ORD-1", Amount: 3000, Total: 10000,
+	req := reservation.RefundRequest{RefundNo: "R-resv-1-1", OutTradeNo: "ORD-1", Amount: 3000, Total: 10000,
 		Currency: "CNY", Reason: "改期 <soon> & \"then\""}
 	canon, err := New(Options{}).RequestBody(req)
 	if err != nil {
@@ -58,7 +57,7 @@ func TestSubmit_Bodies(t *testing.T) {
 // same number are refused even when they mean the same.
 func TestSubmit_IdempotentByBytes(t *testing.T) {
 	p := New(Options{})
-	req := actors.RefundRequest{RefundNo: "R-resv-2-1", OutTradeNo: "ORD-2", Amount: 100, Total: 100, Currency: "CNY"}
+	req := reservation.RefundRequest{RefundNo: "R-resv-2-1", OutTradeNo: "ORD-2", Amount: 100, Total: 100, Currency: "CNY"}
 	raw, err := p.RequestBody(req)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
@@ -243,7 +242,7 @@ func newBillEnv(t *testing.T, wrap func(http.Handler) http.Handler) *billEnv {
 			t.Fatal(err)
 		}
 		no := fmt.Sprintf("BILL-R%d", i+1)
-		body, err := client.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: amount, Total: 1000})
+		body, err := client.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: amount, Total: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

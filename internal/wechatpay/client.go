@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -77,7 +76,7 @@ type ClientConfig struct {
 	Logger *slog.Logger
 }
 
-// Client is WeChat Pay's APIv3 domestic refund API as an actors.Provider:
+// Client is WeChat Pay's APIv3 domestic refund API as the engine's provider:
 // it creates and queries refunds and maps every answer to a
 // reservation.Outcome. Anything that is not a verified, definite answer
 // becomes OutcomeUnknown, so the engine queries or retries with the same
@@ -97,8 +96,6 @@ type Client struct {
 	probes     atomic.Int64
 	unverified atomic.Int64
 }
-
-var _ actors.Provider = (*Client)(nil)
 
 // ClientStats counts responses that failed verification since NewClient.
 type ClientStats struct {
@@ -263,7 +260,8 @@ type ErrorResponse struct {
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }
 
-// RequestBody implements actors.Provider: the create-refund JSON for r,
+// RequestBody is the provider's encoder (actors.Config.Encode, pure): the
+// create-refund JSON for r,
 // with fields in a fixed order (transaction_id, out_trade_no, out_refund_no,
 // reason, notify_url, amount{refund,total,currency}), so the same request
 // always gives the same bytes. out_trade_no is preferred; transaction_id is
@@ -275,7 +273,7 @@ type ErrorResponse struct {
 // bytes, a non-positive amount or total, an amount above the total, another
 // currency, or a reason that is not valid UTF-8, has control characters or
 // exceeds 80 bytes.
-func (c *Client) RequestBody(r actors.RefundRequest) ([]byte, error) {
+func (c *Client) RequestBody(r reservation.RefundRequest) ([]byte, error) {
 	b := CreateRefundBody{OutRefundNo: r.RefundNo, Reason: r.Reason, NotifyURL: c.notifyURL,
 		Amount: RefundAmountReq{Refund: r.Amount, Total: r.Total, Currency: r.Currency}}
 	if r.OutTradeNo != "" {
@@ -357,7 +355,7 @@ func validReason(s string) bool {
 	return true
 }
 
-// Submit implements actors.Provider: POST RefundsPath with exactly body
+// Submit implements actors.Provider's Submit: POST RefundsPath with exactly body
 // (the journaled bytes), signed. attempt is 1 for the first submission of
 // refundNo; a business rejection of a later attempt is reported as
 // OutcomeUnknown, because an earlier attempt may have reached WeChat Pay
@@ -382,7 +380,7 @@ func (c *Client) Submit(ctx context.Context, refundNo string, body []byte, attem
 	return c.call(ctx, opSubmit, http.MethodPost, c.base+RefundsPath, refundNo, body, attempt)
 }
 
-// Query implements actors.Provider: GET RefundsPath/{refundNo}, the number
+// Query implements actors.Provider's Query: GET RefundsPath/{refundNo}, the number
 // path-escaped, signed over an empty body. OutcomeNotFound is returned only
 // for a verified RESOURCE_NOT_EXISTS.
 func (c *Client) Query(ctx context.Context, refundNo string) reservation.Outcome {

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -181,8 +180,8 @@ func newTestClient(t *testing.T, f *fakeWeChat, mods ...func(*ClientConfig)) *Cl
 	return c
 }
 
-func testRequest() actors.RefundRequest {
-	return actors.RefundRequest{RefundNo: testRefundNo, OutTradeNo: "ORD-res1", TransactionID: "4200000000202501010000000001",
+func testRequest() reservation.RefundRequest {
+	return reservation.RefundRequest{RefundNo: testRefundNo, OutTradeNo: "ORD-res1", TransactionID: "4200000000202501010000000001",
 		Amount: 100, Total: 500, Currency: "CNY", Reason: "商品已售完"}
 }
 
@@ -645,17 +644,17 @@ func TestClientRequestBody_Golden(t *testing.T) {
 	c := newTestClient(t, f)
 	cases := []struct {
 		name string
-		mod  func(*actors.RefundRequest)
+		mod  func(*reservation.RefundRequest)
 		want string
 	}{
 		{"full", nil, `{"out_trade_no":"ORD-res1","out_refund_no":"RF-res1-1","reason":"商品已售完","notify_url":"https://merchant.example/v1/notify/wechatpay/refund","amount":{"refund":100,"total":500,"currency":"CNY"}}`},
-		{"no reason is omitted", func(r *actors.RefundRequest) { r.Reason = "" },
+		{"no reason is omitted", func(r *reservation.RefundRequest) { r.Reason = "" },
 			`{"out_trade_no":"ORD-res1","out_refund_no":"RF-res1-1","notify_url":"https://merchant.example/v1/notify/wechatpay/refund","amount":{"refund":100,"total":500,"currency":"CNY"}}`},
-		{"transaction id only when no order number", func(r *actors.RefundRequest) { r.OutTradeNo = "" },
+		{"transaction id only when no order number", func(r *reservation.RefundRequest) { r.OutTradeNo = "" },
 			`{"transaction_id":"4200000000202501010000000001","out_refund_no":"RF-res1-1","reason":"商品已售完","notify_url":"https://merchant.example/v1/notify/wechatpay/refund","amount":{"refund":100,"total":500,"currency":"CNY"}}`},
-		{"empty currency is CNY", func(r *actors.RefundRequest) { r.Currency = "" },
+		{"empty currency is CNY", func(r *reservation.RefundRequest) { r.Currency = "" },
 			`{"out_trade_no":"ORD-res1","out_refund_no":"RF-res1-1","reason":"商品已售完","notify_url":"https://merchant.example/v1/notify/wechatpay/refund","amount":{"refund":100,"total":500,"currency":"CNY"}}`},
-		{"html characters kept", func(r *actors.RefundRequest) { r.Reason = `a<b>&"c"` },
+		{"html characters kept", func(r *reservation.RefundRequest) { r.Reason = `a<b>&"c"` },
 			`{"out_trade_no":"ORD-res1","out_refund_no":"RF-res1-1","reason":"a<b>&\"c\"","notify_url":"https://merchant.example/v1/notify/wechatpay/refund","amount":{"refund":100,"total":500,"currency":"CNY"}}`},
 	}
 	for _, tc := range cases {
@@ -711,23 +710,23 @@ func TestClientRequestBody_Invalid(t *testing.T) {
 	c := newTestClient(t, f)
 	cases := []struct {
 		name string
-		mod  func(*actors.RefundRequest)
+		mod  func(*reservation.RefundRequest)
 	}{
-		{"empty refund number", func(r *actors.RefundRequest) { r.RefundNo = "" }},
-		{"refund number too long", func(r *actors.RefundRequest) { r.RefundNo = strings.Repeat("a", 65) }},
-		{"refund number with slash", func(r *actors.RefundRequest) { r.RefundNo = "a/b" }},
-		{"refund number with quote", func(r *actors.RefundRequest) { r.RefundNo = `a"b` }},
-		{"no order number", func(r *actors.RefundRequest) { r.OutTradeNo, r.TransactionID = "", "" }},
-		{"order number too long", func(r *actors.RefundRequest) { r.OutTradeNo = strings.Repeat("1", 33) }},
-		{"order number with space", func(r *actors.RefundRequest) { r.OutTradeNo = "ORD 1" }},
-		{"zero amount", func(r *actors.RefundRequest) { r.Amount = 0 }},
-		{"negative amount", func(r *actors.RefundRequest) { r.Amount = -1 }},
-		{"zero total", func(r *actors.RefundRequest) { r.Total = 0 }},
-		{"amount over total", func(r *actors.RefundRequest) { r.Amount = 501 }},
-		{"other currency", func(r *actors.RefundRequest) { r.Currency = "USD" }},
-		{"reason too long", func(r *actors.RefundRequest) { r.Reason = strings.Repeat("退", 27) }}, // 81 bytes
-		{"reason invalid utf-8", func(r *actors.RefundRequest) { r.Reason = "a\xffb" }},
-		{"reason control char", func(r *actors.RefundRequest) { r.Reason = "a\nb" }},
+		{"empty refund number", func(r *reservation.RefundRequest) { r.RefundNo = "" }},
+		{"refund number too long", func(r *reservation.RefundRequest) { r.RefundNo = strings.Repeat("a", 65) }},
+		{"refund number with slash", func(r *reservation.RefundRequest) { r.RefundNo = "a/b" }},
+		{"refund number with quote", func(r *reservation.RefundRequest) { r.RefundNo = `a"b` }},
+		{"no order number", func(r *reservation.RefundRequest) { r.OutTradeNo, r.TransactionID = "", "" }},
+		{"order number too long", func(r *reservation.RefundRequest) { r.OutTradeNo = strings.Repeat("1", 33) }},
+		{"order number with space", func(r *reservation.RefundRequest) { r.OutTradeNo = "ORD 1" }},
+		{"zero amount", func(r *reservation.RefundRequest) { r.Amount = 0 }},
+		{"negative amount", func(r *reservation.RefundRequest) { r.Amount = -1 }},
+		{"zero total", func(r *reservation.RefundRequest) { r.Total = 0 }},
+		{"amount over total", func(r *reservation.RefundRequest) { r.Amount = 501 }},
+		{"other currency", func(r *reservation.RefundRequest) { r.Currency = "USD" }},
+		{"reason too long", func(r *reservation.RefundRequest) { r.Reason = strings.Repeat("退", 27) }}, // 81 bytes
+		{"reason invalid utf-8", func(r *reservation.RefundRequest) { r.Reason = "a\xffb" }},
+		{"reason control char", func(r *reservation.RefundRequest) { r.Reason = "a\nb" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,10 @@
 // Package wechatpay speaks the WeChat Pay wire protocol that refundd needs,
 // on the Go standard library only.
 //
-// It holds primitives, not a client: key parsing (keys.go), APIv3 request
+// It does IO in two places: Client (client.go), the engine's provider, which
+// creates and queries refunds over HTTP (its RequestBody, the submission
+// encoder, is pure), and Client.DownloadBill (bill.go), which fetches a
+// refund bill. Everything else is primitives: key parsing (keys.go), APIv3 request
 // signing (sign.go) and Authorization headers (authorization.go),
 // verification of WeChat Pay responses and notifications against public keys
 // and platform certificates (verify.go), AEAD_AES_256_GCM resource encryption (aead.go), APIv3 refund
@@ -20,8 +23,10 @@
 //   - Errors wrap one sentinel from errors.go and never contain key
 //     material, plaintext or ciphertext.
 //   - Money is int64 fen.
-//   - Nothing here reads the clock directly except through Verifier.Now, and
-//     nothing does IO; callers own HTTP, retries and body size limits.
+//   - Nothing here reads the clock directly except through Verifier.Now and
+//     ClientConfig's clock. Only Client does IO, bounded by its caller's
+//     context; the primitives leave HTTP, retries and body size limits to
+//     their callers.
 //
 // Signature probes (Wechatpay-Signature starting "WECHATPAY/SIGNTEST/") are
 // rejected with ErrProbe, distinct from ErrBadSignature, so callers can count

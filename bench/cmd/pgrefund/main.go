@@ -69,7 +69,8 @@ func run(args []string) error {
 	if err := store.Migrate(ctx, *reset); err != nil {
 		return err
 	}
-	opts := pgrefund.Options{Store: store, Provider: simprovider.New(simprovider.Options{Delay: *delay}),
+	provider := simprovider.New(simprovider.Options{Delay: *delay})
+	opts := pgrefund.Options{Store: store, Provider: provider, Encode: provider.RequestBody,
 		Token: *token, Prefix: *prefix, Logger: log}
 	if *keys != "" {
 		k, err := sandbox.LoadKeys(*keys)

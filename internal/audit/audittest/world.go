@@ -106,7 +106,7 @@ func New(t testing.TB, opts Options) *World {
 	w := &World{t: t, Path: opts.Path, DB: db, Sandbox: opts.Sandbox,
 		p: &provider{Client: opts.Sandbox.Client, lie: map[string]bool{}, shave: map[string]int64{}}}
 	w.Engine, err = actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: w.p, Now: opts.Now,
+		Store: eventstore.New(db), Provider: w.p, Encode: w.p.RequestBody, Now: opts.Now,
 		Policy: reservation.Policy{RefundNoPrefix: opts.Prefix, RecheckAfter: time.Hour},
 	})
 	if err != nil {
@@ -204,7 +204,7 @@ func (w *World) Shave(no string, fen int64) { w.p.mu.Lock(); w.p.shave[no] = fen
 func (w *World) PlatformRefund(outTradeNo, no string, amount, total int64) {
 	w.t.Helper()
 	c := w.Sandbox.Client
-	body, err := c.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: outTradeNo, Amount: amount, Total: total})
+	body, err := c.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: outTradeNo, Amount: amount, Total: total})
 	if err != nil {
 		w.t.Fatal(err)
 	}

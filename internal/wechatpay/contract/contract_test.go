@@ -15,9 +15,15 @@ import (
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
+// encodingProvider is a provider with its encoder (actors.Config.Encode).
+type encodingProvider interface {
+	actors.Provider
+	RequestBody(reservation.RefundRequest) ([]byte, error)
+}
+
 // target is one provider under test and what it needs to make refunds.
 type target struct {
-	provider actors.Provider
+	provider encodingProvider
 	// order returns a paid order that may be refunded, or ok=false when the
 	// target must not move money (a real account without permission).
 	order func(t *testing.T) (outTradeNo string, total int64, ok bool)
@@ -119,7 +125,7 @@ func runContract(t *testing.T, tg target) {
 		}
 	})
 	t.Run("request bytes are deterministic", func(t *testing.T) {
-		r := actors.RefundRequest{RefundNo: "CT-a-1", OutTradeNo: "O1", Amount: 1, Total: 2, Currency: "CNY", Reason: "r"}
+		r := reservation.RefundRequest{RefundNo: "CT-a-1", OutTradeNo: "O1", Amount: 1, Total: 2, Currency: "CNY", Reason: "r"}
 		a, err1 := p.RequestBody(r)
 		b, err2 := p.RequestBody(r)
 		if err1 != nil || err2 != nil || string(a) != string(b) {
@@ -132,7 +138,7 @@ func runContract(t *testing.T, tg target) {
 			t.Skip("no refundable order configured")
 		}
 		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
-		body, err := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		body, err := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +177,7 @@ func runContract(t *testing.T, tg target) {
 			t.Skip("no refundable order configured")
 		}
 		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
-		body, err := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: total, Total: total, Currency: "CNY"})
+		body, err := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: total, Total: total, Currency: "CNY"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +185,7 @@ func runContract(t *testing.T, tg target) {
 			t.Fatalf("full refund: %+v", o)
 		}
 		no2 := no + "x"
-		body2, _ := p.RequestBody(actors.RefundRequest{RefundNo: no2, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		body2, _ := p.RequestBody(reservation.RefundRequest{RefundNo: no2, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
 		if o := p.Submit(ctx, no2, body2, 1); o.Kind != reservation.OutcomeRejected {
 			t.Fatalf("refund beyond the order: %+v, want REJECTED", o)
 		}
@@ -195,11 +201,11 @@ func runContract(t *testing.T, tg target) {
 			t.Skip("no refundable order configured")
 		}
 		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
-		body, _ := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		body, _ := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
 		if o := p.Submit(ctx, no, body, 1); o.Kind != reservation.OutcomeProcessing && o.Kind != reservation.OutcomeSucceeded {
 			t.Fatalf("submit: %+v", o)
 		}
-		other, _ := p.RequestBody(actors.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 2, Total: total, Currency: "CNY"})
+		other, _ := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 2, Total: total, Currency: "CNY"})
 		if o := p.Submit(ctx, no, other, 1); o.Kind != reservation.OutcomeRejected {
 			t.Fatalf("different body under %s: %+v, want REJECTED", no, o)
 		}
