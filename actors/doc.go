@@ -15,5 +15,6 @@
 // messages and are journaled like everything else.
 //
 // The package talks to the journal and the provider only through the Store
-// and Provider interfaces it declares.
+// and Provider interfaces it declares, in the core's types; the provider's
+// pure request encoder (Config.Encode) goes to the core with each decision.
 package actors

@@ -9,11 +9,18 @@
 // Determinism rules, so that replaying a journal always rebuilds the same
 // state:
 //   - no IO, no goroutines, no time.Now: the time and the principal come in
-//     through Env and are recorded in each event;
+//     through Env and are recorded in each event; so does the provider's
+//     request encoder (Env.Encode), which must be pure, and whose bytes are
+//     journaled;
 //   - no dependence on map iteration order;
 //   - Apply never fails and never validates: an event is a fact that was
 //     already decided and journaled;
 //   - Decide never mutates the state it is given.
+//
+// The package also holds the value types the driver and its adapters share
+// (RefundRequest, Timer, RefundRef, ErrVersionConflict), so that adapters
+// need not import the driver. It imports only the standard library and pure
+// helpers (internal/lint checks this).
 //
 // Money is int64 fen throughout. The paid amount comes only from the
 // registration by the booking/payment system, never from a refund requester.
