@@ -166,11 +166,9 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		return
 	}
 	// The append outlives a caller that gave up: once decided, the outcome
-	// of this message must be settled one way or the other. The timers the
-	// events supersede leave the due index with them, so none fires later
-	// only to be found stale.
-	err = a.e.cfg.Store.Append(a.e.journalDeadline.context(), a.id, a.state.Version, events,
-		reservation.DroppedDues(a.state, events))
+	// of this message must be settled one way or the other. The store
+	// derives the indexes from the state the events were decided on.
+	err = a.e.cfg.Store.Append(a.e.journalDeadline.context(), a.id, a.state, events)
 	if err != nil {
 		if errors.Is(err, reservation.ErrOutTradeNoTaken) {
 			a.answer(m, reply{err: err})

@@ -543,11 +543,11 @@ type failingStore struct {
 	fail atomic.Bool
 }
 
-func (f *failingStore) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
+func (f *failingStore) Append(ctx context.Context, id string, before *reservation.State, events []reservation.Event) error {
 	if f.fail.Load() {
 		return errors.New("disk on fire")
 	}
-	return f.Store.Append(ctx, id, expected, events, dropped)
+	return f.Store.Append(ctx, id, before, events)
 }
 
 func TestEngine_FailedAppendRepliesErrorAndRecovers(t *testing.T) {

@@ -17,15 +17,16 @@ type Store interface {
 	// the journal holds it now, without loading the events and without
 	// taking ownership of the stream (unlike Load in cluster mode).
 	Version(ctx context.Context, reservationID string) (uint64, error)
-	// Append durably appends events after version expected and returns only
-	// once they are on disk. It fails with ErrVersionConflict (reservation.ErrVersionConflict) when the
-	// stream moved, with reservation.ErrOutTradeNoTaken when a registration
-	// names an order held by another reservation, and otherwise with an IO
-	// error; on any error nothing was appended. Events carrying due times
-	// put them in the due index in the same commit, and dropped (the due
-	// times the events supersede, reservation.DroppedDues) leave it in
-	// that commit.
-	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error
+	// Append durably appends events, decided on the state before, after
+	// version before.Version, and returns only once they are on disk. It
+	// fails with ErrVersionConflict (reservation.ErrVersionConflict) when
+	// the stream moved, with reservation.ErrOutTradeNoTaken when a
+	// registration names an order held by another reservation, and
+	// otherwise with an IO error; on any error nothing was appended. The index entries the events imply given
+	// before (reservation.AppendIndexes: claims, due times put and
+	// superseded, attention marks) are written in the same commit. before
+	// (nil for a new reservation) is only read.
+	Append(ctx context.Context, reservationID string, before *reservation.State, events []reservation.Event) error
 	// LookupRefund returns the reservation owning a refund number, or
 	// reservation.ErrNotFound.
 	LookupRefund(ctx context.Context, refundNo string) (string, error)

@@ -19,7 +19,7 @@ func (emptyStore) Load(context.Context, string) ([]reservation.Event, uint64, er
 
 func (emptyStore) Version(context.Context, string) (uint64, error) { return 0, nil }
 
-func (emptyStore) Append(context.Context, string, uint64, []reservation.Event, []reservation.DueTime) error {
+func (emptyStore) Append(context.Context, string, *reservation.State, []reservation.Event) error {
 	return nil
 }
 

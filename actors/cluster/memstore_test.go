@@ -107,7 +107,11 @@ func (n *memNode) Version(_ context.Context, id string) (uint64, error) {
 	return 0, nil
 }
 
-func (n *memNode) Append(_ context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
+func (n *memNode) Append(_ context.Context, id string, before *reservation.State, events []reservation.Event) error {
+	var expected uint64
+	if before != nil {
+		expected = before.Version
+	}
 	n.mu.Lock()
 	mine := n.epochs[id]
 	n.mu.Unlock()
@@ -121,42 +125,34 @@ func (n *memNode) Append(_ context.Context, id string, expected uint64, events [
 	if uint64(len(s.events)) != expected {
 		return fmt.Errorf("%w: %s at %d, expected %d", actors.ErrVersionConflict, id, len(s.events), expected)
 	}
-	var claims []string
-	for _, e := range events {
-		switch d := e.Data.(type) {
-		case reservation.Registered:
-			k := "out_trade_no/" + d.OutTradeNo
-			if o, ok := n.j.claims[k]; ok && o != id {
+	ix := reservation.AppendIndexes(reservation.IndexChanges{}, before, events)
+	for _, c := range ix.Claims {
+		k := c.Namespace + "/" + c.Key
+		if o, ok := n.j.claims[k]; ok && o != id {
+			if c.Namespace == reservation.ClaimOutTradeNo {
 				return reservation.ErrOutTradeNoTaken
 			}
-			claims = append(claims, k)
-		case reservation.RefundRequested:
-			k := "refund_no/" + d.RefundNo
-			if _, ok := n.j.claims[k]; ok {
-				return fmt.Errorf("memjournal: refund number %s claimed twice", d.RefundNo)
-			}
-			claims = append(claims, k)
+			return fmt.Errorf("memjournal: %s %s claimed twice", c.Namespace, c.Key)
 		}
 	}
-	for _, k := range claims {
-		n.j.claims[k] = id
+	for _, c := range ix.Claims {
+		n.j.claims[c.Namespace+"/"+c.Key] = id
+	}
+	for _, d := range ix.Dues {
+		n.j.dues[reservation.Timer{ReservationID: id, RefundNo: d.RefundNo, DueAt: d.At.UTC()}] = true
+	}
+	for _, m := range ix.Marks {
+		if m.Clear {
+			delete(n.j.marks, m.Kind+"/"+id+"/"+m.RefundNo)
+		} else {
+			n.j.marks[m.Kind+"/"+id+"/"+m.RefundNo] = true
+		}
 	}
 	for _, e := range events {
-		if no, at, ok := reservation.DueOf(e.Data); ok {
-			n.j.dues[reservation.Timer{ReservationID: id, RefundNo: no, DueAt: at.UTC()}] = true
-		}
-		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
-			for _, k := range remove {
-				delete(n.j.marks, k+"/"+id+"/"+no)
-			}
-			for _, k := range add {
-				n.j.marks[k+"/"+id+"/"+no] = true
-			}
-		}
 		s.events = append(s.events, e)
 		s.writers = append(s.writers, fmt.Sprintf("%s@%d", n.name, mine))
 	}
-	for _, d := range dropped {
+	for _, d := range ix.Dropped {
 		delete(n.j.dues, reservation.Timer{ReservationID: id, RefundNo: d.RefundNo, DueAt: d.At.UTC()})
 	}
 	return nil

@@ -56,7 +56,7 @@ func writeHistory(b *testing.B, path string, n int) (events int) {
 			run(reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: 1,
 				Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: "wx" + no}})
 		}
-		if err := store.Append(ctx, id, 0, batch, reservation.DroppedDues(&reservation.State{}, batch)); err != nil {
+		if err := store.Append(ctx, id, &reservation.State{}, batch); err != nil {
 			b.Fatal(err)
 		}
 		events += len(batch)

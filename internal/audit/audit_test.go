@@ -220,7 +220,7 @@ func TestVerify_PaidAfterFailedIsLegal(t *testing.T) {
 	for _, d := range append(legal(at), failed, paidLate) {
 		events = append(events, reservation.Event{At: at, By: "test", Data: d})
 	}
-	if err := eventstore.New(db).Append(bg, "x", 0, events, nil); err != nil {
+	if err := eventstore.New(db).Append(bg, "x", nil, events); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
@@ -277,7 +277,7 @@ func TestVerify_IllegalEvents(t *testing.T) {
 			for i, d := range tt.events {
 				events[i] = reservation.Event{At: at, By: "test", Data: d}
 			}
-			if err := eventstore.New(db).Append(bg, "x", 0, events, nil); err != nil {
+			if err := eventstore.New(db).Append(bg, "x", nil, events); err != nil {
 				t.Fatal(err)
 			}
 			rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
@@ -310,7 +310,7 @@ func TestVerify_UndecodableAndIndexes(t *testing.T) {
 	for _, d := range legal(at) {
 		events = append(events, reservation.Event{At: at, By: "t", Data: d})
 	}
-	if err := eventstore.New(db).Append(bg, "x", 0, events, nil); err != nil {
+	if err := eventstore.New(db).Append(bg, "x", nil, events); err != nil {
 		t.Fatal(err)
 	}
 	// A record of a newer build, an index entry no event made, a claim
@@ -348,7 +348,7 @@ func TestVerify_UndecodableAndIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eventstore.New(db2).Append(bg, "x", 0, events, nil); err != nil {
+	if err := eventstore.New(db2).Append(bg, "x", nil, events); err != nil {
 		t.Fatal(err)
 	}
 	if err := db2.DeleteDue(bg, []journal.Due{{At: at.Add(time.Minute), Stream: "x", Key: "T-x-1"}}); err != nil {
@@ -533,7 +533,7 @@ func TestVerify_SpacedResubmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := eventstore.New(db).Append(bg, "x", 0, journaled, nil); err != nil {
+	if err := eventstore.New(db).Append(bg, "x", nil, journaled); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})

@@ -33,10 +33,10 @@ func referenceRequest(id string, expected uint64, events []reservation.Event, dr
 		}
 		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
 			for _, k := range remove {
-				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no), Clear: true})
+				req.Marks = append(req.Marks, journal.Mark{Key: AttentionKey(k, id, no), Clear: true})
 			}
 			for _, k := range add {
-				req.Marks = append(req.Marks, journal.Mark{Key: attentionKey(k, id, no)})
+				req.Marks = append(req.Marks, journal.Mark{Key: AttentionKey(k, id, no)})
 			}
 		}
 	}
@@ -98,12 +98,14 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	for i, events := range cases {
-		// None, one or two superseded due times, passed through as they are.
-		var dropped []reservation.DueTime
+		// Before the events, none, one or two refunds have a due time
+		// that the events may supersede.
+		before := &reservation.State{Version: 7}
 		for k := range i % 3 {
-			dropped = append(dropped, reservation.DueTime{RefundNo: fmt.Sprintf("T-r1-%d", k+1), At: at.Add(time.Duration(k) * time.Second)})
+			before.Refunds = append(before.Refunds, &reservation.Refund{No: fmt.Sprintf("T-r1-%d", k+1), DueAt: at.Add(time.Duration(k) * time.Second)})
 		}
-		got, err := appendRequest("r1", 7, events, dropped)
+		dropped := reservation.DroppedDues(before, events)
+		got, err := appendRequest("r1", before, events)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +126,7 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 
 func TestAppendRequest_EncodeError(t *testing.T) {
 	events := []reservation.Event{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), By: "x", Data: reservation.Canceled{Refunded: 1}}}
-	_, err := appendRequest("r1", 0, events, nil)
+	_, err := appendRequest("r1", nil, events)
 	_, _, _, want := reservation.Encode(events[0])
 	if err == nil || want == nil || err.Error() != want.Error() {
 		t.Fatalf("appendRequest error %v, Encode error %v", err, want)

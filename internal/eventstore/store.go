@@ -1,8 +1,9 @@
 // Package eventstore adapts a journal (the bbolt journal, or the PostgreSQL
-// one in cluster mode) to the actors' Store: it encodes reservation events
-// into journal records and derives the unique claims (order number, refund
-// number) and due times each event carries, so they commit atomically with
-// it.
+// one in cluster mode) to the actors' Store: it owns the translation
+// between reservation events and journal records (Decode, DecodeStream and
+// the encoding in Append), and writes the index entries an append implies
+// (reservation.AppendIndexes: the unique claims, due times and attention
+// marks) so they commit atomically with it.
 //
 // On a journal that fences appends by ownership (Activator, implemented by
 // pgjournal), loading a reservation first activates its stream: the actor
@@ -24,10 +25,10 @@ import (
 	"github.com/refundd/refundd/journal/pgjournal"
 )
 
-// Claim namespaces in the journal.
+// Claim namespaces in the journal: the core's.
 const (
-	NamespaceOutTradeNo = "out_trade_no"
-	NamespaceRefundNo   = "refund_no"
+	NamespaceOutTradeNo = reservation.ClaimOutTradeNo
+	NamespaceRefundNo   = reservation.ClaimRefundNo
 )
 
 // Journal is what Store needs from a journal. *journal.DB and
@@ -77,16 +78,34 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	if err != nil {
 		return nil, 0, err
 	}
+	events, err := DecodeStream(id, recs)
+	if err != nil {
+		return nil, 0, err
+	}
+	return events, uint64(len(recs)), nil
+}
+
+// Decode is the one decoder of a journal record into the reservation event
+// Append wrote it from. It fails with reservation.ErrUnknownEvent for a
+// type or version this build does not know.
+func Decode(r journal.Record) (reservation.Event, error) {
+	return reservation.Decode(r.Type, r.Version, r.Data)
+}
+
+// DecodeStream decodes a whole stream, id's records loaded from its start,
+// checking that they are its sequence 1, 2, ... with none missing.
+func DecodeStream(id string, recs []journal.Record) ([]reservation.Event, error) {
 	events := make([]reservation.Event, len(recs))
 	for i, r := range recs {
 		if r.Seq != uint64(i+1) {
-			return nil, 0, fmt.Errorf("eventstore: %s: record %d has sequence %d", id, i+1, r.Seq)
+			return nil, fmt.Errorf("eventstore: %s: record %d has sequence %d", id, i+1, r.Seq)
 		}
-		if events[i], err = reservation.Decode(r.Type, r.Version, r.Data); err != nil {
-			return nil, 0, fmt.Errorf("eventstore: %s seq %d: %w", id, r.Seq, err)
+		var err error
+		if events[i], err = Decode(r); err != nil {
+			return nil, fmt.Errorf("eventstore: %s seq %d: %w", id, r.Seq, err)
 		}
 	}
-	return events, uint64(len(recs)), nil
+	return events, nil
 }
 
 // Version implements actors.Store: the stream's head, read without
@@ -96,8 +115,8 @@ func (s *Store) Version(ctx context.Context, id string) (uint64, error) {
 }
 
 // Append implements actors.Store.
-func (s *Store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
-	req, err := appendRequest(id, expected, events, dropped)
+func (s *Store) Append(ctx context.Context, id string, before *reservation.State, events []reservation.Event) error {
+	req, err := appendRequest(id, before, events)
 	if err != nil {
 		return err
 	}
@@ -118,17 +137,18 @@ func (s *Store) Append(ctx context.Context, id string, expected uint64, events [
 	return err
 }
 
-// attentionKey is the marks-index key of a refund needing attention:
+// AttentionKey is the marks-index key of a refund needing attention:
 // "attention/KIND/RESERVATION/REFUND_NO" (neither id contains '/').
-func attentionKey(kind, id, no string) string {
-	return attentionPrefix + kind + "/" + id + "/" + no
+func AttentionKey(kind, id, no string) string {
+	return AttentionPrefix + kind + "/" + id + "/" + no
 }
 
-const attentionPrefix = "attention/"
+// AttentionPrefix starts every key of the attention index.
+const AttentionPrefix = "attention/"
 
 // attentionKeyLen is len(attentionKey(kind, id, no)).
 func attentionKeyLen(kind, id, no string) int {
-	return len(attentionPrefix) + len(kind) + 1 + len(id) + 1 + len(no)
+	return len(AttentionPrefix) + len(kind) + 1 + len(id) + 1 + len(no)
 }
 
 // requestRoom holds a journal request's slices for a typical append (a
@@ -142,16 +162,23 @@ type requestRoom struct {
 	marks  [2]journal.Mark
 }
 
-// pendingMark is a mark of the attention index before its key is built.
-type pendingMark struct {
-	kind, no string
-	clear    bool
+// indexRoom holds the index changes of a typical append, on the stack.
+type indexRoom struct {
+	claims [1]reservation.Claim
+	dues   [1]reservation.DueTime
+	drops  [1]reservation.DueTime
+	marks  [4]reservation.Mark
 }
 
-// appendRequest builds the journal request of an append: the encoded
-// events (all in one buffer), the claims, due times and attention marks
-// they carry, and the due times they supersede.
-func appendRequest(id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
+// appendRequest builds the journal request of an append of events decided
+// on before (nil for a new reservation): the encoded events (all in one
+// buffer), and the index entries reservation.AppendIndexes says they
+// imply: claims, due times put and dropped, attention marks.
+func appendRequest(id string, before *reservation.State, events []reservation.Event) (journal.AppendRequest, error) {
+	var expected uint64
+	if before != nil {
+		expected = before.Version
+	}
 	room := new(requestRoom)
 	req := journal.AppendRequest{Stream: id, Expected: expected,
 		Events: room.events[:0], Claims: room.claims[:0], Dues: room.dues[:0]}
@@ -163,11 +190,6 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 		size += reservation.EncodedSizeHint(e)
 	}
 	buf := make([]byte, 0, size)
-	var (
-		marksRoom [4]pendingMark
-		marks     = marksRoom[:0]
-		keysLen   int
-	)
 	for _, e := range events {
 		start := len(buf)
 		var err error
@@ -177,45 +199,37 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 		// Capped: the next event's bytes must not be appended into it.
 		data := buf[start:len(buf):len(buf)]
 		req.Events = append(req.Events, journal.Event{Type: e.Data.EventType(), Version: reservation.EventVersion, Data: data})
-		switch d := e.Data.(type) {
-		case reservation.Registered:
-			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
-		case reservation.RefundRequested:
-			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
-		case reservation.RefundRecovered:
-			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
-		}
-		if no, at, ok := reservation.DueOf(e.Data); ok {
-			req.Dues = append(req.Dues, journal.Due{At: at, Stream: id, Key: no})
-		}
-		if no, add, remove := reservation.AttentionOf(e.Data); no != "" {
-			for _, k := range remove {
-				marks = append(marks, pendingMark{kind: k, no: no, clear: true})
-				keysLen += attentionKeyLen(k, id, no)
-			}
-			for _, k := range add {
-				marks = append(marks, pendingMark{kind: k, no: no})
-				keysLen += attentionKeyLen(k, id, no)
-			}
-		}
 	}
-	if len(marks) > 0 {
+	var ir indexRoom
+	ix := reservation.AppendIndexes(reservation.IndexChanges{Claims: ir.claims[:0], Dues: ir.dues[:0],
+		Dropped: ir.drops[:0], Marks: ir.marks[:0]}, before, events)
+	for _, c := range ix.Claims {
+		req.Claims = append(req.Claims, journal.Claim{Namespace: c.Namespace, Key: c.Key})
+	}
+	for _, d := range ix.Dues {
+		req.Dues = append(req.Dues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
+	}
+	if len(ix.Marks) > 0 {
 		req.Marks = room.marks[:0]
 		// The keys are cut from one string: one allocation for them all.
+		keysLen := 0
+		for _, m := range ix.Marks {
+			keysLen += attentionKeyLen(m.Kind, id, m.RefundNo)
+		}
 		var b strings.Builder
 		b.Grow(keysLen)
-		for _, m := range marks {
-			b.WriteString(attentionPrefix)
-			b.WriteString(m.kind)
+		for _, m := range ix.Marks {
+			b.WriteString(AttentionPrefix)
+			b.WriteString(m.Kind)
 			b.WriteByte('/')
 			b.WriteString(id)
 			b.WriteByte('/')
-			b.WriteString(m.no)
+			b.WriteString(m.RefundNo)
 		}
 		keys := b.String()
-		for _, m := range marks {
-			n := attentionKeyLen(m.kind, id, m.no)
-			req.Marks = append(req.Marks, journal.Mark{Key: keys[:n], Clear: m.clear})
+		for _, m := range ix.Marks {
+			n := attentionKeyLen(m.Kind, id, m.RefundNo)
+			req.Marks = append(req.Marks, journal.Mark{Key: keys[:n], Clear: m.Clear})
 			keys = keys[n:]
 		}
 	}
@@ -226,9 +240,9 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 	if len(req.Dues) == 0 {
 		req.Dues = nil
 	}
-	if len(dropped) > 0 {
+	if len(ix.Dropped) > 0 {
 		req.DropDues = room.drops[:0]
-		for _, d := range dropped {
+		for _, d := range ix.Dropped {
 			req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
 		}
 	}
@@ -237,7 +251,7 @@ func appendRequest(id string, expected uint64, events []reservation.Event, dropp
 
 // Attention implements actors.Store.
 func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
-	prefix := attentionPrefix + kind + "/"
+	prefix := AttentionPrefix + kind + "/"
 	var from string
 	if after != "" {
 		from = prefix + after

@@ -53,7 +53,7 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 			t.Fatalf("Load(%s) of a new reservation: version %d, %v", id, v, err)
 		}
 	}
-	if err := s.Append(ctx, "r1", 0, events, nil); err != nil {
+	if err := s.Append(ctx, "r1", nil, events); err != nil {
 		t.Fatal(err)
 	}
 	got, version, err := s.Load(ctx, "r1")
@@ -84,8 +84,8 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 	}
 
 	// A second reservation on the same order is refused and writes nothing.
-	err = s.Append(ctx, "r2", 0, []reservation.Event{{At: at, By: "test",
-		Data: reservation.Registered{ReservationID: "r2", UserID: "u", OutTradeNo: "O1", Amount: 5, Currency: "CNY"}}}, nil)
+	err = s.Append(ctx, "r2", nil, []reservation.Event{{At: at, By: "test",
+		Data: reservation.Registered{ReservationID: "r2", UserID: "u", OutTradeNo: "O1", Amount: 5, Currency: "CNY"}}})
 	if !errors.Is(err, reservation.ErrOutTradeNoTaken) {
 		t.Fatalf("second registration on O1: %v", err)
 	}
@@ -93,7 +93,7 @@ func testAppendLoad(t *testing.T, s *eventstore.Store) {
 		t.Fatalf("refused registration left %d events", v)
 	}
 	// A stale expected version is a conflict, not a silent overwrite.
-	if err := s.Append(ctx, "r1", 1, events[2:], nil); !errors.Is(err, actors.ErrVersionConflict) {
+	if err := s.Append(ctx, "r1", reservation.Replay(events[:1]), events[2:]); !errors.Is(err, actors.ErrVersionConflict) {
 		t.Fatalf("stale append: %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestStore_DroppedDuesLeaveWithTheEvents(t *testing.T) {
 				{At: at, By: "test", Data: reservation.RefundRequested{RefundNo: "T-r1-1", Number: 1, IdempotencyKey: "k", Fingerprint: "f", Amount: 100}},
 				{At: at, By: "test", Data: reservation.SubmissionStarted{RefundNo: "T-r1-1", Attempt: 1, Request: []byte(`{}`), DueAt: due1}},
 			}
-			if err := s.Append(ctx, "r1", 0, first, reservation.DroppedDues(&reservation.State{}, first)); err != nil {
+			if err := s.Append(ctx, "r1", &reservation.State{}, first); err != nil {
 				t.Fatal(err)
 			}
 			state := reservation.Replay(first)
@@ -139,13 +139,15 @@ func TestStore_DroppedDuesLeaveWithTheEvents(t *testing.T) {
 				t.Fatalf("DroppedDues for the query = %+v", dropped)
 			}
 			// Refused (stale version): nothing is dropped.
-			if err := s.Append(ctx, "r1", 1, query, dropped); !errors.Is(err, actors.ErrVersionConflict) {
+			stale := state.Clone()
+			stale.Version = 1
+			if err := s.Append(ctx, "r1", stale, query); !errors.Is(err, actors.ErrVersionConflict) {
 				t.Fatalf("stale append: %v", err)
 			}
 			if got := dues(); len(got) != 1 || !got[0].DueAt.Equal(due1) {
 				t.Fatalf("a refused append changed the due index: %+v", got)
 			}
-			if err := s.Append(ctx, "r1", 3, query, dropped); err != nil {
+			if err := s.Append(ctx, "r1", state, query); err != nil {
 				t.Fatal(err)
 			}
 			reservation.Apply(state, query[0])
@@ -155,7 +157,7 @@ func TestStore_DroppedDuesLeaveWithTheEvents(t *testing.T) {
 			// Success clears the due time: the index is empty.
 			done := []reservation.Event{{At: due1, By: "test", Data: reservation.ProviderResult{RefundNo: "T-r1-1",
 				Source: reservation.SourceQuery, From: reservation.Processing, To: reservation.Succeeded, ProviderID: "wx1"}}}
-			if err := s.Append(ctx, "r1", 4, done, reservation.DroppedDues(state, done)); err != nil {
+			if err := s.Append(ctx, "r1", state, done); err != nil {
 				t.Fatal(err)
 			}
 			if got := dues(); len(got) != 0 {
@@ -180,20 +182,20 @@ func TestStore_FencedIsVersionConflict(t *testing.T) {
 	if _, _, err := a.Load(ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Append(ctx, "r1", 0, reg, nil); err != nil {
+	if err := a.Append(ctx, "r1", nil, reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, v, err := b.Load(ctx, "r1"); err != nil || v != 1 {
 		t.Fatalf("B's load: version %d, %v", v, err)
 	}
-	err := a.Append(ctx, "r1", 1, req, nil)
+	err := a.Append(ctx, "r1", reservation.Replay(reg), req)
 	if !errors.Is(err, actors.ErrVersionConflict) || !errors.Is(err, pgjournal.ErrFenced) {
 		t.Fatalf("A's append after B took over: %v", err)
 	}
 	if _, err := b.LookupRefund(ctx, "T-r1-1"); !errors.Is(err, reservation.ErrNotFound) {
 		t.Fatalf("the fenced append's claim is visible: %v", err)
 	}
-	if err := b.Append(ctx, "r1", 1, req, nil); err != nil {
+	if err := b.Append(ctx, "r1", reservation.Replay(reg), req); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,7 +20,7 @@ func (m *Metrics) Store(next Store) Store { return &store{Store: next, m: m} }
 type Store interface {
 	Load(ctx context.Context, reservationID string) ([]reservation.Event, uint64, error)
 	Version(ctx context.Context, reservationID string) (uint64, error)
-	Append(ctx context.Context, reservationID string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error
+	Append(ctx context.Context, reservationID string, before *reservation.State, events []reservation.Event) error
 	LookupRefund(ctx context.Context, refundNo string) (string, error)
 	DueBefore(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
 	DeleteDue(ctx context.Context, timers []reservation.Timer) error
@@ -42,9 +42,9 @@ func (s *store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	return events, version, err
 }
 
-func (s *store) Append(ctx context.Context, id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) error {
+func (s *store) Append(ctx context.Context, id string, before *reservation.State, events []reservation.Event) error {
 	start := time.Now()
-	err := s.Store.Append(ctx, id, expected, events, dropped)
+	err := s.Store.Append(ctx, id, before, events)
 	result := "ok"
 	switch {
 	case err == nil:

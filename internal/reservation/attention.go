@@ -16,44 +16,67 @@ var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal
 func needsAttention(s RefundState) bool { return s == Unknown || s == Rejected || s == Abnormal }
 
 // AttentionOf says how an event changes the attention index: the kinds it
-// adds the refund to and removes it from. Adapters keep the index with it
-// atomically; the property test checks it agrees with the state.
+// adds the refund to and removes it from (refundNo is empty when it changes
+// nothing). Adapters keep the index with it atomically, through
+// AppendIndexes; the property test checks it agrees with the state.
 func AttentionOf(d EventData) (refundNo string, add, remove []string) {
+	var room [4]Mark
+	for _, m := range appendAttention(room[:0], d) {
+		refundNo = m.RefundNo
+		if m.Clear {
+			remove = append(remove, m.Kind)
+		} else {
+			add = append(add, m.Kind)
+		}
+	}
+	return refundNo, add, remove
+}
+
+// appendAttention appends the marks of d to marks, the kinds it removes
+// the refund from before those it adds it to (the order the index applies
+// them in).
+func appendAttention(marks []Mark, d EventData) []Mark {
+	unset := func(no, kind string) { marks = append(marks, Mark{Kind: kind, RefundNo: no, Clear: true}) }
+	set := func(no, kind string) { marks = append(marks, Mark{Kind: kind, RefundNo: no}) }
 	switch d := d.(type) {
 	case ProviderResult:
 		if d.From == d.To {
-			return d.RefundNo, nil, nil
+			return marks
 		}
 		if needsAttention(d.From) {
-			remove = append(remove, string(d.From))
-		}
-		if needsAttention(d.To) {
-			add = append(add, string(d.To))
+			unset(d.RefundNo, string(d.From))
 		}
 		if d.To.Terminal() {
-			remove = append(remove, AttentionStuck)
+			unset(d.RefundNo, AttentionStuck)
+		}
+		if needsAttention(d.To) {
+			set(d.RefundNo, string(d.To))
 		}
 		if d.From == Failed && d.To == Succeeded {
-			add = append(add, AttentionConflict)
+			set(d.RefundNo, AttentionConflict)
 		}
-		return d.RefundNo, add, remove
-	case SubmissionStarted, SubmissionScheduled:
+	case SubmissionStarted:
 		// A resubmission, started or waiting for the spacing, leaves
 		// REJECTED or UNKNOWN for PROCESSING.
-		return RefundNoOf(d), nil, []string{string(Unknown), string(Rejected)}
+		unset(d.RefundNo, string(Unknown))
+		unset(d.RefundNo, string(Rejected))
+	case SubmissionScheduled:
+		unset(d.RefundNo, string(Unknown))
+		unset(d.RefundNo, string(Rejected))
 	case Abandoned:
-		return d.RefundNo, nil, []string{string(Rejected), AttentionStuck}
+		unset(d.RefundNo, string(Rejected))
+		unset(d.RefundNo, AttentionStuck)
 	case Resolved:
-		return d.RefundNo, nil, []string{string(Abnormal), AttentionStuck}
+		unset(d.RefundNo, string(Abnormal))
+		unset(d.RefundNo, AttentionStuck)
 	case FlaggedStuck:
-		return d.RefundNo, []string{AttentionStuck}, nil
+		set(d.RefundNo, AttentionStuck)
 	case RefundRecovered:
 		if needsAttention(d.State) {
-			add = []string{string(d.State)}
+			set(d.RefundNo, string(d.State))
 		}
-		return d.RefundNo, add, nil
 	}
-	return "", nil, nil
+	return marks
 }
 
 // Attention returns the attention kinds a refund belongs to now.

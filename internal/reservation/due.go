@@ -2,9 +2,9 @@ package reservation
 
 import "time"
 
-// DueOf returns the due time an event sets on a refund, if any. Adapters
-// index exactly these (the journal's due-time index that the scheduler
-// drains), so every event that gives a refund a due time must be listed here;
+// DueOf returns the due time an event sets on a refund, if any. The
+// journal's due-time index that the scheduler drains holds exactly these
+// (AppendIndexes), so every event that gives a refund a due time must be listed here;
 // the property test checks that Apply agrees.
 func DueOf(d EventData) (refundNo string, at time.Time, ok bool) {
 	switch d := d.(type) {
@@ -56,23 +56,31 @@ type DueTime struct {
 
 // DroppedDues lists the due times that events, applied to s, leave behind:
 // for each refund they touch, its due time before them and each one they
-// set, except the one it holds after them. An adapter that indexes DueOf
-// deletes these in the same write as the events, so that its index holds
-// only live due times: a superseded timer would otherwise fire later for
-// nothing (Decide ignores it, but the scheduler has to wake the
+// set, except the one it holds after them. AppendIndexes lists them, so
+// that the adapter deletes them in the same write as the events and its
+// index holds only live due times: a superseded timer would otherwise fire
+// later for nothing (Decide ignores it, but the scheduler has to wake the
 // reservation to find out). s is not changed. An append carries a few
 // events, so the quadratic scans cost less than a map; nothing is
 // allocated unless something is dropped.
 func DroppedDues(s *State, events []Event) []DueTime {
-	var out []DueTime
+	return appendDroppedDues(nil, s, events)
+}
+
+// appendDroppedDues appends DroppedDues(s, events) to out; s may be nil
+// (a new reservation).
+func appendDroppedDues(out []DueTime, s *State, events []Event) []DueTime {
+	start := len(out)
 	for i, e := range events {
 		no, _, set := DueEffect(e.Data)
 		if !set || setsDue(events[:i], no) {
 			continue // not a due time, or its refund was handled at an earlier event
 		}
 		var before time.Time
-		if r := s.Refund(no); r != nil {
-			before = r.DueAt
+		if s != nil {
+			if r := s.Refund(no); r != nil {
+				before = r.DueAt
+			}
 		}
 		final := before
 		for _, later := range events[i:] {
@@ -80,10 +88,10 @@ func DroppedDues(s *State, events []Event) []DueTime {
 				final = at
 			}
 		}
-		out = appendDropped(out, no, before, final)
+		out = appendDropped(out, start, no, before, final)
 		for _, later := range events[i:] {
 			if n, at, ok := DueEffect(later.Data); ok && n == no {
-				out = appendDropped(out, no, at, final)
+				out = appendDropped(out, start, no, at, final)
 			}
 		}
 	}
@@ -101,12 +109,12 @@ func setsDue(events []Event, no string) bool {
 }
 
 // appendDropped adds (no, at) to out unless at is zero, is the refund's
-// final due time, or is listed already.
-func appendDropped(out []DueTime, no string, at, final time.Time) []DueTime {
+// final due time, or is listed already (in out[start:]).
+func appendDropped(out []DueTime, start int, no string, at, final time.Time) []DueTime {
 	if at.IsZero() || at.Equal(final) {
 		return out
 	}
-	for _, d := range out {
+	for _, d := range out[start:] {
 		if d.RefundNo == no && d.At.Equal(at) {
 			return out
 		}

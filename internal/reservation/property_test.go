@@ -759,6 +759,28 @@ func (h *sim) exec(cmd Command, by string) {
 	if !maps.Equal(live, h.dueIndex) {
 		t.Fatalf("after %T the due index is %v, the live due times are %v", cmd, h.dueIndex, live)
 	}
+	// AppendIndexes, what the event store writes, is exactly the pieces
+	// checked above, in event order.
+	var pieces IndexChanges
+	for _, e := range events {
+		if no, at, ok := DueOf(e.Data); ok {
+			pieces.Dues = append(pieces.Dues, DueTime{RefundNo: no, At: at})
+		}
+		if no, add, remove := AttentionOf(e.Data); no != "" {
+			for _, k := range remove {
+				pieces.Marks = append(pieces.Marks, Mark{Kind: k, RefundNo: no, Clear: true})
+			}
+			for _, k := range add {
+				pieces.Marks = append(pieces.Marks, Mark{Kind: k, RefundNo: no})
+			}
+		}
+	}
+	pieces.Dropped = DroppedDues(before, events)
+	ix := AppendIndexes(IndexChanges{}, before, events)
+	ix.Claims = nil
+	if !reflect.DeepEqual(ix, pieces) {
+		t.Fatalf("after %T AppendIndexes = %+v, its pieces say %+v", cmd, ix, pieces)
+	}
 	if want.commit != nil {
 		want.commit(events)
 	}

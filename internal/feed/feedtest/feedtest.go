@@ -43,7 +43,9 @@ type History struct {
 }
 
 type res struct {
-	version  uint64
+	// st is the reservation as its events fold, the state each append
+	// is decided on.
+	st       reservation.State
 	paid     int64
 	counter  int
 	refunds  []*refund
@@ -88,19 +90,21 @@ func (h *History) appendEvents(id string, data ...reservation.EventData) []uint6
 		events[i] = reservation.Event{At: h.now, By: "feedtest", Data: d}
 	}
 	ctx := context.Background()
-	if a, ok := h.db.(eventstore.Activator); ok && r.version == 0 {
+	if a, ok := h.db.(eventstore.Activator); ok && r.st.Version == 0 {
 		if _, err := a.Activate(ctx, id); err != nil {
 			h.t.Fatalf("feedtest: activate %s: %v", id, err)
 		}
 	}
-	if err := h.store.Append(ctx, id, r.version, events, nil); err != nil {
+	if err := h.store.Append(ctx, id, &r.st, events); err != nil {
 		h.t.Fatalf("feedtest: append to %s: %v", id, err)
 	}
 	last, err := h.db.LastGlobal(ctx)
 	if err != nil {
 		h.t.Fatalf("feedtest: %v", err)
 	}
-	r.version += uint64(len(data))
+	for _, e := range events {
+		reservation.Apply(&r.st, e)
+	}
 	h.Records += len(data)
 	globals := make([]uint64, len(data))
 	for i := range data {

@@ -1,0 +1,61 @@
+package reservation
+
+// Claim namespaces: the unique keys a reservation's events take, so that
+// no second reservation takes the same order or refund number.
+const (
+	ClaimOutTradeNo = "out_trade_no"
+	ClaimRefundNo   = "refund_no"
+)
+
+// Claim is one unique key an event takes for its reservation.
+type Claim struct {
+	Namespace string // ClaimOutTradeNo or ClaimRefundNo
+	Key       string
+}
+
+// Mark is one change of the attention index: refund RefundNo enters the
+// list of Kind (one of AttentionKinds), or leaves it when Clear.
+type Mark struct {
+	Kind     string
+	RefundNo string
+	Clear    bool
+}
+
+// IndexChanges is every index entry an append implies, in event order:
+// the adapter writes them in the same commit as the events.
+type IndexChanges struct {
+	Claims []Claim
+	// Dues are the due times the events set (DueOf); the scheduler drains
+	// them.
+	Dues []DueTime
+	// Dropped are the due times the events supersede (DroppedDues): they
+	// leave the index in the same commit, after Dues are put.
+	Dropped []DueTime
+	// Marks are applied in order: a later mark of the same key wins.
+	Marks []Mark
+}
+
+// AppendIndexes appends to ix the index entries that events, applied to s
+// (the state they were decided on; nil is a new reservation), imply, and
+// returns it. It is the one place that says what the journal's indexes
+// hold: the event store writes them with each append, and the audit checks
+// a journal's indexes against them. s is not changed. The entries go into
+// ix's slices, so an adapter on the hot path can supply their room.
+func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case Registered:
+			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: d.OutTradeNo})
+		case RefundRequested:
+			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimRefundNo, Key: d.RefundNo})
+		case RefundRecovered:
+			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimRefundNo, Key: d.RefundNo})
+		}
+		if no, at, ok := DueOf(e.Data); ok {
+			ix.Dues = append(ix.Dues, DueTime{RefundNo: no, At: at})
+		}
+		ix.Marks = appendAttention(ix.Marks, e.Data)
+	}
+	ix.Dropped = appendDroppedDues(ix.Dropped, s, events)
+	return ix
+}

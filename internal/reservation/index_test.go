@@ -1,0 +1,63 @@
+package reservation
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestAppendIndexes(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	// s holds R-1 processing, due at 30 s, and R-2 failed.
+	s := &State{Version: 4, Refunds: []*Refund{{No: "R-1", State: Processing, DueAt: at(30)}, {No: "R-2", State: Failed}}}
+	ev := func(d EventData) Event { return Event{At: t0, By: "test", Data: d} }
+	tests := []struct {
+		name   string
+		state  *State
+		prior  IndexChanges // what ix holds already
+		events []Event
+		want   IndexChanges
+	}{
+		{"a registration claims its order", nil, IndexChanges{},
+			[]Event{ev(Registered{ReservationID: "r", OutTradeNo: "O-1", Amount: 1})},
+			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "O-1"}}}},
+		{"a request with its first submission: the number, the due time, leaving UNKNOWN and REJECTED", s, IndexChanges{},
+			[]Event{ev(RefundRequested{RefundNo: "R-3", Amount: 1}), ev(SubmissionStarted{RefundNo: "R-3", Attempt: 1, DueAt: at(60)})},
+			IndexChanges{Claims: []Claim{{ClaimRefundNo, "R-3"}}, Dues: []DueTime{{"R-3", at(60)}},
+				Marks: []Mark{{string(Unknown), "R-3", true}, {string(Rejected), "R-3", true}}}},
+		{"success drops the recheck and the stuck flag", s, IndexChanges{},
+			[]Event{ev(ProviderResult{RefundNo: "R-1", From: Processing, To: Succeeded})},
+			IndexChanges{Dropped: []DueTime{{"R-1", at(30)}}, Marks: []Mark{{AttentionStuck, "R-1", true}}}},
+		{"unknown: out of none, into UNKNOWN, due again", s, IndexChanges{},
+			[]Event{ev(ProviderResult{RefundNo: "R-1", From: Processing, To: Unknown, DueAt: at(90)})},
+			IndexChanges{Dues: []DueTime{{"R-1", at(90)}}, Dropped: []DueTime{{"R-1", at(30)}}, Marks: []Mark{{string(Unknown), "R-1", false}}}},
+		{"paid after FAILED is a conflict for ever", s, IndexChanges{},
+			[]Event{ev(ProviderResult{RefundNo: "R-2", From: Failed, To: Succeeded})},
+			IndexChanges{Marks: []Mark{{AttentionStuck, "R-2", true}, {AttentionConflict, "R-2", false}}}},
+		{"a recovered refund claims its number, with its due time and attention", s, IndexChanges{},
+			[]Event{ev(RefundRecovered{RefundNo: "R-4", State: Unknown, DueAt: at(45)})},
+			IndexChanges{Claims: []Claim{{ClaimRefundNo, "R-4"}}, Dues: []DueTime{{"R-4", at(45)}}, Marks: []Mark{{string(Unknown), "R-4", false}}}},
+		{"an event without an index entry", s, IndexChanges{}, []Event{ev(Canceled{Refunded: 0})}, IndexChanges{}},
+		{"appended after what ix holds, even the same drop", s,
+			IndexChanges{Dropped: []DueTime{{"R-1", at(30)}}, Marks: []Mark{{AttentionStuck, "R-9", false}}},
+			[]Event{ev(Abandoned{RefundNo: "R-1"})},
+			IndexChanges{Dropped: []DueTime{{"R-1", at(30)}, {"R-1", at(30)}},
+				Marks: []Mark{{AttentionStuck, "R-9", false}, {string(Rejected), "R-1", true}, {AttentionStuck, "R-1", true}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before *State
+			if tt.state != nil {
+				before = tt.state.Clone()
+			}
+			got := AppendIndexes(tt.prior, tt.state, tt.events)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("AppendIndexes =\n %+v\nwant\n %+v", got, tt.want)
+			}
+			if tt.state != nil {
+				assertSameState(t, before, tt.state)
+			}
+		})
+	}
+}
