@@ -301,11 +301,9 @@ func (t timeline) Load(ctx context.Context, id string) ([]reservation.Event, uin
 	if err != nil {
 		return nil, 0, err
 	}
-	events := make([]reservation.Event, len(recs))
-	for i, r := range recs {
-		if events[i], err = reservation.Decode(r.Type, r.Version, r.Data); err != nil {
-			return nil, 0, fmt.Errorf("timeline %s seq %d: %w", id, r.Seq, err)
-		}
+	events, err := eventstore.DecodeStream(id, recs)
+	if err != nil {
+		return nil, 0, err
 	}
 	return events, uint64(len(recs)), nil
 }

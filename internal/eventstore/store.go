@@ -1,7 +1,7 @@
 // Package eventstore adapts a journal (the bbolt journal, or the PostgreSQL
-// one in cluster mode) to the actors' Store: it owns the translation
-// between reservation events and journal records (Decode, DecodeStream and
-// the encoding in Append), and writes the index entries an append implies
+// one in cluster mode) to the actors' Store: it encodes reservation events
+// into journal records (decoding them is reservation.Decode's, for every
+// reader), and writes the index entries an append implies
 // (reservation.AppendIndexes: the unique claims, due times and attention
 // marks) so they commit atomically with it.
 //
@@ -85,15 +85,9 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	return events, uint64(len(recs)), nil
 }
 
-// Decode is the one decoder of a journal record into the reservation event
-// Append wrote it from. It fails with reservation.ErrUnknownEvent for a
-// type or version this build does not know.
-func Decode(r journal.Record) (reservation.Event, error) {
-	return reservation.Decode(r.Type, r.Version, r.Data)
-}
-
 // DecodeStream decodes a whole stream, id's records loaded from its start,
-// checking that they are its sequence 1, 2, ... with none missing.
+// checking that they are its sequence 1, 2, ... with none missing: what
+// Load does, for a reader that must not activate the stream.
 func DecodeStream(id string, recs []journal.Record) ([]reservation.Event, error) {
 	events := make([]reservation.Event, len(recs))
 	for i, r := range recs {
@@ -101,7 +95,7 @@ func DecodeStream(id string, recs []journal.Record) ([]reservation.Event, error)
 			return nil, fmt.Errorf("eventstore: %s: record %d has sequence %d", id, i+1, r.Seq)
 		}
 		var err error
-		if events[i], err = Decode(r); err != nil {
+		if events[i], err = reservation.Decode(r.Type, r.Version, r.Data); err != nil {
 			return nil, fmt.Errorf("eventstore: %s seq %d: %w", id, r.Seq, err)
 		}
 	}

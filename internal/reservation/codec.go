@@ -79,7 +79,9 @@ func AppendEncoded(dst []byte, e Event) ([]byte, error) {
 // not know: a journal written by a newer refundd must be refused, not misread.
 var ErrUnknownEvent = fmt.Errorf("reservation: unknown event type or version")
 
-// Decode is the inverse of Encode.
+// Decode is the inverse of Encode: the one decoder of stored events, for
+// every reader of journal records (the event store, the audit, the feed)
+// and of the cluster's wire.
 func Decode(typ string, version uint16, data []byte) (Event, error) {
 	if version == 0 || version > EventVersion {
 		return Event{}, fmt.Errorf("%w: %s v%d (this build reads up to v%d)", ErrUnknownEvent, typ, version, EventVersion)
