@@ -40,6 +40,9 @@ type replayer struct {
 	// broken streams had an event that could not be decoded: their state
 	// is incomplete, so later rule checks on them would only add noise.
 	broken map[string]bool
+	// indexes, when set, gathers what each event implies for the
+	// journal's indexes (Verify checks them).
+	indexes *implied
 }
 
 func newReplayer(report func(Problem)) *replayer {
@@ -63,6 +66,9 @@ func (p *replayer) apply(r journal.Record) (reservation.Event, *reservation.Stat
 	if s == nil {
 		s = &reservation.State{}
 		p.states[r.Stream] = s
+	}
+	if p.indexes != nil {
+		p.indexes.add(r.Stream, s, e)
 	}
 	if p.broken[r.Stream] {
 		reservation.Apply(s, e)

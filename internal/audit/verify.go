@@ -3,8 +3,10 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
@@ -61,6 +63,7 @@ func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, e
 		rep.Problems = append(rep.Problems, p)
 	}
 	rp := newReplayer(add)
+	rp.indexes = newImplied()
 	check := opts.Check
 	check.Visit = func(r journal.Record) error {
 		rp.apply(r)
@@ -116,29 +119,71 @@ func ReplayCheck(ctx context.Context, db Scanner, maxProblems int, progress func
 	return rep, nil
 }
 
+// implied is the journal's indexes as reservation.AppendIndexes, the
+// function the event store writes them with, says the events leave them.
+// It is fed one event at a time: the entries an append implies do not
+// depend on how the events were batched into appends, but for due times
+// put and superseded in one append, which leave the index as they found it.
+type implied struct {
+	claims map[string]string          // namespace \x00 key -> stream
+	marks  map[string]map[string]bool // stream -> attention key
+	dues   map[dueKey][]time.Time
+	one    [1]reservation.Event
+	ix     reservation.IndexChanges // reused
+}
+
+type dueKey struct{ stream, no string }
+
+func newImplied() *implied {
+	return &implied{claims: map[string]string{}, marks: map[string]map[string]bool{}, dues: map[dueKey][]time.Time{}}
+}
+
+// add folds in the entries of e, decided on s (before e is applied).
+func (m *implied) add(stream string, s *reservation.State, e reservation.Event) {
+	m.one[0] = e
+	m.ix = reservation.AppendIndexes(reservation.IndexChanges{Claims: m.ix.Claims[:0], Dues: m.ix.Dues[:0],
+		Dropped: m.ix.Dropped[:0], Marks: m.ix.Marks[:0]}, s, m.one[:])
+	for _, c := range m.ix.Claims {
+		m.claims[c.Namespace+"\x00"+c.Key] = stream
+	}
+	for _, d := range m.ix.Dues {
+		k := dueKey{stream, d.RefundNo}
+		if !slices.ContainsFunc(m.dues[k], d.At.Equal) {
+			m.dues[k] = append(m.dues[k], d.At)
+		}
+	}
+	for _, d := range m.ix.Dropped {
+		k := dueKey{stream, d.RefundNo}
+		m.dues[k] = slices.DeleteFunc(m.dues[k], d.At.Equal)
+	}
+	for _, mk := range m.ix.Marks {
+		key := eventstore.AttentionKey(mk.Kind, stream, mk.RefundNo)
+		switch {
+		case mk.Clear:
+			delete(m.marks[stream], key)
+		case m.marks[stream] == nil:
+			m.marks[stream] = map[string]bool{key: true}
+		default:
+			m.marks[stream][key] = true
+		}
+	}
+}
+
 // checkIndexes compares the claims, attention marks and due entries with
-// the replayed states.
+// what the events imply.
 func checkIndexes(ctx context.Context, db *journal.DB, rp *replayer, add func(Problem)) error {
 	ids := make([]string, 0, len(rp.states))
 	for id := range rp.states {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	im := rp.indexes
 
 	// Claims, both ways.
-	wantClaims := map[string]string{} // namespace \x00 key -> stream
-	for _, id := range ids {
-		s := rp.states[id]
-		if s.OutTradeNo != "" {
-			wantClaims[eventstore.NamespaceOutTradeNo+"\x00"+s.OutTradeNo] = id
-		}
-		for _, r := range s.Refunds {
-			wantClaims[eventstore.NamespaceRefundNo+"\x00"+r.No] = id
-		}
-	}
+	wantClaims := im.claims // namespace \x00 key -> stream
 	seen := map[string]bool{}
 	err := db.ForEachClaim(ctx, "", func(c journal.OwnedClaim) error {
-		if c.Namespace != eventstore.NamespaceOutTradeNo && c.Namespace != eventstore.NamespaceRefundNo {
+		if c.Namespace != reservation.ClaimOutTradeNo && c.Namespace != reservation.ClaimRefundNo {
 			return nil
 		}
 		k := c.Namespace + "\x00" + c.Key
@@ -172,13 +217,11 @@ func checkIndexes(ctx context.Context, db *journal.DB, rp *replayer, add func(Pr
 		if rp.broken[id] {
 			continue
 		}
-		for _, r := range rp.states[id].Refunds {
-			for _, kind := range r.Attention() {
-				want["attention/"+kind+"/"+id+"/"+r.No] = true
-			}
+		for k := range im.marks[id] {
+			want[k] = true
 		}
 	}
-	marks, err := db.Marks(ctx, "attention/", "", 0)
+	marks, err := db.Marks(ctx, eventstore.AttentionPrefix, "", 0)
 	if err != nil {
 		return err
 	}
@@ -199,8 +242,8 @@ func checkIndexes(ctx context.Context, db *journal.DB, rp *replayer, add func(Pr
 
 	// Due entries: every refund waiting on a due time has one, or no timer
 	// would ever act on it again. Extra entries are normal (stale timers
-	// are dropped when they fire).
-	type dueKey struct{ stream, no string }
+	// are dropped when they fire), and so is a missing one of a refund
+	// that no timer acts on (final or REJECTED: its timer fired already).
 	dues := map[dueKey][]journal.Due{}
 	if err := db.ForEachDue(ctx, func(d journal.Due) error {
 		k := dueKey{d.Stream, d.Key}
@@ -214,16 +257,18 @@ func checkIndexes(ctx context.Context, db *journal.DB, rp *replayer, add func(Pr
 			continue
 		}
 		for _, r := range rp.states[id].Refunds {
-			if r.DueAt.IsZero() || r.State.Terminal() || r.State == reservation.Rejected {
+			if r.State.Terminal() || r.State == reservation.Rejected {
 				continue
 			}
-			found := false
-			for _, d := range dues[dueKey{id, r.No}] {
-				found = found || d.At.Equal(r.DueAt)
-			}
-			if !found {
-				add(Problem{Stream: id, Kind: "index", Message: fmt.Sprintf("refund %s (%s) is due at %s but has no due entry: no timer will act on it",
-					r.No, r.State, r.DueAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"))})
+			for _, at := range im.dues[dueKey{id, r.No}] {
+				found := false
+				for _, d := range dues[dueKey{id, r.No}] {
+					found = found || d.At.Equal(at)
+				}
+				if !found {
+					add(Problem{Stream: id, Kind: "index", Message: fmt.Sprintf("refund %s (%s) is due at %s but has no due entry: no timer will act on it",
+						r.No, r.State, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))})
+				}
 			}
 		}
 	}

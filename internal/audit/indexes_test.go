@@ -1,0 +1,123 @@
+package audit_test
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+)
+
+// TestVerify_IndexesAsAppendIndexesImplies: Verify holds the journal's
+// indexes to what reservation.AppendIndexes, the function the event store
+// writes them with, implies. The history is written one event per append,
+// with each append's entries from AppendIndexes; each case withholds some
+// and Verify must name the hole.
+func TestVerify_IndexesAsAppendIndexesImplies(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	history := []reservation.EventData{
+		reservation.Registered{ReservationID: "x", UserID: "u", OutTradeNo: "ORD-x", Amount: 1000, Currency: "CNY"},
+		reservation.RefundRequested{RefundNo: "T-x-1", Number: 1, IdempotencyKey: "k1", Fingerprint: "f", Amount: 500},
+		reservation.SubmissionStarted{RefundNo: "T-x-1", Attempt: 1, Request: []byte("{}"), DueAt: at.Add(time.Minute)},
+		reservation.FlaggedStuck{RefundNo: "T-x-1"},
+		failed,   // clears the due time and the stuck flag
+		paidLate, // a conflict for ever
+		reservation.RefundRecovered{RefundNo: "T-x-2", Number: 2, Amount: 300, State: reservation.Abnormal, ProviderID: "wx2"},
+		reservation.RefundRecovered{RefundNo: "T-x-3", Number: 3, Amount: 100, State: reservation.Processing, ProviderID: "wx3", DueAt: at.Add(2 * time.Minute)},
+	}
+	tests := []struct {
+		name string
+		edit func(req *journal.AppendRequest) // withholds entries; nil keeps all
+		want string                           // an index problem's text; "" for none
+	}{
+		{"every entry", nil, ""},
+		{"no order claim", func(r *journal.AppendRequest) {
+			r.Claims = slices.DeleteFunc(r.Claims, func(c journal.Claim) bool { return c.Key == "ORD-x" })
+		}, "out_trade_no ORD-x has no claim"},
+		{"no claim of a recovered refund", func(r *journal.AppendRequest) {
+			r.Claims = slices.DeleteFunc(r.Claims, func(c journal.Claim) bool { return c.Key == "T-x-2" })
+		}, "refund_no T-x-2 has no claim"},
+		{"no conflict mark", func(r *journal.AppendRequest) {
+			r.Marks = slices.DeleteFunc(r.Marks, func(m journal.Mark) bool { return m.Key == "attention/conflict/x/T-x-1" })
+		}, "attention mark attention/conflict/x/T-x-1 is missing"},
+		{"no mark of a recovered ABNORMAL refund", func(r *journal.AppendRequest) {
+			r.Marks = slices.DeleteFunc(r.Marks, func(m journal.Mark) bool { return m.Key == "attention/ABNORMAL/x/T-x-2" })
+		}, "attention mark attention/ABNORMAL/x/T-x-2 is missing"},
+		{"the stuck flag not cleared", func(r *journal.AppendRequest) {
+			r.Marks = slices.DeleteFunc(r.Marks, func(m journal.Mark) bool { return m.Clear && m.Key == "attention/stuck/x/T-x-1" })
+		}, "attention mark attention/stuck/x/T-x-1 does not match"},
+		{"no due entry of a recovered refund", func(r *journal.AppendRequest) {
+			r.Dues = slices.DeleteFunc(r.Dues, func(d journal.Due) bool { return d.Key == "T-x-3" })
+		}, "refund T-x-3 (PROCESSING) is due at 2026-03-01T02:02:00.000Z but has no due entry"},
+		// A superseded timer left behind only fires for nothing.
+		{"a superseded due entry kept", func(r *journal.AppendRequest) { r.DropDues = nil }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			st := &reservation.State{}
+			for _, d := range history {
+				e := reservation.Event{At: at, By: "test", Data: d}
+				req := indexedRequest(t, "x", st, e)
+				if tt.edit != nil {
+					tt.edit(&req)
+				}
+				if _, err := db.Append(bg, req); err != nil {
+					t.Fatal(err)
+				}
+				reservation.Apply(st, e)
+			}
+			rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var index []string
+			for _, p := range rep.Problems {
+				if p.Kind != "index" {
+					t.Fatalf("the history is not legal: %v", rep.Problems)
+				}
+				index = append(index, p.Message)
+			}
+			switch {
+			case tt.want == "" && len(index) > 0:
+				t.Fatalf("index problems %q, want none", index)
+			case tt.want != "" && (len(index) != 1 || !strings.Contains(index[0], tt.want)):
+				t.Fatalf("index problems %q, want one mentioning %q", index, tt.want)
+			}
+		})
+	}
+}
+
+// indexedRequest is the journal request of appending e to stream id at
+// state st, with the index entries reservation.AppendIndexes implies.
+func indexedRequest(t *testing.T, id string, st *reservation.State, e reservation.Event) journal.AppendRequest {
+	t.Helper()
+	typ, ver, data, err := reservation.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := journal.AppendRequest{Stream: id, Expected: st.Version, Events: []journal.Event{{Type: typ, Version: ver, Data: data}}}
+	ix := reservation.AppendIndexes(reservation.IndexChanges{}, st, []reservation.Event{e})
+	for _, c := range ix.Claims {
+		req.Claims = append(req.Claims, journal.Claim{Namespace: c.Namespace, Key: c.Key})
+	}
+	for _, d := range ix.Dues {
+		req.Dues = append(req.Dues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
+	}
+	for _, d := range ix.Dropped {
+		req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
+	}
+	for _, m := range ix.Marks {
+		req.Marks = append(req.Marks, journal.Mark{Key: eventstore.AttentionKey(m.Kind, id, m.RefundNo), Clear: m.Clear})
+	}
+	return req
+}
