@@ -443,6 +443,12 @@ func appendRefund(b []byte, reservationID string, r *reservation.Refund) ([]byte
 		b = append(b, `,"conflicts":`...)
 		b = strconv.AppendInt(b, int64(r.Conflicts), 10)
 	}
+	if r.PaidAfterFailed {
+		b = append(b, `,"paid_after_failed":true`...)
+	}
+	if r.Recovered {
+		b = append(b, `,"recovered":true`...)
+	}
 	b = append(b, `,"created_at":`...)
 	b, ok = appendTime(b, r.CreatedAt, ok)
 	b = append(b, `,"updated_at":`...)

@@ -39,6 +39,8 @@ type refundView struct {
 	Stuck            bool       `json:"stuck,omitempty"`
 	DueAt            *time.Time `json:"next_check_at,omitempty"`
 	Conflicts        int        `json:"conflicts,omitempty"`
+	PaidAfterFailed  bool       `json:"paid_after_failed,omitempty"`
+	Recovered        bool       `json:"recovered,omitempty"`
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
 	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
@@ -61,7 +63,7 @@ func viewRefund(reservationID string, r *reservation.Refund) refundView {
 	return refundView{
 		RefundNo: r.No, ReservationID: reservationID, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck,
-		Conflicts: r.Conflicts, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
+		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}
 }
 
