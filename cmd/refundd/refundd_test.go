@@ -274,6 +274,7 @@ func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
 	var got []accepted
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	first := make(chan struct{}) // closed when the first refund is accepted
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
@@ -290,6 +291,9 @@ func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
 				if code == 202 || code == 200 {
 					mu.Lock()
 					got = append(got, accepted{res, key, body["refund_no"].(string), body["amount"].(float64)})
+					if len(got) == 1 {
+						close(first)
+					}
 					mu.Unlock()
 				}
 				if code == 0 {
@@ -298,11 +302,18 @@ func TestCrash_SIGKILLKeepsEveryAcceptedRefund(t *testing.T) {
 			}
 		}()
 	}
-	// Kill at a random moment, so runs cover refunds in every state:
-	// requested, submitted, answered, notified.
-	killAfter := time.Duration(20+rand.IntN(300)) * time.Millisecond
-	t.Logf("SIGKILL after %s", killAfter)
-	time.Sleep(killAfter)
+	// Kill at a random moment after the first refund was accepted (on a
+	// loaded machine the first answer can take longer than the shortest
+	// draw), so runs cover refunds in every state: requested, submitted,
+	// answered, notified.
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no refund was accepted in 30s")
+	}
+	killAfter := time.Duration(rand.IntN(300)) * time.Millisecond
+	t.Logf("SIGKILL %s after the first accepted refund", killAfter)
+	time.Sleep(killAfter) // the random moment itself, not a wait for an event
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
