@@ -309,27 +309,40 @@ func TestCluster_WebhookFailover(t *testing.T) {
 	wg.Wait()
 	base := func(i int) string { return "http://" + procs[i].addr }
 	alive := map[int]bool{0: true, 1: true, 2: true}
+	// scrape reads the metrics of every live node, by node.
+	scrape := func() (map[int]string, error) {
+		texts := map[int]string{}
+		for i := range procs {
+			if !alive[i] {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, text, err := getText(ctx, base(i), "/metrics")
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("node%d: %w", i, err)
+			}
+			texts[i] = text
+		}
+		return texts, nil
+	}
 	// leader returns the one live node whose gauge says it leads, failing
 	// if two do at once.
 	leader := func(not int) int {
 		t.Helper()
 		who := -1
 		waitFor(t, 20*time.Second, "one webhook leader", func() (bool, string) {
+			texts, err := scrape()
+			if err != nil {
+				return false, err.Error()
+			}
 			var leading []int
-			for i := range procs {
-				if !alive[i] {
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, text, err := getText(ctx, base(i), "/metrics")
-				cancel()
-				if err != nil {
-					return false, err.Error()
-				}
+			for i, text := range texts {
 				if strings.Contains(text, "\nrefundd_webhook_leader 1\n") {
 					leading = append(leading, i)
 				}
 			}
+			slices.Sort(leading)
 			if len(leading) > 1 {
 				t.Fatalf("nodes %v all lead webhook dispatch", leading)
 			}
@@ -392,21 +405,17 @@ func TestCluster_WebhookFailover(t *testing.T) {
 	// the outcome of a call in flight to a node that died is unknown).
 	// The refunds below are meant for a cluster that has seen the death.
 	waitFor(t, 20*time.Second, fmt.Sprintf("the live nodes to drop node%d", first), func() (bool, string) {
+		texts, err := scrape()
+		if err != nil {
+			return false, err.Error()
+		}
 		var views []string
-		for i := range procs {
-			if !alive[i] {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, text, err := getText(ctx, base(i), "/metrics")
-			cancel()
-			if err != nil {
-				return false, err.Error()
-			}
+		for i, text := range texts {
 			if !strings.Contains(text, "\nrefundd_cluster_members 2\n") {
 				views = append(views, fmt.Sprintf("node%d", i))
 			}
 		}
+		slices.Sort(views)
 		return len(views) == 0, fmt.Sprintf("%v still count it", views)
 	})
 
