@@ -216,45 +216,15 @@ func (p *etcdProvider) fail(reason string) {
 	p.lost.Do(func() { go p.onLost(reason) })
 }
 
-// keepAlive renews the lease every TTL/3. deadline is the earliest moment
-// the lease may expire in etcd: the send time of the last successful
-// renewal plus the TTL it granted (etcd counts from when it received the
-// renewal, which is later). The node gives up TTL/4 before that, so that it
-// stops its actors before the others can see it gone.
+// keepAlive renews the membership lease (renewLease); deadline is the
+// earliest moment the lease may expire in etcd: the send time of the
+// grant plus the TTL it granted (etcd counts from when it received the
+// request, which is later). The node gives up TTL/4 before that, so that
+// it stops its actors before the others can see it gone.
 func (p *etcdProvider) keepAlive(deadline time.Time) {
 	defer p.wg.Done()
-	ttl := p.o.cfg.TTL
-	margin := ttl / 4
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		wait := min(ttl/3, time.Until(deadline.Add(-margin)))
-		t.Reset(max(wait, 0))
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !time.Now().Before(deadline.Add(-margin)) {
-			p.fail("membership lease not renewed in time")
-			return
-		}
-		sent := time.Now()
-		ctx, cancel := context.WithDeadline(p.ctx, deadline.Add(-margin))
-		resp, err := p.o.client.KeepAliveOnce(ctx, p.lease)
-		cancel()
-		switch {
-		case p.ctx.Err() != nil:
-			return
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			p.fail("membership lease expired")
-			return
-		case err != nil:
-			p.o.log.Warn("cluster: renewing the membership lease failed; retrying", "err", err,
-				"gives_up_in", time.Until(deadline.Add(-margin)).Round(time.Millisecond))
-		default:
-			deadline = sent.Add(time.Duration(resp.TTL) * time.Second)
-		}
+	if reason := renewLease(p.ctx, p.o, "membership", p.lease, deadline); reason != "" {
+		p.fail(reason)
 	}
 }
 

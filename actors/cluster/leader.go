@@ -162,7 +162,7 @@ func (n *Node) term(ctx context.Context, o *openedEtcd, name, value string, run 
 	// the election its lease (its own keep-alive is harmless).
 	lost := make(chan string, 1)
 	go func() {
-		if reason := renewLease(lctx, o, grant.ID, sent.Add(time.Duration(grant.TTL)*time.Second)); reason != "" {
+		if reason := renewLease(lctx, o, "election", grant.ID, sent.Add(time.Duration(grant.TTL)*time.Second)); reason != "" {
 			lost <- reason
 		}
 	}()
@@ -237,40 +237,55 @@ func (n *Node) term(ctx context.Context, o *openedEtcd, name, value string, run 
 	return resigned, nil
 }
 
-// renewLease renews lease every TTL/3 until ctx ends (""), or until it can
-// no longer prove the lease alive TTL/4 before deadline, the earliest
-// moment it may expire in etcd (the reason). Like the membership lease
-// (etcdProvider.keepAlive), deadline moves to the send time of the last
-// successful renewal plus the TTL it granted.
-func renewLease(ctx context.Context, o *openedEtcd, lease clientv3.LeaseID, deadline time.Time) string {
+// renewLease renews lease until ctx ends (""), or until it can no longer
+// prove the lease alive TTL/4 before deadline, the earliest moment it may
+// expire in etcd (the reason, naming what the lease is for). deadline
+// moves to the send time of the last successful renewal plus the TTL it
+// granted.
+//
+// The first renewal goes out at once: the caller has spent part of the
+// lease already (registering the member, a slow grant), and waiting a
+// whole interval first could reach the give-up moment without a single
+// try. Then renewals go out TTL/3 after the last successful one was sent,
+// and a failed one is tried again after a short pause while the margin
+// lasts, so that one slow or failed answer does not end a term by itself.
+func renewLease(ctx context.Context, o *openedEtcd, what string, lease clientv3.LeaseID, deadline time.Time) string {
 	ttl := o.cfg.TTL
 	margin := ttl / 4
+	next := time.Now()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		t.Reset(max(min(ttl/3, time.Until(deadline.Add(-margin))), 0))
+		giveUp := deadline.Add(-margin)
+		t.Reset(max(min(time.Until(next), time.Until(giveUp)), 0))
 		select {
 		case <-ctx.Done():
 			return ""
 		case <-t.C:
 		}
-		if !time.Now().Before(deadline.Add(-margin)) {
-			return "election lease not renewed in time"
+		if !time.Now().Before(giveUp) {
+			return what + " lease not renewed in time"
 		}
 		sent := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, deadline.Add(-margin))
+		rctx, cancel := context.WithDeadline(ctx, giveUp)
 		resp, err := o.client.KeepAliveOnce(rctx, lease)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return ""
 		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			return "election lease expired"
+			return what + " lease expired"
 		case err != nil:
-			o.log.Warn("cluster: renewing the election lease failed; retrying", "err", err,
-				"gives_up_in", time.Until(deadline.Add(-margin)).Round(time.Millisecond))
+			o.log.Warn("cluster: renewing the "+what+" lease failed; retrying", "err", err,
+				"gives_up_in", time.Until(giveUp).Round(time.Millisecond))
+			next = time.Now().Add(renewRetry(ttl))
 		default:
 			deadline = sent.Add(time.Duration(resp.TTL) * time.Second)
+			next = sent.Add(ttl / 3)
 		}
 	}
 }
+
+// renewRetry is the pause before trying a failed renewal again: short
+// against the margin (TTL/4), so that several tries fit in it.
+func renewRetry(ttl time.Duration) time.Duration { return ttl / 20 }
