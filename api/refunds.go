@@ -83,6 +83,12 @@ func (s *Server) awaitRefund(ctx context.Context, r *http.Request, id, no string
 		rf := x.Refund(no)
 		return rf != nil && rf.State.Terminal()
 	})
+	if err != nil && wctx.Err() == nil {
+		// The refund goes on and the answer is the state before the wait,
+		// as after a wait that ran out; said here because a wait cut short
+		// (routing while the reservation moves between nodes) looks the same.
+		s.log.WarnContext(r.Context(), "refund: waiting for the outcome ended early", "reservation", id, "refund_no", no, "err", err)
+	}
 	if err != nil || next == nil || next.Refund(no) == nil {
 		return st
 	}

@@ -359,6 +359,7 @@ func TestCluster_WebhookFailover(t *testing.T) {
 	// the rest: requested, succeeded (twice each) and canceled.
 	const paid = 10000
 	var res []string
+	var failedRes idSet
 	for i := range 20 {
 		id := fmt.Sprintf("w%02d", i)
 		res = append(res, id)
@@ -378,12 +379,35 @@ func TestCluster_WebhookFailover(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		sent := time.Now()
 		code, out, err := apiCall(ctx, base(i), "POST", "/v1/reservations/"+id+"/refunds?wait=5s", key, body)
 		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("refund %s %s via node%d: %d %v %v", id, key, i, code, out, err)
+			took := time.Since(sent)
+			// Say when (if ever) the refund finished after all, so that a
+			// failure tells a wait that ended early from a slow recovery.
+			after := ""
+			if no, _ := out["refund_no"].(string); no != "" {
+				after = "; " + followRefund(base(i), id, no, sent)
+			}
+			failedRes.Add(id)
+			return fmt.Errorf("refund %s %s via node%d (sent %s, answered after %s): %d %v %v%s", id, key, i,
+				sent.Format("15:04:05.000"), took.Round(time.Millisecond), code, out, err, after)
 		}
 		return nil
 	}
+	// On failure, the nodes' logs about the reservations whose refunds did
+	// not finish, and about the membership.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for i := range procs {
+			for _, id := range failedRes.list() {
+				t.Logf("node%d logs about %s:\n%s", i, id, grepLines(procs[i].logs.String(), id, 40))
+			}
+			t.Logf("node%d cluster logs:\n%s", i, grepLines(procs[i].logs.String(), "cluster", 40))
+		}
+	}()
 	for i, id := range res {
 		if err := refund((i+1)%n, id, "k1", 3000); err != nil {
 			t.Fatal(err)
@@ -802,4 +826,42 @@ func TestCluster_WebhookFailoverAutomanaged(t *testing.T) {
 		t.Errorf("node%d did not log taking the lock:\n%s", 1-first, grepLines(procs[1-first].logs.String(), "webhook", 20))
 	}
 	daemons[1-first].stop(t)
+}
+
+// idSet is a set of reservation ids, safe for concurrent use.
+type idSet struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *idSet) Add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.ids, id) {
+		s.ids = append(s.ids, id)
+	}
+}
+
+func (s *idSet) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ids)
+}
+
+// followRefund polls a refund for up to 15s and says when it reached a
+// terminal state, counted from sent, or what it was when polling gave up.
+func followRefund(base, id, no string, sent time.Time) string {
+	deadline := time.Now().Add(15 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		code, out, err := apiCall(ctx, base, "GET", "/v1/reservations/"+id+"/refunds/"+no, "", nil)
+		cancel()
+		last = fmt.Sprint(code, " ", out, " ", err)
+		if state, _ := out["state"].(string); code == http.StatusOK && (state == "SUCCEEDED" || state == "FAILED") {
+			return fmt.Sprintf("it was %s %s after it was sent (%v)", state, time.Since(sent).Round(time.Millisecond), out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a separate process: nothing to wait on
+	}
+	return "it was still not final 15s after it was sent: " + last
 }
