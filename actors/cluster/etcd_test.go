@@ -74,9 +74,11 @@ func (p *proxy) setCut(cut bool) {
 	}
 }
 
+// startEtcd starts an embedded etcd that does not fsync (devetcd.Options.NoFsync):
+// these tests are about the nodes' leases, not about etcd on a busy disk.
 func startEtcd(t *testing.T) *devetcd.Server {
 	t.Helper()
-	s, err := devetcd.Start(devetcd.Options{Dir: t.TempDir()})
+	s, err := devetcd.Start(devetcd.Options{Dir: t.TempDir(), NoFsync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

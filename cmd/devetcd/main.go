@@ -26,6 +26,7 @@ func main() {
 	dir := fs.String("dir", "devetcd-data", "directory of etcd's data")
 	listen := fs.String("listen", "127.0.0.1:2379", "client address (host:port); port 0 picks a free one")
 	peer := fs.String("peer", "", "peer address (host:port); empty picks a free loopback port")
+	noFsync := fs.Bool("no-fsync", false, "do not fsync etcd's log (tests: a throwaway etcd on a busy disk)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -39,7 +40,7 @@ func main() {
 		}
 		addr = "" // devetcd picks a free loopback port
 	}
-	s, err := devetcd.Start(devetcd.Options{Dir: *dir, ClientAddr: addr, PeerAddr: *peer})
+	s, err := devetcd.Start(devetcd.Options{Dir: *dir, ClientAddr: addr, PeerAddr: *peer, NoFsync: *noFsync})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devetcd:", err)
 		os.Exit(1)

@@ -86,7 +86,7 @@ func TestCluster_ThreeNodesWithSIGKILL(t *testing.T) {
 	bin, wxBin, etcdBin := buildClusterBinaries(t)
 	dir := t.TempDir()
 	sim := startSim(t, wxBin, dir, simOptions{processingDelay: "300ms", timeFactor: "0.01"})
-	etcd := startDaemon(t, etcdBin, "devetcd listening on ", nil, nil, "--dir", filepath.Join(dir, "etcd"), "--listen", "127.0.0.1:0")
+	etcd := startDaemon(t, etcdBin, "devetcd listening on ", nil, nil, "--dir", filepath.Join(dir, "etcd"), "--no-fsync", "--listen", "127.0.0.1:0")
 	etcdAddr := strings.TrimSpace(strings.TrimPrefix(etcd.out.String(), "devetcd listening on "))
 
 	const n = 3

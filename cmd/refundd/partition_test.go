@@ -122,7 +122,7 @@ func TestCluster_PartitionedNode(t *testing.T) {
 	dsn, pgAddr := dsnVia(t, store.DSN, net.JoinHostPort(lab.host.String(), "0"))
 	sim := startSimAt(t, wxBin, dir, net.JoinHostPort(lab.host.String(), "0"), simOptions{processingDelay: "50s", timeFactor: "0.01"})
 	etcdAddr := lab.hostAddr()
-	startDaemon(t, etcdBin, "devetcd listening on ", nil, nil, "--dir", filepath.Join(dir, "etcd"), "--listen", etcdAddr)
+	startDaemon(t, etcdBin, "devetcd listening on ", nil, nil, "--dir", filepath.Join(dir, "etcd"), "--no-fsync", "--listen", etcdAddr)
 	_, etcdPortS, _ := net.SplitHostPort(etcdAddr)
 	etcdPort, _ := strconv.Atoi(etcdPortS)
 

@@ -26,6 +26,13 @@ type Options struct {
 	PeerAddr string
 	// StartTimeout bounds waiting for the server to be ready; zero means 30s.
 	StartTimeout time.Duration
+	// NoFsync skips fsyncing etcd's log, for a throwaway server in tests.
+	// etcd renews leases only while its raft loop runs, and that loop waits
+	// for each fsync: on a disk shared with fsync-heavy tests a stall of
+	// most of a second makes the nodes fence themselves (rightly: their
+	// etcd cannot confirm their lease), which is not what the tests test.
+	// A production etcd needs a disk with fast fsync for the same reason.
+	NoFsync bool
 }
 
 // Server is a running embedded etcd.
@@ -65,6 +72,7 @@ func Start(opts Options) (*Server, error) {
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{"stderr"}
+	cfg.UnsafeNoFsync = opts.NoFsync
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("devetcd: start: %w", err)
