@@ -39,15 +39,7 @@ func TestReconcileAfterRestore_LooksPastRefusedNumbers(t *testing.T) {
 	}
 	w.Close()
 
-	info, err := journal.Restore(bg, backup, w.Path, &journal.RestoreOptions{Replace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, err := audit.EpochPrefix("R", info.Epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored := audittest.New(t, audittest.Options{Path: w.Path, Prefix: prefix, Sandbox: sb})
+	restored := restoreOver(t, w, backup, sb)
 	for _, tc := range []struct {
 		gap      int
 		wantLost bool
@@ -67,4 +59,20 @@ func TestReconcileAfterRestore_LooksPastRefusedNumbers(t *testing.T) {
 			t.Fatalf("gap %d: lost %v", tc.gap, rc.Lost)
 		}
 	}
+}
+
+// restoreOver restores backup over w's journal (w closed) and opens it again
+// as the service would after the restore: under the new epoch's refund-number
+// prefix, on the same sandbox.
+func restoreOver(t *testing.T, w *audittest.World, backup string, sb *audittest.Sandbox) *audittest.World {
+	t.Helper()
+	info, err := journal.Restore(bg, backup, w.Path, &journal.RestoreOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := audit.EpochPrefix("R", info.Epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audittest.New(t, audittest.Options{Path: w.Path, Prefix: prefix, Sandbox: sb})
 }

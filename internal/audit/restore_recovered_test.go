@@ -8,7 +8,6 @@ import (
 	"github.com/refundd/refundd/internal/audit"
 	"github.com/refundd/refundd/internal/audit/audittest"
 	"github.com/refundd/refundd/internal/reservation"
-	"github.com/refundd/refundd/journal"
 )
 
 // A refund made after the backup is lost with the restore, but WeChat Pay
@@ -48,15 +47,7 @@ func TestReconcileAfterRestore_RecoveredRefundRefusesTheLostRequest(t *testing.T
 			paid := sb.Client.Query(bg, lost)
 			w.Close()
 
-			info, err := journal.Restore(bg, backup, w.Path, &journal.RestoreOptions{Replace: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			prefix, err := audit.EpochPrefix("R", info.Epoch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			restored := audittest.New(t, audittest.Options{Path: w.Path, Prefix: prefix, Sandbox: sb})
+			restored := restoreOver(t, w, backup, sb)
 			// Twice: a gate run again after a crash journals nothing twice.
 			for run := 1; run <= 2; run++ {
 				rc, err := audit.ReconcileAfterRestore(bg, restored.DB, sb.Client, restored.Engine, audit.RestoreCheckOptions{BasePrefix: "R"})
@@ -68,7 +59,7 @@ func TestReconcileAfterRestore_RecoveredRefundRefusesTheLostRequest(t *testing.T
 				}
 			}
 			// The client retries the lost request with its key.
-			_, _, err = restored.Engine.Execute(bg, "a", "api", reservation.RequestRefund{UserID: "u-a", IdempotencyKey: "a-2", Amount: tc.retry})
+			_, _, err := restored.Engine.Execute(bg, "a", "api", reservation.RequestRefund{UserID: "u-a", IdempotencyKey: "a-2", Amount: tc.retry})
 			if reservation.CodeOf(err) != tc.want {
 				st, _ := restored.Engine.Get(bg, "a")
 				t.Fatalf("retry of the lost request: err %v, want %s; refunds %s", err, tc.want, describe(st))
@@ -147,15 +138,7 @@ func TestReconcileAfterRestore_RecoveredRefundThatDoesNotFitWaitsForAnOperator(t
 	}
 	w.Close()
 
-	info, err := journal.Restore(bg, backup, w.Path, &journal.RestoreOptions{Replace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, err := audit.EpochPrefix("R", info.Epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	restored := audittest.New(t, audittest.Options{Path: w.Path, Prefix: prefix, Sandbox: sb})
+	restored := restoreOver(t, w, backup, sb)
 	gate := func() *audit.RestoreCheck {
 		t.Helper()
 		rc, err := audit.ReconcileAfterRestore(bg, restored.DB, sb.Client, restored.Engine, audit.RestoreCheckOptions{BasePrefix: "R"})
