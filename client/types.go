@@ -1,0 +1,260 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Refund states (the RefundState schema). SUCCEEDED and FAILED are
+// terminal; REJECTED and ABNORMAL wait for an operator; UNKNOWN is settled
+// only by asking WeChat Pay.
+const (
+	StateProcessing = "PROCESSING"
+	StateSucceeded  = "SUCCEEDED"
+	StateFailed     = "FAILED"
+	StateUnknown    = "UNKNOWN"
+	StateRejected   = "REJECTED"
+	StateAbnormal   = "ABNORMAL"
+)
+
+// states lists every state; the tests compare it with the document.
+var states = []string{StateProcessing, StateSucceeded, StateFailed, StateUnknown, StateRejected, StateAbnormal}
+
+// Registration is the body of RegisterReservation: a payment the booking
+// system took, which refunds may then draw on. Amounts are integer fen.
+type Registration struct {
+	ID            string     `json:"id"`
+	UserID        string     `json:"user_id"`
+	OutTradeNo    string     `json:"out_trade_no"`
+	TransactionID string     `json:"transaction_id,omitempty"`
+	Amount        int64      `json:"amount"`
+	Currency      string     `json:"currency,omitempty"`
+	PaidAt        *time.Time `json:"paid_at,omitempty"`
+}
+
+// Reservation is a registered payment and its refunds.
+type Reservation struct {
+	ID            string     `json:"id"`
+	UserID        string     `json:"user_id"`
+	OutTradeNo    string     `json:"out_trade_no"`
+	TransactionID string     `json:"transaction_id,omitempty"`
+	Amount        int64      `json:"amount"`
+	Currency      string     `json:"currency"`
+	PaidAt        *time.Time `json:"paid_at,omitempty"`
+	Status        string     `json:"status"`
+	Refunded      int64      `json:"refunded"`
+	InFlight      int64      `json:"in_flight"`
+	Refundable    int64      `json:"refundable"`
+	Refunds       []Refund   `json:"refunds"`
+	RegisteredAt  time.Time  `json:"registered_at"`
+}
+
+// RefundRequest asks for a refund of Amount fen (nil: everything still
+// refundable).
+type RefundRequest struct {
+	UserID string `json:"user_id"`
+	Amount *int64 `json:"amount,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// IdempotencyKey names the logical request (1..64 of [0-9A-Za-z_-]);
+	// empty: the client makes one for this call and all its retries. Give
+	// your own, stored with your order, to ask again after a crash.
+	IdempotencyKey string `json:"-"`
+	// Wait asks the server to hold the answer up to this long (capped by
+	// the server, 10s by default) for the refund to become final.
+	Wait time.Duration `json:"-"`
+}
+
+// Refund is one refund of a reservation.
+type Refund struct {
+	RefundNo         string     `json:"refund_no"`
+	ReservationID    string     `json:"reservation_id"`
+	Amount           int64      `json:"amount"`
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Code             string     `json:"code,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
+	Attempts         int        `json:"attempts"`
+	Stuck            bool       `json:"stuck,omitempty"`
+	NextCheckAt      *time.Time `json:"next_check_at,omitempty"`
+	Conflicts        int        `json:"conflicts,omitempty"`
+	PaidAfterFailed  bool       `json:"paid_after_failed,omitempty"`
+	Recovered        bool       `json:"recovered,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+}
+
+// Terminal reports whether the refund is SUCCEEDED or FAILED: it will
+// never change again (what ?wait= waits for).
+func (r *Refund) Terminal() bool { return r.State == StateSucceeded || r.State == StateFailed }
+
+// AttentionQuery selects refunds an operator should look at.
+type AttentionQuery struct {
+	// State is UNKNOWN, REJECTED, ABNORMAL or stuck.
+	State string
+	// After is the Next of the previous page; empty starts at the first.
+	After string
+	// Limit is 1..1000; zero means the server's 100.
+	Limit int
+}
+
+// AttentionPage is one page of ListAttention.
+type AttentionPage struct {
+	Refunds []Refund `json:"refunds"`
+	// Next continues the listing; empty on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// TimelineEvent is one journaled event of a reservation.
+type TimelineEvent struct {
+	Seq      int             `json:"seq"`
+	Type     string          `json:"type"`
+	At       time.Time       `json:"at"`
+	By       string          `json:"by"`
+	RefundNo string          `json:"refund_no,omitempty"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// Timeline is a reservation's journal, in order.
+type Timeline struct {
+	ReservationID string          `json:"reservation_id"`
+	Events        []TimelineEvent `json:"events"`
+}
+
+// AttentionCount is the number of refunds of one attention kind; More is
+// set when the server stopped counting at its cap.
+type AttentionCount struct {
+	Count int  `json:"count"`
+	More  bool `json:"more"`
+}
+
+// Summary is the operator's overview.
+type Summary struct {
+	Attention     map[string]AttentionCount `json:"attention"`
+	ActiveActors  int                       `json:"active_actors"`
+	Notifications map[string]int64          `json:"notifications,omitempty"`
+	Webhooks      []WebhookEndpoint         `json:"webhooks,omitempty"`
+}
+
+// Feed event types.
+const (
+	EventRefundRequested     = "refund.requested"
+	EventRefundSucceeded     = "refund.succeeded"
+	EventRefundFailed        = "refund.failed"
+	EventRefundAbnormal      = "refund.abnormal"
+	EventRefundStuck         = "refund.stuck"
+	EventReservationCanceled = "reservation.canceled"
+)
+
+// Event is one event of the feed and of webhook deliveries. Within one
+// SchemaVersion fields are only added; unknown ones are ignored.
+type Event struct {
+	// ID is stable forever; consumers de-duplicate on it.
+	ID            string    `json:"id"`
+	Type          string    `json:"type"`
+	SchemaVersion int       `json:"schema_version"`
+	Global        uint64    `json:"global"`
+	ReservationID string    `json:"reservation_id"`
+	UserID        string    `json:"user_id"`
+	OutTradeNo    string    `json:"out_trade_no"`
+	RefundNo      string    `json:"refund_no,omitempty"`
+	Amount        int64     `json:"amount"`
+	Refunded      int64     `json:"refunded"`
+	Paid          int64     `json:"paid"`
+	Currency      string    `json:"currency"`
+	State         string    `json:"state,omitempty"`
+	At            time.Time `json:"at"`
+	Data          EventData `json:"data"`
+}
+
+// EventData holds the details only some event types carry.
+type EventData struct {
+	Reason           string    `json:"reason,omitempty"`
+	Code             string    `json:"code,omitempty"`
+	Message          string    `json:"message,omitempty"`
+	ProviderRefundID string    `json:"provider_refund_id,omitempty"`
+	SuccessTime      time.Time `json:"success_time,omitzero"`
+	Source           string    `json:"source,omitempty"`
+}
+
+// EventsQuery reads the feed after a cursor.
+type EventsQuery struct {
+	// After is a cursor ("next" of a page) or an event id; empty starts at
+	// the beginning of the journal.
+	After string
+	// Limit bounds the page; zero means the server's default.
+	Limit int
+	// Types keeps only these event types; empty means all.
+	Types []string
+	// Wait long-polls: the server holds an empty answer up to this long
+	// (capped by the server, 20s by default) for a first event.
+	Wait time.Duration
+}
+
+// EventsPage is one page of the feed; Next is the cursor to continue from
+// (it moves past records that match nothing, too).
+type EventsPage struct {
+	Events []Event `json:"events"`
+	Next   string  `json:"next"`
+}
+
+// WebhookEndpoint is one endpoint's delivery state.
+type WebhookEndpoint struct {
+	Name                        string  `json:"name"`
+	Cursor                      string  `json:"cursor"`
+	EventsBehind                uint64  `json:"events_behind"`
+	Parked                      int     `json:"parked"`
+	OldestUndeliveredAgeSeconds float64 `json:"oldest_undelivered_age_seconds"`
+	Delivered                   uint64  `json:"delivered"`
+	FailedAttempts              uint64  `json:"failed_attempts"`
+}
+
+// ParkedEvent is an event that exhausted its delivery attempts.
+type ParkedEvent struct {
+	Event      Event     `json:"event"`
+	Attempts   int       `json:"attempts"`
+	LastError  string    `json:"last_error,omitempty"`
+	ParkedAt   time.Time `json:"parked_at"`
+	Replaying  bool      `json:"replaying"`
+	HeldBehind string    `json:"held_behind,omitempty"`
+}
+
+// NotifyStats counts WeChat Pay notifications by outcome, and the
+// quarantine of refused ones when there is one.
+type NotifyStats struct {
+	Notifications map[string]int64 `json:"notifications"`
+	Quarantine    *struct {
+		Entries int64 `json:"entries"`
+		Bytes   int64 `json:"bytes"`
+		Dropped int64 `json:"dropped"`
+	} `json:"quarantine,omitempty"`
+}
+
+// QuarantineEntry is one refused notification kept for operators.
+type QuarantineEntry struct {
+	Name     string    `json:"name"`
+	At       time.Time `json:"at"`
+	Endpoint string    `json:"endpoint"`
+	Reason   string    `json:"reason"`
+	Size     int64     `json:"size"`
+}
+
+// Checkpoint is a point of the journal's hash chain, signed when the
+// server has a checkpoint key.
+type Checkpoint struct {
+	Global    uint64    `json:"global"`
+	Hash      string    `json:"hash"`
+	Time      time.Time `json:"time"`
+	KeyID     string    `json:"key_id,omitempty"`
+	Signature []byte    `json:"signature,omitempty"`
+}
+
+// AuditHead is the journal's chain head and last checkpoint.
+type AuditHead struct {
+	Head              Checkpoint      `json:"head"`
+	Checkpoint        *Checkpoint     `json:"checkpoint,omitempty"`
+	Epoch             uint64          `json:"epoch"`
+	ReconcileRequired bool            `json:"reconcile_required"`
+	Restore           json.RawMessage `json:"restore,omitempty"`
+}
