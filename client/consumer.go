@@ -78,6 +78,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		failures = 0
 		for _, ev := range page.Events {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := c.Handle(ctx, ev); err != nil {
 				return fmt.Errorf("client: handle %s: %w", ev.ID, err)
 			}
