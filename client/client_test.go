@@ -259,7 +259,9 @@ func TestClient_RetriesOnlyWhatIsSafe(t *testing.T) {
 			_, err := c.ReconcileRefund(context.Background(), "s1", "T-s1-1")
 			return err
 		}, 1, true, true},
-		{"replay never", 503, 1, func(c *client.Client) error { return c.ReplayParked(context.Background(), "orders", "evt_00000000000000000001") }, 1, true, true},
+		{"replay never", 503, 1, func(c *client.Client) error {
+			return c.ReplayParked(context.Background(), "orders", "evt_00000000000000000001")
+		}, 1, true, true},
 		{"4xx never", 400, 1, func(c *client.Client) error { _, err := c.GetReservation(context.Background(), "s1"); return err }, 1, true, false},
 	}
 	for _, tt := range tests {
