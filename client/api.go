@@ -105,9 +105,9 @@ func (c *Client) Summary(ctx context.Context) (*Summary, error) {
 }
 
 // RegisterReservation registers a payment (POST /v1/reservations).
-// created is false when the same registration was already there (a
-// replay). It is retried: the reservation id makes a repeat the same
-// registration.
+// created is false when the same registration was already there: a
+// replay, or an earlier attempt of this call whose answer was lost. It is
+// retried: the reservation id makes a repeat the same registration.
 func (c *Client) RegisterReservation(ctx context.Context, r Registration) (res *Reservation, created bool, err error) {
 	var out Reservation
 	status, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/reservations", body: r, retry: retrySafe,

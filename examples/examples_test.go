@@ -89,7 +89,9 @@ func exported(t *testing.T) map[string]bool {
 
 type fakeStore struct{ metrics.Store }
 
-func (fakeStore) Load(context.Context, string) ([]reservation.Event, uint64, error) { return nil, 0, nil }
+func (fakeStore) Load(context.Context, string) ([]reservation.Event, uint64, error) {
+	return nil, 0, nil
+}
 func (fakeStore) Append(context.Context, string, *reservation.State, []reservation.Event) error {
 	return nil
 }
