@@ -350,3 +350,23 @@ func TestClient_OperatorActions(t *testing.T) {
 		t.Fatalf("resolve: %+v %v", got, err)
 	}
 }
+
+// ?wait= holds the answer until the refund is terminal; without it the
+// answer comes at once.
+func TestClient_WaitHoldsTheAnswer(t *testing.T) {
+	r := newRefundd(t, refunddOptions{delay: time.Second}) // the sandbox answers by notification a second later
+	ctx := context.Background()
+	svc := newClient(t, r.URL, serviceToken)
+	register(t, svc, "wt1", 1000)
+	register(t, svc, "wt2", 1000)
+	rf, err := svc.RequestRefund(ctx, "wt1", client.RefundRequest{UserID: "u-wt1"})
+	if err != nil || rf.State != client.StateProcessing {
+		t.Fatalf("without wait: %+v %v, want PROCESSING", rf, err)
+	}
+	if got, err := svc.GetRefund(ctx, "wt1", rf.RefundNo, 10*time.Second); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("GetRefund with wait: %+v %v, want SUCCEEDED", got, err)
+	}
+	if got, err := svc.RequestRefund(ctx, "wt2", client.RefundRequest{UserID: "u-wt2", Wait: 10 * time.Second}); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("RequestRefund with wait: %+v %v, want SUCCEEDED", got, err)
+	}
+}
