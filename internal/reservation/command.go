@@ -96,6 +96,37 @@ type CheckProvider struct {
 	// window (an operator who just settled a refund at WeChat wants the
 	// answer now).
 	Operator bool `json:",omitempty"`
+	// Reported is what the notification behind a hint says about the
+	// refund; nil for a hint that reports nothing (an operator's). Only its
+	// out_trade_no and amounts are read, and they must match our records
+	// exactly: an unsigned notification that names our refund with another
+	// order or amount is a mismatch, never a query. Nothing else in it is
+	// applied; the query's answer is.
+	Reported *Outcome `json:",omitempty"`
+}
+
+// Notification is what one provider notification says about a refund,
+// mapped by the protocol adapter; the engine records it in the refund's
+// actor (actors.Engine.RecordNotification) through Command.
+type Notification struct {
+	RefundNo string
+	// Outcome is what the notification reports.
+	Outcome Outcome
+	// Hint marks a notification that is not applied as it stands: an
+	// unsigned APIv2 one, or a verified one whose status has no outcome
+	// kind. Matched against our records, it asks the provider instead
+	// (CheckProvider), within Policy.HintWindow's limits.
+	Hint bool
+}
+
+// Command is the command that records n: a provider check for a hint, the
+// notification's outcome otherwise.
+func (n Notification) Command() Command {
+	if n.Hint {
+		o := n.Outcome
+		return CheckProvider{RefundNo: n.RefundNo, Reported: &o}
+	}
+	return RecordOutcome{RefundNo: n.RefundNo, Source: SourceNotification, Outcome: n.Outcome}
 }
 
 func (CheckProvider) command()   {}

@@ -261,15 +261,11 @@ func decideAbandon(s *State, c Abandon, env Env) ([]EventData, error) {
 // verified message stripped to its refund number must not settle a refund.
 func checkOutcome(s *State, r *Refund, src Source, o Outcome) error {
 	if reportsRefundObject(src, o.Kind) {
-		switch {
-		case o.ProviderID == "":
+		if o.ProviderID == "" {
 			return withMessage(ErrOutcomeMismatch, "provider refund id not reported")
-		case o.OutTradeNo != s.OutTradeNo:
-			return withMessage(ErrOutcomeMismatch, "out_trade_no does not match the reservation")
-		case o.RefundAmount != r.Amount:
-			return withMessage(ErrOutcomeMismatch, "refund amount does not match the refund")
-		case o.TotalAmount != s.Amount:
-			return withMessage(ErrOutcomeMismatch, "order total does not match the paid amount")
+		}
+		if err := matchReported(s, r, o); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -504,6 +500,11 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Reported != nil {
+		if err := matchReported(s, r, *c.Reported); err != nil {
+			return nil, err
+		}
+	}
 	// Terminal refunds are settled, and a refund never submitted has
 	// nothing to ask about yet.
 	if r.State.Terminal() || r.Attempts == 0 {
@@ -517,6 +518,22 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	}
 	n := r.Queries + 1
 	return []EventData{QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))}}, nil
+}
+
+// matchReported checks the order and amounts that a refund object or a
+// hint's notification reports against our records. Every field counts,
+// zero included: WeChat Pay always sends them (the parsers refuse a
+// notification without them).
+func matchReported(s *State, r *Refund, o Outcome) error {
+	switch {
+	case o.OutTradeNo != s.OutTradeNo:
+		return withMessage(ErrOutcomeMismatch, "out_trade_no does not match the reservation")
+	case o.RefundAmount != r.Amount:
+		return withMessage(ErrOutcomeMismatch, "refund amount does not match the refund")
+	case o.TotalAmount != s.Amount:
+		return withMessage(ErrOutcomeMismatch, "order total does not match the paid amount")
+	}
+	return nil
 }
 
 func decideResolve(s *State, c Resolve) ([]EventData, error) {

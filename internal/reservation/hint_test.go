@@ -1,6 +1,7 @@
 package reservation
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -132,6 +133,75 @@ func TestConflict_RepeatedContradictionIsRecordedOnce(t *testing.T) {
 	for i, o := range others {
 		if ev := run(t, s, o, providerEnv); !equalTypes(types(ev), []string{TypeConflict}) {
 			t.Fatalf("contradiction %d: events %v, want a conflict", i, types(ev))
+		}
+	}
+}
+
+// TestNotification_Hint: a hint (an unsigned APIv2 notification, or a
+// verified one whose status has no outcome kind) names a refund with its
+// order and amounts. The core matches them against the records before it
+// asks the provider, on any refund state, zero amounts included; the API
+// refused the same notifications as mismatches when it matched them itself.
+func TestNotification_Hint(t *testing.T) {
+	match := func(s *State, no string) Outcome {
+		return Outcome{OutTradeNo: s.OutTradeNo, RefundAmount: s.Refund(no).Amount, TotalAmount: s.Amount, ProviderID: "50300001"}
+	}
+	cases := []struct {
+		name    string
+		state   RefundState
+		report  func(o *Outcome)
+		refund  string // "" means the refund's own number
+		want    []string
+		wantErr *Error
+	}{
+		{"matching: query", Processing, func(*Outcome) {}, "", []string{TypeQueryStarted}, nil},
+		{"matching on an UNKNOWN refund: query", Unknown, func(*Outcome) {}, "", []string{TypeQueryStarted}, nil},
+		{"another order", Processing, func(o *Outcome) { o.OutTradeNo = "other-order" }, "", nil, ErrOutcomeMismatch},
+		{"another refund amount", Processing, func(o *Outcome) { o.RefundAmount++ }, "", nil, ErrOutcomeMismatch},
+		{"another order total", Processing, func(o *Outcome) { o.TotalAmount-- }, "", nil, ErrOutcomeMismatch},
+		{"amounts absent", Processing, func(o *Outcome) { o.RefundAmount, o.TotalAmount = 0, 0 }, "", nil, ErrOutcomeMismatch},
+		{"order absent", Processing, func(o *Outcome) { o.OutTradeNo = "" }, "", nil, ErrOutcomeMismatch},
+		{"matching on a settled refund: nothing to ask", Succeeded, func(*Outcome) {}, "", nil, nil},
+		{"another amount on a settled refund", Succeeded, func(o *Outcome) { o.RefundAmount++ }, "", nil, ErrOutcomeMismatch},
+		{"unknown refund number", Processing, func(*Outcome) {}, "T-nobody-1", nil, ErrNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, no := refundIn(t, tc.state)
+			o := match(s, no)
+			tc.report(&o)
+			if tc.refund != "" {
+				no = tc.refund
+			}
+			cmd := Notification{RefundNo: no, Outcome: o, Hint: true}.Command()
+			env := Env{Now: t0.Add(time.Hour), By: "wechatpay:notification"}
+			switch {
+			case tc.wantErr != nil:
+				mustFail(t, s, cmd, env, tc.wantErr)
+			case tc.want == nil:
+				mustNoop(t, s, cmd, env)
+			default:
+				assertTypes(t, run(t, s, cmd, env), tc.want...)
+				// The hint window holds a replay back, as for any hint.
+				mustNoop(t, s, cmd, Env{Now: env.Now.Add(time.Second), By: env.By})
+			}
+		})
+	}
+}
+
+// TestNotification_Command: a notification that is not a hint records its
+// outcome as a notification; a hint carries what it reports to the check.
+func TestNotification_Command(t *testing.T) {
+	o := Outcome{Kind: OutcomeSucceeded, ProviderID: "50300001", OutTradeNo: testOTN, RefundAmount: 1, TotalAmount: 2}
+	for _, tc := range []struct {
+		n    Notification
+		want Command
+	}{
+		{Notification{RefundNo: "n", Outcome: o}, RecordOutcome{RefundNo: "n", Source: SourceNotification, Outcome: o}},
+		{Notification{RefundNo: "n", Outcome: o, Hint: true}, CheckProvider{RefundNo: "n", Reported: &o}},
+	} {
+		if got := tc.n.Command(); !reflect.DeepEqual(got, tc.want) {
+			t.Fatalf("%+v.Command() = %#v, want %#v", tc.n, got, tc.want)
 		}
 	}
 }
