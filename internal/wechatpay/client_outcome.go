@@ -177,7 +177,7 @@ func refundOutcome(raw []byte, refundNo string) reservation.Outcome {
 	if r.Amount.Refund < 0 || r.Amount.Total < 0 {
 		return unknown("MALFORMED_RESPONSE", "refund object has a negative amount")
 	}
-	kind, ok := statusKind(r.Status)
+	out, ok := refundObject(r.Status, r.RefundID, r.OutTradeNo, r.Amount.Refund, r.Amount.Total, r.SuccessTime)
 	if !ok {
 		return unknown("UNKNOWN_STATUS", fmt.Sprintf("refund status %q", limit(r.Status, 32)))
 	}
@@ -186,15 +186,43 @@ func refundOutcome(raw []byte, refundNo string) reservation.Outcome {
 	if err := checkResponseComplete(raw, r); err != nil {
 		return unknown("INCOMPLETE_RESPONSE", err.Error())
 	}
-	out := reservation.Outcome{Kind: kind, ProviderID: r.RefundID, OutTradeNo: r.OutTradeNo,
-		RefundAmount: r.Amount.Refund, TotalAmount: r.Amount.Total}
-	if kind == reservation.OutcomeSucceeded && r.SuccessTime != "" {
+	return out
+}
+
+// refundObject maps a refund object, a query's answer or a notification's
+// resource alike, to an outcome. ok is false for a status with no outcome
+// kind; the outcome then carries what the object reports, without a kind.
+func refundObject(status, refundID, outTradeNo string, refund, total int64, successTime string) (reservation.Outcome, bool) {
+	out := reservation.Outcome{ProviderID: refundID, OutTradeNo: outTradeNo, RefundAmount: refund, TotalAmount: total}
+	kind, ok := statusKind(status)
+	if !ok {
+		return out, false
+	}
+	out.Kind = kind
+	if kind == reservation.OutcomeSucceeded && successTime != "" {
 		// The money moved either way; a malformed time only loses the time.
-		if t, err := time.Parse(time.RFC3339, r.SuccessTime); err == nil {
+		if t, err := time.Parse(time.RFC3339, successTime); err == nil {
 			out.SuccessTime = t.UTC()
 		}
 	}
-	return out
+	return out, true
+}
+
+// Notification is what a verified refund notification tells the engine: its
+// outcome, or a hint to query when its status has no outcome kind (a status
+// we cannot read is asked about, not guessed).
+func (r RefundResource) Notification() reservation.Notification {
+	o, ok := refundObject(r.RefundStatus, r.RefundID, r.OutTradeNo, r.Amount.Refund, r.Amount.Total, r.SuccessTime)
+	return reservation.Notification{RefundNo: r.OutRefundNo, Outcome: o, Hint: !ok}
+}
+
+// Notification is what an APIv2 notification tells the engine: a hint,
+// whatever its status. It carries no signature and its req_info is
+// malleable, so only a query's answer is applied; the order and amounts it
+// reports must match our records before it costs one.
+func (i V2RefundInfo) Notification() reservation.Notification {
+	return reservation.Notification{RefundNo: i.OutRefundNo, Hint: true, Outcome: reservation.Outcome{
+		ProviderID: i.RefundID, OutTradeNo: i.OutTradeNo, RefundAmount: i.RefundFee, TotalAmount: i.TotalFee}}
 }
 
 func unknown(code, msg string) reservation.Outcome {
