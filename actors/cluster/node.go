@@ -320,6 +320,12 @@ func (n *Node) LookupRefund(ctx context.Context, refundNo string) (string, error
 	return n.store.LookupRefund(ctx, refundNo)
 }
 
+// RecordNotification records a provider notification on its refund's
+// owner; see actors.RecordNotification.
+func (n *Node) RecordNotification(ctx context.Context, by string, no reservation.Notification) ([]reservation.Event, error) {
+	return actors.RecordNotification(ctx, n, by, no)
+}
+
 // Attention lists refunds needing attention (from the shared journal).
 func (n *Node) Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error) {
 	return n.store.Attention(ctx, kind, after, limit)

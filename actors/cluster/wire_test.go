@@ -74,6 +74,7 @@ func TestWire_CommandRoundTrip(t *testing.T) {
 		reservation.FireTimer{RefundNo: "n", DueAt: at},
 		reservation.Resolve{RefundNo: "n", Reason: "r"},
 		reservation.CheckProvider{RefundNo: "n"},
+		reservation.CheckProvider{RefundNo: "n", Reported: &reservation.Outcome{ProviderID: "p", OutTradeNo: "o", RefundAmount: 3, TotalAmount: 4}},
 	} {
 		name, data, err := encodeCommand(cmd)
 		if err != nil {
