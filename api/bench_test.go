@@ -92,8 +92,8 @@ func (stubEngine) Abandon(context.Context, string, string, reservation.Abandon) 
 	return nil, nil, reservation.ErrNotFound
 }
 
-func (stubEngine) LookupRefund(context.Context, string) (string, error) {
-	return "", reservation.ErrNotFound
+func (stubEngine) RecordNotification(context.Context, string, reservation.Notification) ([]reservation.Event, error) {
+	return nil, reservation.ErrNotFound
 }
 
 func (stubEngine) Attention(context.Context, string, string, int) ([]reservation.RefundRef, error) {

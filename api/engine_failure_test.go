@@ -49,8 +49,8 @@ func (b brokenEngine) Abandon(ctx context.Context, _, _ string, _ reservation.Ab
 	return nil, nil, b.fail(ctx)
 }
 
-func (b brokenEngine) LookupRefund(ctx context.Context, _ string) (string, error) {
-	return "", b.fail(ctx)
+func (b brokenEngine) RecordNotification(ctx context.Context, _ string, _ reservation.Notification) ([]reservation.Event, error) {
+	return nil, b.fail(ctx)
 }
 
 func (b brokenEngine) Attention(ctx context.Context, _, _ string, _ int) ([]reservation.RefundRef, error) {

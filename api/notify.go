@@ -160,46 +160,7 @@ func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (no
 		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mchid does not match",
 			err: fmt.Errorf("mchid %q", res.MchID)}
 	}
-	o, known := outcomeOfV3(res)
-	if !known {
-		// A verified notification with a status we cannot read: ask the
-		// provider instead of guessing.
-		return n.hint(ctx, res.OutRefundNo, res.OutTradeNo, res.Amount.Refund, res.Amount.Total)
-	}
-	id, fail := n.lookup(ctx, res.OutRefundNo)
-	if fail != nil {
-		return "", fail
-	}
-	_, events, err := n.engine.Execute(ctx, id, "wechatpay:notification",
-		reservation.RecordOutcome{RefundNo: res.OutRefundNo, Source: reservation.SourceNotification, Outcome: o})
-	if fail := n.engineFailure(err); fail != nil {
-		return "", fail
-	}
-	if len(events) == 0 {
-		return nDuplicate, nil
-	}
-	return nApplied, nil
-}
-
-func outcomeOfV3(res wechatpay.RefundResource) (reservation.Outcome, bool) {
-	o := reservation.Outcome{ProviderID: res.RefundID, OutTradeNo: res.OutTradeNo,
-		RefundAmount: res.Amount.Refund, TotalAmount: res.Amount.Total}
-	switch res.RefundStatus {
-	case wechatpay.RefundSuccess:
-		o.Kind = reservation.OutcomeSucceeded
-		if t, err := time.Parse(time.RFC3339, res.SuccessTime); err == nil {
-			o.SuccessTime = t.UTC()
-		}
-	case wechatpay.RefundClosed:
-		o.Kind = reservation.OutcomeFailed
-	case wechatpay.RefundAbnormal:
-		o.Kind = reservation.OutcomeAbnormal
-	case wechatpay.RefundProcessing:
-		o.Kind = reservation.OutcomeProcessing
-	default:
-		return o, false
-	}
-	return o, true
+	return n.record(ctx, res.Notification())
 }
 
 // v2 handles the legacy XML notification. It carries no signature and its
@@ -238,7 +199,7 @@ func (n *notifier) handleV2(ctx context.Context, body []byte) (notifyOutcome, *n
 		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mch_id does not match",
 			err: fmt.Errorf("mch_id %q", env.MchID)}
 	}
-	return n.hint(ctx, info.OutRefundNo, info.OutTradeNo, info.RefundFee, info.TotalFee)
+	return n.record(ctx, info.Notification())
 }
 
 // incompleteFailure refuses a notification that lacks a field WeChat Pay
@@ -248,53 +209,30 @@ func incompleteFailure(err error) *notifyFailure {
 	return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "incomplete refund notification", err: err}
 }
 
-// hint checks a notification we will not apply directly against local
-// records, then journals a provider query for the refund.
-func (n *notifier) hint(ctx context.Context, no, outTradeNo string, refund, total int64) (notifyOutcome, *notifyFailure) {
-	id, fail := n.lookup(ctx, no)
-	if fail != nil {
-		return "", fail
-	}
-	st, err := n.engine.Get(ctx, id)
-	if fail := n.engineFailure(err); fail != nil {
-		return "", fail
-	}
-	r := st.Refund(no)
-	if r == nil {
-		return "", &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: errors.New(no)}
-	}
-	if outTradeNo != st.OutTradeNo || refund != r.Amount || total != st.Amount {
-		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records",
-			err: fmt.Errorf("refund %s: out_trade_no %q refund %d total %d", no, outTradeNo, refund, total)}
-	}
-	_, events, err := n.engine.Execute(ctx, id, "wechatpay:notification", reservation.CheckProvider{RefundNo: no})
-	if fail := n.engineFailure(err); fail != nil {
-		return "", fail
-	}
-	if len(events) == 0 {
-		return nDuplicate, nil
-	}
-	return nHint, nil
-}
-
-// lookup finds the reservation of a refund number. A verified notification
-// for a number we never journaled is refused so that WeChat keeps retrying
-// (for about a day): every number is journaled before it is submitted, so
-// this means our journal lacks a refund WeChat has (a restored backup, a
-// misrouted notify_url) and operators must see it while evidence still
-// arrives.
-func (n *notifier) lookup(ctx context.Context, no string) (string, *notifyFailure) {
-	if !reservation.ValidRefundNo(no) {
+// record hands a verified notification to the engine, which journals it in
+// its refund's actor (matching it against our records there). A verified
+// notification for a number we never journaled is refused so that WeChat
+// keeps retrying (for about a day): every number is journaled before it is
+// submitted, so this means our journal lacks a refund WeChat has (a
+// restored backup, a misrouted notify_url) and operators must see it while
+// evidence still arrives.
+func (n *notifier) record(ctx context.Context, note reservation.Notification) (notifyOutcome, *notifyFailure) {
+	if !reservation.ValidRefundNo(note.RefundNo) {
 		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "invalid out_refund_no", err: errors.New("invalid out_refund_no")}
 	}
-	id, err := n.engine.LookupRefund(ctx, no)
-	if errors.Is(err, reservation.ErrNotFound) {
-		return "", &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: errors.New(no)}
-	}
+	events, err := n.engine.RecordNotification(ctx, "wechatpay:notification", note)
 	if err != nil {
-		return "", &notifyFailure{outcome: nError, status: http.StatusInternalServerError, reason: "temporarily unavailable", err: err}
+		err = fmt.Errorf("refund %s: %w", note.RefundNo, err) // for the log and the quarantine
 	}
-	return id, nil
+	switch fail := n.engineFailure(err); {
+	case fail != nil:
+		return "", fail
+	case len(events) == 0:
+		return nDuplicate, nil
+	case note.Hint:
+		return nHint, nil
+	}
+	return nApplied, nil
 }
 
 func (n *notifier) engineFailure(err error) *notifyFailure {
@@ -304,6 +242,7 @@ func (n *notifier) engineFailure(err error) *notifyFailure {
 	case errors.Is(err, reservation.ErrOutcomeMismatch):
 		return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records", err: err}
 	case errors.Is(err, reservation.ErrNotFound):
+		// The refund number, or its reservation: see record.
 		return &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: err}
 	}
 	return &notifyFailure{outcome: nError, status: http.StatusInternalServerError, reason: "temporarily unavailable", err: err}

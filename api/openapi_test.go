@@ -60,8 +60,8 @@ func (nopEngine) Await(context.Context, string, func(*reservation.State) bool) (
 func (nopEngine) Abandon(context.Context, string, string, reservation.Abandon) (*reservation.State, []reservation.Event, error) {
 	return nil, nil, reservation.ErrNotFound
 }
-func (nopEngine) LookupRefund(context.Context, string) (string, error) {
-	return "", reservation.ErrNotFound
+func (nopEngine) RecordNotification(context.Context, string, reservation.Notification) ([]reservation.Event, error) {
+	return nil, reservation.ErrNotFound
 }
 func (nopEngine) Attention(context.Context, string, string, int) ([]reservation.RefundRef, error) {
 	return nil, nil

@@ -32,9 +32,11 @@ type Engine interface {
 	// Abandon releases a REJECTED refund's amount only on a fresh "not
 	// found" from WeChat Pay, asked just before (actors.AbandonChecked).
 	Abandon(ctx context.Context, id, by string, c reservation.Abandon) (*reservation.State, []reservation.Event, error)
-	// LookupRefund returns the reservation that owns a refund number, or
-	// reservation.ErrNotFound (notifications).
-	LookupRefund(ctx context.Context, refundNo string) (string, error)
+	// RecordNotification journals a verified WeChat Pay notification in the
+	// actor of the reservation that owns its refund and returns the events
+	// (none for a duplicate); reservation.ErrNotFound when no reservation
+	// owns the number. See actors.RecordNotification.
+	RecordNotification(ctx context.Context, by string, n reservation.Notification) ([]reservation.Event, error)
 	// Attention lists up to limit refunds needing attention of one kind
 	// (reservation.AttentionKinds) after the cursor "reservation/refund_no",
 	// from the journal's index (GET /v1/refunds, GET /v1/summary).

@@ -89,20 +89,15 @@ func (m *Main) wireMemory() *wiredProvider {
 		describe: "in-memory stand-in (no WeChat Pay protocol)"}
 }
 
-// pushOutcome applies an outcome the memory provider pushes, the way a
-// notification would be.
+// pushOutcome records an outcome the memory provider pushes as the
+// notification it stands for, through the engine's one notification call.
 func (m *Main) pushOutcome(engine *actors.Engine, no string, o reservation.Outcome) {
 	if engine == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id, err := engine.LookupRefund(ctx, no)
-	if err == nil {
-		_, _, err = engine.Execute(ctx, id, actors.ProviderPrincipal,
-			reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceNotification, Outcome: o})
-	}
-	if err != nil {
+	if _, err := engine.RecordNotification(ctx, actors.ProviderPrincipal, reservation.Notification{RefundNo: no, Outcome: o}); err != nil {
 		m.log.Warn("provider outcome not applied; the refund's due time will query", "refund_no", no, "err", err)
 	}
 }
