@@ -119,36 +119,11 @@ func TestNode_RemoteErrorsAndStates(t *testing.T) {
 	if owner, err := a.LookupRefund(ctx, no); err != nil || owner != id {
 		t.Fatalf("lookup %s: %q %v", no, owner, err)
 	}
-}
-
-// TestNode_RecordNotification: the one notification call finds the refund's
-// reservation from any node and records there; what the notification
-// reports crosses to the owner, whose core matches it.
-func TestNode_RecordNotification(t *testing.T) {
-	w := newWorld(t)
-	a, b := automanagedPair(t, w)
-	var id string
-	for _, c := range ids("n", 50) {
-		if b.Owns(c) {
-			id = c
-			break
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	register(t, a, id, 10000)
-	st, err := refund(a, id, "k1", 4000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	no := st.Refunds[0].No
-	st, err = a.Await(ctx, id, func(s *reservation.State) bool { return s.Refund(no).State == reservation.Succeeded })
-	if err != nil || st.Refund(no).State != reservation.Succeeded {
-		t.Fatalf("await: %v %+v", err, st)
-	}
+	// The one notification call finds the refund's reservation from any
+	// node; what a hint reports crosses to the owner, whose core matches it.
 	hint := func(refund int64) reservation.Notification {
 		return reservation.Notification{RefundNo: no, Hint: true,
-			Outcome: reservation.Outcome{OutTradeNo: st.OutTradeNo, RefundAmount: refund, TotalAmount: st.Amount}}
+			Outcome: reservation.Outcome{OutTradeNo: done.OutTradeNo, RefundAmount: refund, TotalAmount: done.Amount}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -161,7 +136,7 @@ func TestNode_RecordNotification(t *testing.T) {
 	} {
 		events, err := a.RecordNotification(ctx, "wechatpay:notification", tc.n)
 		if !errors.Is(err, tc.want) || len(events) != 0 {
-			t.Fatalf("%s: events %d, err %v; want none and %v", tc.name, len(events), err, tc.want)
+			t.Fatalf("notification, %s: events %d, err %v; want none and %v", tc.name, len(events), err, tc.want)
 		}
 	}
 }
