@@ -86,9 +86,9 @@ type notifyFailure struct {
 }
 
 func (n *notifier) routes(s *Server) {
-	s.router.HandleFunc("/v1/notify/wechatpay/refund", n.v3).Methods(http.MethodPost)
+	s.router.HandleFunc("/v1/notify/wechatpay/refund", n.serve("v3", n.handleV3, answerV3)).Methods(http.MethodPost)
 	if len(n.cfg.APIv2Key) > 0 {
-		s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.v2).Methods(http.MethodPost)
+		s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.serve("v2", n.handleV2, answerV2)).Methods(http.MethodPost)
 	}
 	s.router.HandleFunc("/v1/notify/stats", func(w http.ResponseWriter, _ *http.Request) {
 		out := map[string]any{"notifications": n.stats.Snapshot()}
@@ -120,29 +120,56 @@ func (n *notifier) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *no
 	return body, nil
 }
 
-// v3 handles POST /v1/notify/wechatpay/refund: verify the signature,
-// decrypt, match against local records, journal through the actor, and only
-// then acknowledge.
-func (n *notifier) v3(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
-	defer cancel()
-	body, fail := n.readBody(w, r)
-	var outcome notifyOutcome
-	if fail == nil {
-		outcome, fail = n.handleV3(ctx, r.Header, body)
+// serve runs one notification endpoint: read the body, parse and verify
+// it and record it in the engine (handle), and only once that is journaled
+// acknowledge it (answer with nil); a notification not accepted is kept,
+// counted and answered with its failure, so that WeChat retries.
+func (n *notifier) serve(endpoint string, handle func(context.Context, *http.Request, []byte) (notifyOutcome, *notifyFailure),
+	answer func(http.ResponseWriter, *notifyFailure)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
+		defer cancel()
+		body, fail := n.readBody(w, r)
+		var outcome notifyOutcome
+		if fail == nil {
+			outcome, fail = handle(ctx, r, body)
+		}
+		if fail != nil {
+			n.reject(endpoint, r, body, fail)
+			answer(w, fail)
+			return
+		}
+		n.stats.add(outcome)
+		crashpoint.Hit(crashpoint.AfterNotificationJournaled)
+		answer(w, nil)
 	}
+}
+
+// answerV3 is APIv3's answer: 204, or a JSON failure.
+func answerV3(w http.ResponseWriter, fail *notifyFailure) {
 	if fail != nil {
-		n.reject("v3", r, body, fail)
 		writeJSON(w, fail.status, map[string]string{"code": "FAIL", "message": fail.reason})
 		return
 	}
-	n.stats.add(outcome)
-	crashpoint.Hit(crashpoint.AfterNotificationJournaled)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (notifyOutcome, *notifyFailure) {
-	_, res, err := wechatpay.ParseRefundNotification(n.cfg.Verifier, n.cfg.APIv3Key, wechatpay.HeadersFrom(h), body)
+// answerV2 is APIv2's XML answer.
+func answerV2(w http.ResponseWriter, fail *notifyFailure) {
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	if fail != nil {
+		w.WriteHeader(fail.status)
+		_, _ = w.Write(wechatpay.V2Ack(false, fail.reason))
+		return
+	}
+	_, _ = w.Write(wechatpay.V2Ack(true, "OK"))
+}
+
+// handleV3 handles POST /v1/notify/wechatpay/refund: verify the signature,
+// decrypt, and record the outcome (or, for a status we cannot read, a hint)
+// through the refund's actor.
+func (n *notifier) handleV3(ctx context.Context, r *http.Request, body []byte) (notifyOutcome, *notifyFailure) {
+	_, res, err := wechatpay.ParseRefundNotification(n.cfg.Verifier, n.cfg.APIv3Key, wechatpay.HeadersFrom(r.Header), body)
 	switch {
 	case errors.Is(err, wechatpay.ErrProbe):
 		return "", &notifyFailure{outcome: nProbe, status: http.StatusUnauthorized, reason: "signature probe", err: err}
@@ -163,31 +190,11 @@ func (n *notifier) handleV3(ctx context.Context, h http.Header, body []byte) (no
 	return n.record(ctx, res.Notification())
 }
 
-// v2 handles the legacy XML notification. It carries no signature and its
-// AES-ECB payload is malleable, so it is only a hint: once it matches our
-// records, a provider query is journaled (and then acknowledged); the query's
-// answer is what gets applied.
-func (n *notifier) v2(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
-	defer cancel()
-	body, fail := n.readBody(w, r)
-	var outcome notifyOutcome
-	if fail == nil {
-		outcome, fail = n.handleV2(ctx, body)
-	}
-	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
-	if fail != nil {
-		n.reject("v2", r, body, fail)
-		w.WriteHeader(fail.status)
-		_, _ = w.Write(wechatpay.V2Ack(false, fail.reason))
-		return
-	}
-	n.stats.add(outcome)
-	crashpoint.Hit(crashpoint.AfterNotificationJournaled)
-	_, _ = w.Write(wechatpay.V2Ack(true, "OK"))
-}
-
-func (n *notifier) handleV2(ctx context.Context, body []byte) (notifyOutcome, *notifyFailure) {
+// handleV2 handles the legacy XML notification. It carries no signature
+// and its AES-ECB payload is malleable, so it is only a hint: once it
+// matches our records, a provider query is journaled (and then
+// acknowledged); the query's answer is what gets applied.
+func (n *notifier) handleV2(ctx context.Context, _ *http.Request, body []byte) (notifyOutcome, *notifyFailure) {
 	env, info, err := wechatpay.ParseRefundNotificationV2(n.cfg.APIv2Key, body)
 	if errors.Is(err, wechatpay.ErrIncomplete) {
 		return "", incompleteFailure(err)
