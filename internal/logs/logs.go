@@ -1,8 +1,9 @@
 // Package logs sets up refundd's structured logs on log/slog: JSON unless
 // the output is a terminal, the id of the request being served on every
-// line logged with that request's context, and values of secret-looking
+// line logged with that request's context, values of secret-looking
 // attributes masked as a last line of defence (secrets are never passed to
-// a logger on purpose).
+// a logger on purpose), durations as Go duration strings, and each key once
+// per line.
 package logs
 
 import (
@@ -11,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -80,11 +82,24 @@ func IsTerminal(w io.Writer) bool {
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
-// Handler adds the request id from a record's context and masks
-// secret-looking attributes before passing records on.
+// Handler adds the request id from a record's context, masks
+// secret-looking attributes, writes durations as Go duration strings
+// ("1.5s"; slog's JSON handler would write integer nanoseconds) and keeps
+// every key once per line: the first value given for a key wins, so two
+// layers that each name a component, or a record repeating a key its
+// logger carries, never make a line with a key twice (which JSON readers
+// resolve differently).
 type Handler struct {
 	next slog.Handler
+	// keys are those already on every line at the current group level:
+	// the handler's own (time, level, msg, source) at the top, then those
+	// of With. Shared between handlers, so only ever appended to after
+	// slices.Clip.
+	keys []string
 }
+
+// builtinKeys are written by slog's handlers themselves, at the top level.
+var builtinKeys = []string{slog.TimeKey, slog.LevelKey, slog.MessageKey, slog.SourceKey}
 
 // NewHandler wraps next. Wrapping a *Handler again returns it unchanged, so
 // layers that each make sure of the request id do not repeat it.
@@ -92,7 +107,7 @@ func NewHandler(next slog.Handler) slog.Handler {
 	if h, ok := next.(*Handler); ok {
 		return h
 	}
-	return &Handler{next: next}
+	return &Handler{next: next, keys: slices.Clip(builtinKeys)}
 }
 
 // Enabled implements slog.Handler.
@@ -102,42 +117,79 @@ func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool { return h.nex
 // to r, whose attribute storage may be shared with the caller's copy.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	var attrRoom [16]slog.Attr
+	var keyRoom [24]string
+	attrs, keys := attrRoom[:0], append(keyRoom[:0], h.keys...)
 	r.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(mask(a))
+		attrs, keys = appendAttr(attrs, keys, a)
 		return true
 	})
-	if id := RequestID(ctx); id != "" {
-		out.AddAttrs(slog.String(RequestIDKey, id))
+	if id := RequestID(ctx); id != "" && !slices.Contains(keys, RequestIDKey) {
+		attrs = append(attrs, slog.String(RequestIDKey, id))
 	}
+	out.AddAttrs(attrs...)
 	return h.next.Handle(ctx, out)
 }
 
 // WithAttrs implements slog.Handler.
 func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	masked := make([]slog.Attr, len(attrs))
-	for i, a := range attrs {
-		masked[i] = mask(a)
+	keys := slices.Clip(h.keys)
+	var kept []slog.Attr
+	for _, a := range attrs {
+		kept, keys = appendAttr(kept, keys, a)
 	}
-	return &Handler{next: h.next.WithAttrs(masked)}
+	return &Handler{next: h.next.WithAttrs(kept), keys: slices.Clip(keys)}
 }
 
-// WithGroup implements slog.Handler.
+// WithGroup implements slog.Handler. Inside the group, names start afresh.
 func (h *Handler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
 	return &Handler{next: h.next.WithGroup(name)}
 }
 
-// mask replaces the value of a secret-looking attribute, in groups too.
-func mask(a slog.Attr) slog.Attr {
+// appendAttr appends a, cleaned, to attrs unless keys (those already on
+// the line at this level) hold its key, and returns both lists grown. The
+// members of an inline group (empty key) are taken one by one, since slog
+// writes them at this level.
+func appendAttr(attrs []slog.Attr, keys []string, a slog.Attr) ([]slog.Attr, []string) {
+	a.Value = a.Value.Resolve()
+	if a.Key == "" && a.Value.Kind() == slog.KindGroup {
+		for _, m := range a.Value.Group() {
+			attrs, keys = appendAttr(attrs, keys, m)
+		}
+		return attrs, keys
+	}
+	if a.Key != "" && slices.Contains(keys, a.Key) {
+		return attrs, keys
+	}
+	a = clean(a)
+	if a.Value.Kind() == slog.KindGroup && len(a.Value.Group()) == 0 {
+		return attrs, keys // slog leaves an empty group out
+	}
+	if a.Key != "" {
+		keys = append(keys, a.Key)
+	}
+	return append(attrs, a), keys
+}
+
+// clean masks a secret-looking attribute, writes a duration as a string,
+// and cleans a group's members (each key once).
+func clean(a slog.Attr) slog.Attr {
 	if SecretKey(a.Key) {
 		return slog.String(a.Key, Masked)
 	}
-	if a.Value.Kind() == slog.KindGroup {
-		attrs := a.Value.Group()
-		masked := make([]any, len(attrs))
-		for i, g := range attrs {
-			masked[i] = mask(g)
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		return slog.String(a.Key, a.Value.Duration().String())
+	case slog.KindGroup:
+		var members []slog.Attr
+		var keys []string
+		for _, m := range a.Value.Group() {
+			members, keys = appendAttr(members, keys, m)
 		}
-		return slog.Group(a.Key, masked...)
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(members...)}
 	}
 	return a
 }

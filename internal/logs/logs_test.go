@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refundd/refundd/internal/logs"
+	"github.com/refundd/refundd/internal/logs/logstest"
 )
 
 func decodeLines(t *testing.T, b []byte) []map[string]any {
@@ -122,5 +125,74 @@ func TestSecretKey(t *testing.T) {
 		if got := logs.SecretKey(name); got != want {
 			t.Errorf("SecretKey(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+func TestHandler_NoDuplicateKeys(t *testing.T) {
+	ctx := logs.WithRequestID(context.Background(), "req-1")
+	for _, tc := range []struct {
+		name string
+		log  func(*slog.Logger)
+		want map[string]any // the first value given for a key wins
+	}{
+		{name: "two layers name the component", log: func(l *slog.Logger) {
+			l.With("component", "sandbox").With("component", "wxpay-sandbox").Info("x")
+		}, want: map[string]any{"component": "sandbox"}},
+		{name: "record repeats a With key", log: func(l *slog.Logger) {
+			l.With("reservation", "r1").Info("x", "reservation", "r2")
+		}, want: map[string]any{"reservation": "r1"}},
+		{name: "record repeats its own key", log: func(l *slog.Logger) { l.Info("x", "k", 1, "k", 2) },
+			want: map[string]any{"k": float64(1)}},
+		{name: "request id given and in the context", log: func(l *slog.Logger) {
+			l.InfoContext(ctx, "x", "request_id", "explicit")
+		}, want: map[string]any{"request_id": "explicit"}},
+		{name: "request id in With and in the context", log: func(l *slog.Logger) {
+			l.With("request_id", "with").InfoContext(ctx, "x")
+		}, want: map[string]any{"request_id": "with"}},
+		{name: "a group keeps its own names", log: func(l *slog.Logger) {
+			l.With("k", 1).WithGroup("g").Info("x", "k", 2)
+		}, want: map[string]any{"k": float64(1), "g": map[string]any{"k": float64(2)}}},
+		{name: "an attribute named like slog's own keys", log: func(l *slog.Logger) { l.Info("x", "msg", "other", "level", 3) },
+			want: map[string]any{"msg": "x", "level": "INFO"}},
+		{name: "an inline group's members count", log: func(l *slog.Logger) {
+			l.Info("x", "k", 1, slog.Group("", "k", 2, "j", 3))
+		}, want: map[string]any{"k": float64(1), "j": float64(3)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, rec := logstest.New(t)
+			tc.log(log)
+			lines := rec.Lines(t) // fails on a duplicate key
+			if len(lines) != 1 {
+				t.Fatalf("want 1 line, got %d", len(lines))
+			}
+			for k, v := range tc.want {
+				if got := lines[0][k]; !reflect.DeepEqual(got, v) {
+					t.Errorf("%s = %v, want %v (line %v)", k, got, v, lines[0])
+				}
+			}
+		})
+	}
+}
+
+func TestHandler_DurationsAsStrings(t *testing.T) {
+	for _, format := range []string{logs.FormatJSON, logs.FormatText} {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, err := logs.New(&buf, format, "info")
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.With("timeout", 2*time.Second).Info("x", "took", 1500*time.Millisecond,
+				slog.Group("g", "wait", 250*time.Microsecond), slog.Any("any", time.Minute))
+			out := buf.String()
+			for _, want := range []string{"2s", "1.5s", "250µs", "1m0s"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%q missing: %s", want, out)
+				}
+			}
+			if strings.Contains(out, "1500000000") {
+				t.Errorf("a duration logged as integer nanoseconds: %s", out)
+			}
+		})
 	}
 }
