@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundd/refundd/internal/logs"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
@@ -30,6 +31,7 @@ type Config struct {
 	NotifyURL       string
 	NotifyURLV2     string
 	LogLevel        string
+	LogFormat       string // logs.FormatText (the default), FormatJSON or FormatAuto
 	ShutdownTimeout time.Duration
 	// MinRefundSpacing is sandbox.Config.MinRefundSpacing; zero: off.
 	MinRefundSpacing time.Duration
@@ -58,7 +60,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{
 			Listen: "127.0.0.1:8090", MchID: "1900000109", TimeFactor: 1, ProcessingDelay: time.Second,
-			KeysDir: "wxpaysim-keys", LogLevel: "info", ShutdownTimeout: 10 * time.Second,
+			KeysDir: "wxpaysim-keys", LogLevel: "info", LogFormat: logs.FormatText, ShutdownTimeout: 10 * time.Second,
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -77,6 +79,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.NotifyURL, "notify-url", "", "v3 notification URL for refunds created without notify_url (empty: none)")
 	fs.StringVar(&c.NotifyURLV2, "notify-url-v2", "", "also send APIv2 XML notifications here (empty: none)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text, json or auto (JSON unless stderr is a terminal)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for requests in flight")
 	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
 		"refuse a new refund of an order within this time of its previous one with 403 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
@@ -113,9 +116,8 @@ func (c *Config) validate() error {
 	case c.ShutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if _, err := logs.New(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		return fmt.Errorf("--log-level, --log-format: %w", err)
 	}
 	return nil
 }
@@ -124,9 +126,13 @@ func (c *Config) validate() error {
 // directory (with the listen URL) and returns once it is listening.
 func (m *Main) Run(ctx context.Context) error {
 	c := m.Config
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.LogLevel))
-	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
+	// The same handler as refundd's (masking, one value per key,
+	// durations as strings); validate checked the format and level.
+	log, err := logs.New(m.Stderr, c.LogFormat, c.LogLevel)
+	if err != nil {
+		return err
+	}
+	m.log = log
 
 	keys, reused, err := m.keys()
 	if err != nil {

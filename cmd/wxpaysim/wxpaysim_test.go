@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/logs/logstest"
 	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
@@ -27,6 +28,7 @@ func TestParseFlags_Invalid(t *testing.T) {
 		{"negative spacing", []string{"--min-refund-spacing=-1s"}},
 		{"empty keys dir", []string{"--keys-dir="}},
 		{"bad log level", []string{"--log-level=loud"}},
+		{"bad log format", []string{"--log-format=xml"}},
 		{"extra argument", []string{"serve"}},
 	}
 	for _, tt := range tests {
@@ -275,5 +277,32 @@ func TestRun_StateFile(t *testing.T) {
 			t.Fatalf("R1 not SUCCESS after restart: %d %s", status, q)
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
+
+// TestRun_LogsThroughRefunddsHandler: the sandbox's lines come out of the
+// same handler as refundd's, each key once.
+func TestRun_LogsThroughRefunddsHandler(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	rec := &logstest.Recorder{}
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, rec
+	if err := m.ParseFlags([]string{"--listen=127.0.0.1:0", "--keys-dir=" + dir, "--processing-delay=0",
+		"--log-format=json", "--log-level=debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	do := merchantFor(t, m, dir)
+	adminOrder(t, m, `{"out_trade_no":"O1","total":1000}`)
+	if status, body := do("POST", "/v3/refund/domestic/refunds",
+		[]byte(`{"out_trade_no":"O1","out_refund_no":"R1","amount":{"refund":100,"total":1000,"currency":"CNY"}}`)); status != 200 {
+		t.Fatalf("refund: %d %s", status, body)
+	}
+	m.Close()
+	accepted := rec.Match(t, "DEBUG", "refund accepted") // fails on a duplicate key
+	if len(accepted) != 1 || accepted[0].Str("component") != "wxpay-sandbox" || accepted[0].Str("out_refund_no") != "R1" {
+		t.Fatalf("want one \"refund accepted\" line of the sandbox, got %v", accepted)
 	}
 }
