@@ -44,8 +44,8 @@ func (s *Server) operability() http.Handler {
 	return s.instrument(http.HandlerFunc(s.serve))
 }
 
-// instrument gives the request its id (header, context for logs) and
-// reports the route, status and duration to the observer.
+// instrument gives the request its id (header, context for logs), reports
+// the route, status and duration to the observer and logs the request.
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -58,7 +58,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		// allocate one.
 		w.Header()[HeaderRequestID] = st.idHeader[:]
 		obs := s.opts.Observer
-		if obs == nil {
+		if obs == nil && s.opts.NoAccessLog {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -68,13 +68,41 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK // nothing written: net/http sends 200
 			}
+			d := time.Since(start)
 			// st.route is the template of the route that matched (a
 			// bounded label, unlike the path), set by dispatch; unknown
 			// paths and methods keep "".
-			obs.ObserveRequest(r.Method, st.route, status, time.Since(start))
+			if obs != nil {
+				obs.ObserveRequest(r.Method, st.route, status, d)
+			}
+			if !s.opts.NoAccessLog {
+				s.logRequest(r, st, status, d)
+			}
 		}()
 		next.ServeHTTP(&st.rec, r)
 	})
+}
+
+// logRequest writes the access log line of one answered request. The
+// request id comes from the context (logs.Handler). Only what identifies
+// the request goes in: never a body, a header value or a path (which
+// holds ids the route template keeps out), and of the credentials only the
+// principal they name.
+func (s *Server) logRequest(r *http.Request, st *reqState, status int, d time.Duration) {
+	ctx := r.Context()
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	var room [6]slog.Attr
+	attrs := append(room[:0], slog.String("method", r.Method), slog.String("route", st.route),
+		slog.Int("status", status), slog.Duration("duration", d))
+	if st.hasPrincipal {
+		attrs = append(attrs, slog.String("principal", s.principal(r)))
+	}
+	if s.merchant != "" {
+		attrs = append(attrs, slog.String("merchant", s.merchant))
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 // validRequestID accepts ids a gateway might send (UUIDs, hex, base64url)

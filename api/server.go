@@ -85,6 +85,10 @@ type Options struct {
 	// Audit, if set, serves the audit head and the hot backup, and pauses
 	// new refunds while a restored journal is reconciled (audit.go).
 	Audit *AuditConfig
+	// NoAccessLog leaves out the line logged at INFO for every request
+	// (method, route template, status, duration, request id, principal,
+	// merchant); false, the default, logs it.
+	NoAccessLog bool
 }
 
 // Server routes HTTP requests to the engine.
@@ -104,6 +108,10 @@ type Server struct {
 	exposed atomic.Bool
 	// bufs holds buffers for request and response bodies (fastjson.go).
 	bufs sync.Pool
+	// merchant is the WeChat Pay merchant id refunds are made under (one
+	// per deployment, known from the notification settings), logged with
+	// each request; "" when none is configured.
+	merchant string
 }
 
 // New builds the HTTP handler.
@@ -123,6 +131,9 @@ func New(engine Engine, opts Options) *Server {
 	// SkipClean: a path like /v1/reservations/a/../b gets a JSON 404, not
 	// a redirect to another reservation.
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
+	if opts.Notify != nil {
+		s.merchant = opts.Notify.MchID
+	}
 	r := s.router
 	// The router tries routes in order, a regexp each: the lifecycle's
 	// POSTs come first. No two routes match the same request, so the order

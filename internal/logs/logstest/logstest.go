@@ -29,6 +29,13 @@ func (r *Recorder) Write(p []byte) (int, error) {
 	return r.buf.Write(p)
 }
 
+// String returns everything written so far.
+func (r *Recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
 // New returns a debug-level JSON logger made by logs.New, writing to the
 // returned Recorder.
 func New(t testing.TB) (*slog.Logger, *Recorder) {
@@ -54,10 +61,7 @@ func (l Line) Str(key string) string {
 // object, or that has a key twice at any level, fails the test.
 func (r *Recorder) Lines(t testing.TB) []Line {
 	t.Helper()
-	r.mu.Lock()
-	raw := r.buf.String()
-	r.mu.Unlock()
-	lines, err := Parse(raw)
+	lines, err := Parse(r.String())
 	if err != nil {
 		t.Fatal(err)
 	}
