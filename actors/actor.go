@@ -143,7 +143,8 @@ func (a *reservationActor) answer(m *envelope, r reply) {
 }
 
 // execute is the one order every change follows: decide, append (durable),
-// apply, reply, then side effects (counted as work before the reply). One
+// apply, reply, then side effects (counted as work before the reply) and
+// the log lines the journaled events call for. One
 // Decide is the whole decision: a new refund comes with its first
 // submission and the exact provider bytes (Env.Encode), so a refund is
 // never journaled without the request that will be sent for it.
@@ -194,7 +195,9 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	a.wakeWaiters()
 	var buf [2]providerCall
 	calls := a.providerCalls(events, buf[:0])
+	cmd, by := m.cmd, m.by // m is the caller's once answered
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
+	a.logJournaled(cmd, by, events)
 	a.startCalls(calls)
 }
 
@@ -249,10 +252,6 @@ type providerCall struct {
 func (a *reservationActor) providerCalls(events []reservation.Event, calls []providerCall) []providerCall {
 	for _, ev := range events {
 		switch d := ev.Data.(type) {
-		case reservation.FlaggedStuck:
-			r := a.state.Refund(d.RefundNo)
-			a.log().Error("refund stuck: unresolved past the stuck limit; an operator should look",
-				"refund_no", d.RefundNo, "state", r.State, "attempts", r.Attempts, "queries", r.Queries, "requested_at", r.CreatedAt)
 		case reservation.SubmissionStarted:
 			r := a.state.Refund(d.RefundNo)
 			if r == nil || len(r.Request) == 0 {

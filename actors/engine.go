@@ -44,6 +44,10 @@ type Config struct {
 	Now func() time.Time
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Merchant is the WeChat Pay merchant id refunds are made under (one
+	// per deployment), logged with the lines about refunds; empty leaves
+	// it out.
+	Merchant string
 }
 
 func (c *Config) validate() error {

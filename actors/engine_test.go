@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,8 @@ type harness struct {
 	provider *simprovider.Provider
 	engine   *actors.Engine
 	clock    *clock
+	log      *slog.Logger
+	merchant string
 }
 
 type harnessOpts struct {
@@ -43,11 +46,15 @@ type harnessOpts struct {
 	idle   time.Duration
 	store  func(actors.Store) actors.Store
 	policy *reservation.Policy
+	// log and merchant are the engine's Logger and Merchant; nil and ""
+	// keep the defaults.
+	log      *slog.Logger
+	merchant string
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, db: journaltest.Open(t), clock: newClock()}
+	h := &harness{t: t, db: journaltest.Open(t), clock: newClock(), log: o.log, merchant: o.merchant}
 	h.store = eventstore.New(h.db)
 	if o.store != nil {
 		h.store = o.store(h.store)
@@ -67,6 +74,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) start(idle time.Duration, policy reservation.Policy) {
 	e, err := actors.New(actors.Config{
 		Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
+		Logger: h.log, Merchant: h.merchant,
 	})
 	if err != nil {
 		h.t.Fatal(err)

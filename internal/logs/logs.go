@@ -92,14 +92,14 @@ func IsTerminal(w io.Writer) bool {
 type Handler struct {
 	next slog.Handler
 	// keys are those already on every line at the current group level:
-	// the handler's own (time, level, msg, source) at the top, then those
-	// of With. Shared between handlers, so only ever appended to after
+	// the handler's own (time, level, msg) at the top, then those of With. Shared between handlers, so only ever appended to after
 	// slices.Clip.
 	keys []string
 }
 
-// builtinKeys are written by slog's handlers themselves, at the top level.
-var builtinKeys = []string{slog.TimeKey, slog.LevelKey, slog.MessageKey, slog.SourceKey}
+// builtinKeys are written by slog's handlers themselves, at the top level
+// (source too, with HandlerOptions.AddSource, which New does not set).
+var builtinKeys = []string{slog.TimeKey, slog.LevelKey, slog.MessageKey}
 
 // NewHandler wraps next. Wrapping a *Handler again returns it unchanged, so
 // layers that each make sure of the request id do not repeat it.

@@ -32,6 +32,11 @@ func AttentionOf(d EventData) (refundNo string, add, remove []string) {
 	return refundNo, add, remove
 }
 
+// AppendAttention appends to marks how d changes the attention index, as
+// AttentionOf says, without allocating when marks has room (the engine
+// logs each refund that enters a list).
+func AppendAttention(marks []Mark, d EventData) []Mark { return appendAttention(marks, d) }
+
 // appendAttention appends the marks of d to marks, the kinds it removes
 // the refund from before those it adds it to (the order the index applies
 // them in).
