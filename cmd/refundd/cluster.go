@@ -160,7 +160,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 	store := eventstore.New(pg)
 	node, err := cluster.Start(ctx, cluster.Config{
 		Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Encode: wired.encode, Logger: m.log,
-			Policy: policy, IdleTimeout: c.IdleTimeout},
+			Policy: policy, IdleTimeout: c.IdleTimeout, Merchant: wired.merchant()},
 		Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
 	})
 	if err != nil {
@@ -195,6 +195,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 		}
 		return writeProbe(ctx)
 	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: timeline{pg}}
+	opts.NoAccessLog = !c.AccessLog
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}

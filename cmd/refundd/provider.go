@@ -61,6 +61,15 @@ type wiredProvider struct {
 	sandbox   *sandbox.Server // the in-process sandbox, for tests; nil otherwise
 }
 
+// merchant is the merchant id refunds are made under, for the logs; "" for
+// the memory provider.
+func (w *wiredProvider) merchant() string {
+	if w.notify == nil {
+		return ""
+	}
+	return w.notify.MchID
+}
+
 // stringList is a repeatable flag.
 type stringList []string
 

@@ -56,6 +56,7 @@ type Config struct {
 	LogFormat          string
 	ConfigFile         string // optional key = value file beneath flags and REFUNDD_* variables
 	MetricsPublic      bool   // /metrics without a token
+	AccessLog          bool   // a line per request (api.Options.NoAccessLog when off)
 	LogLevel           string
 	Provider           string
 	Wechatpay          WechatpayConfig
@@ -120,7 +121,7 @@ func NewMain() *Main {
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
-			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
+			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
 		},
@@ -215,6 +216,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		"optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
 	fs.BoolVar(&c.MetricsPublic, "metrics-public", false, "serve /metrics without a token (env REFUNDD_METRICS_PUBLIC)")
 	fromEnv("metrics-public", "REFUNDD_METRICS_PUBLIC", "a boolean")
+	fs.BoolVar(&c.AccessLog, "access-log", c.AccessLog, "log a line per request: method, route, status, duration, request id, principal (env REFUNDD_ACCESS_LOG)")
+	fromEnv("access-log", "REFUNDD_ACCESS_LOG", "a boolean")
 	str(&c.LogLevel, "log-level", "REFUNDD_LOG_LEVEL", "debug, info, warn or error")
 	clusterFlags(fs, &c.Cluster, str)
 	str(&c.Pprof, "pprof", "REFUNDD_PPROF", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")
@@ -409,6 +412,7 @@ func (m *Main) Run(ctx context.Context) error {
 	store := eventstore.New(db)
 	engine, err := actors.New(actors.Config{
 		Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Encode: wired.encode, Logger: m.log,
+		Merchant:    wired.merchant(),
 		Policy:      policy,
 		IdleTimeout: c.IdleTimeout,
 	})
@@ -431,6 +435,7 @@ func (m *Main) Run(ctx context.Context) error {
 		// /readyz is open, so requests share one write per interval.
 		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	}, m.readyEvery), Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: store}
+	opts.NoAccessLog = !c.AccessLog
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
