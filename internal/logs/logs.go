@@ -117,17 +117,26 @@ func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool { return h.nex
 // to r, whose attribute storage may be shared with the caller's copy.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
-	var attrRoom [16]slog.Attr
-	var keyRoom [24]string
-	attrs, keys := attrRoom[:0], append(keyRoom[:0], h.keys...)
+	var room [24]string
+	keys := append(room[:0], h.keys...)
 	r.Attrs(func(a slog.Attr) bool {
-		attrs, keys = appendAttr(attrs, keys, a)
+		a.Value = a.Value.Resolve()
+		if a.Key == "" && a.Value.Kind() == slog.KindGroup {
+			// Rare: the general path, whose recursion costs allocations.
+			var attrs []slog.Attr
+			attrs, keys = appendAttr(attrs, slices.Clone(keys), a)
+			out.AddAttrs(attrs...)
+			return true
+		}
+		var ok bool
+		if keys, ok = admit(keys, a); ok {
+			out.AddAttrs(clean(a))
+		}
 		return true
 	})
 	if id := RequestID(ctx); id != "" && !slices.Contains(keys, RequestIDKey) {
-		attrs = append(attrs, slog.String(RequestIDKey, id))
+		out.AddAttrs(slog.String(RequestIDKey, id))
 	}
-	out.AddAttrs(attrs...)
 	return h.next.Handle(ctx, out)
 }
 
@@ -161,17 +170,28 @@ func appendAttr(attrs []slog.Attr, keys []string, a slog.Attr) ([]slog.Attr, []s
 		}
 		return attrs, keys
 	}
-	if a.Key != "" && slices.Contains(keys, a.Key) {
-		return attrs, keys
+	keys, ok := admit(keys, a)
+	if ok {
+		attrs = append(attrs, clean(a))
 	}
-	a = clean(a)
+	return attrs, keys
+}
+
+// admit reports whether a (resolved, not an inline group) goes on the
+// line, and returns keys with its key if so: not when keys hold its key
+// already, nor when it is an empty group (which slog leaves out). It does
+// not recurse, so that escape analysis can keep Handle's keys on the stack.
+func admit(keys []string, a slog.Attr) ([]string, bool) {
+	if a.Key != "" && slices.Contains(keys, a.Key) {
+		return keys, false
+	}
 	if a.Value.Kind() == slog.KindGroup && len(a.Value.Group()) == 0 {
-		return attrs, keys // slog leaves an empty group out
+		return keys, false
 	}
 	if a.Key != "" {
 		keys = append(keys, a.Key)
 	}
-	return append(attrs, a), keys
+	return keys, true
 }
 
 // clean masks a secret-looking attribute, writes a duration as a string,
