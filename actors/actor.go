@@ -195,9 +195,9 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	a.wakeWaiters()
 	var buf [2]providerCall
 	calls := a.providerCalls(events, buf[:0])
-	cmd, by := m.cmd, m.by // m is the caller's once answered
+	reqCtx, cmd, by := m.ctx, m.cmd, m.by // m is the caller's once answered
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
-	a.logJournaled(cmd, by, events)
+	a.logJournaled(reqCtx, cmd, by, events)
 	a.startCalls(calls)
 }
 

@@ -20,7 +20,11 @@ const (
 // ABNORMAL, stuck, or paid after it was closed: the lists of
 // GET /v1/refunds), at INFO an operator's action (cmd, by by) that
 // journaled something. It runs after the reply, with the other effects.
-func (a *reservationActor) logJournaled(cmd reservation.Command, by string, events []reservation.Event) {
+// ctx is the request's (its values only: the request id of an API call).
+func (a *reservationActor) logJournaled(ctx context.Context, cmd reservation.Command, by string, events []reservation.Event) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var room [4]reservation.Mark
 	var log *slog.Logger
 	for _, ev := range events {
@@ -31,7 +35,7 @@ func (a *reservationActor) logJournaled(cmd reservation.Command, by string, even
 			if log == nil {
 				log = a.log()
 			}
-			log.LogAttrs(context.Background(), slog.LevelWarn, msgAttention, a.attentionAttrs(ev, mk)...)
+			log.LogAttrs(ctx, slog.LevelWarn, msgAttention, a.attentionAttrs(ev, mk)...)
 		}
 	}
 	action, no := operatorAction(cmd)
@@ -50,7 +54,7 @@ func (a *reservationActor) logJournaled(cmd reservation.Command, by string, even
 		types[i] = ev.Data.EventType()
 	}
 	attrs = append(attrs, slog.Any("events", types), slog.String("principal", by))
-	log.LogAttrs(context.Background(), slog.LevelInfo, msgOperator, a.withMerchant(attrs)...)
+	log.LogAttrs(ctx, slog.LevelInfo, msgOperator, a.withMerchant(attrs)...)
 }
 
 // attentionAttrs describes refund mk.RefundNo entering the list mk.Kind

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/logs"
 	"github.com/refundd/refundd/internal/logs/logstest"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
@@ -106,12 +107,12 @@ func TestEngine_LogsOperatorActions(t *testing.T) {
 	}
 	no := st.RefundByKey("k1").No
 	waitFor(t, "REJECTED", func() bool { return h.refundState("r1", no) == reservation.Rejected })
-	if _, _, err := h.engine.Abandon(ctx, "r1", "operator:alice", reservation.Abandon{RefundNo: no, Reason: "customer paid in cash"}); err != nil {
+	if _, _, err := h.engine.Abandon(logs.WithRequestID(ctx, "req-abandon-1"), "r1", "operator:alice", reservation.Abandon{RefundNo: no, Reason: "customer paid in cash"}); err != nil {
 		t.Fatalf("abandon: %v", err)
 	}
 	h.refundState("r1", no) // the actor logs after replying: this Get comes after
 	wantLine(t, rec, "INFO", "operator action", map[string]string{
 		"attention": "", "action": "abandon", "reservation": "r1", "refund_no": no, "merchant": testMerchant,
-		"principal": "operator:alice", "state": string(reservation.Failed),
+		"principal": "operator:alice", "state": string(reservation.Failed), "request_id": "req-abandon-1",
 	})
 }
