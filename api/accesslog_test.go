@@ -9,6 +9,8 @@ import (
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/logs/logstest"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 )
 
 // accessEnv is an authenticating API, served synchronously (its access
@@ -93,5 +95,57 @@ func TestAccessLog_Off(t *testing.T) {
 	}
 	if lines := rec.Match(t, "INFO", "request"); len(lines) != 0 {
 		t.Fatalf("access lines with NoAccessLog: %v", lines)
+	}
+}
+
+// TestAccessLog_OperatorActionSharesTheRequestID: the engine's line about
+// an operator's action carries the id of the request that asked for it, as
+// the access line does.
+func TestAccessLog_OperatorActionSharesTheRequestID(t *testing.T) {
+	var ts auth.Tokens
+	if err := auth.ParseEnv("service:"+tokService+",operator:"+tokOperator, &ts); err != nil {
+		t.Fatal(err)
+	}
+	log, rec := logstest.New(t)
+	abnormal := func(op, _ string, _ int) (simprovider.Injected, bool) {
+		return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal, Code: "USER_ACCOUNT_ABNORMAL"}}, op == "submit"
+	}
+	e := newEnv(t, envOptions{fault: abnormal, noHTTP: true, engineLog: log, api: api.Options{Auth: &ts, Logger: log}})
+	if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody("r1", 10000), bearer(tokService)...); r.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	rf := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/r1/refunds", `{"user_id":"u-r1"}`,
+		append(bearer(tokService), "Idempotency-Key", "k1")...), http.StatusAccepted)
+	state := func() reservation.RefundState {
+		st, err := e.engine.Get(t.Context(), "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Refund(rf.RefundNo).State
+	}
+	waitFor(t, "ABNORMAL", func() bool { return state() == reservation.Abnormal })
+	r := e.do(t, http.MethodPost, "/v1/reservations/r1/refunds/"+rf.RefundNo+"/resolve", `{"reason":"paid by hand"}`,
+		append(bearer(tokOperator), api.HeaderRequestID, "op-request-0001")...)
+	if r.status != http.StatusOK {
+		t.Fatalf("resolve: %d %s", r.status, r.body)
+	}
+	state() // the actor logs after replying: this read comes after
+	var access []logstest.Line
+	for _, l := range rec.Match(t, "INFO", "request") {
+		if l.Str("request_id") == "op-request-0001" {
+			access = append(access, l)
+		}
+	}
+	actions := rec.Match(t, "INFO", "operator action")
+	if len(access) != 1 || len(actions) != 1 {
+		t.Fatalf("%d access and %d operator lines, want 1 each:\n%s", len(access), len(actions), rec.String())
+	}
+	const principal = "operator:operator-2"
+	if a := actions[0]; a.Str("request_id") != "op-request-0001" || a.Str("principal") != principal ||
+		a.Str("action") != "resolve" || a.Str("reservation") != "r1" || a.Str("refund_no") != rf.RefundNo {
+		t.Errorf("operator line %v", a)
+	}
+	if p := access[0].Str("principal"); p != principal {
+		t.Errorf("access line principal %q, want %q", p, principal)
 	}
 }

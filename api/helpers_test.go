@@ -80,6 +80,8 @@ type envOptions struct {
 	policy *reservation.Policy
 	// spacing is the policy's RefundSpacing; zero: none.
 	spacing time.Duration
+	// engineLog is the engine's logger; nil: quiet.
+	engineLog *slog.Logger
 }
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
@@ -104,8 +106,12 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.spacing > 0 {
 		policy.RefundSpacing = o.spacing
 	}
+	engineLog := quiet
+	if o.engineLog != nil {
+		engineLog = o.engineLog
+	}
 	engine, err := actors.New(actors.Config{
-		Store: eventstore.New(db), Provider: sim, Encode: simprovider.Encode, Logger: quiet, IdleTimeout: o.idle, Policy: policy,
+		Store: eventstore.New(db), Provider: sim, Encode: simprovider.Encode, Logger: engineLog, IdleTimeout: o.idle, Policy: policy,
 	})
 	if err != nil {
 		t.Fatalf("actors.New: %v", err)
