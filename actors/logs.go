@@ -18,7 +18,7 @@ const (
 // just journaled, so that nothing is logged the journal does not hold: at
 // WARN each refund that enters an attention list (UNKNOWN, REJECTED,
 // ABNORMAL, stuck, or paid after it was closed: the lists of
-// GET /v1/refunds), at INFO an operator's action (cmd, by by) that
+// GET /v1/refunds), at INFO an operator's action (cmd, by principal by) that
 // journaled something. It runs after the reply, with the other effects.
 // ctx is the request's (its values only: the request id of an API call).
 func (a *reservationActor) logJournaled(ctx context.Context, cmd reservation.Command, by string, events []reservation.Event) {
