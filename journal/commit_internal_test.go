@@ -89,9 +89,9 @@ func TestCommit_SameKeyInOneBatch(t *testing.T) {
 	release := holdCommitter(t, db)
 	claim := []Claim{{Namespace: "refund_no", Key: "R1"}}
 	a := appendAsync(db, context.Background(), AppendRequest{Stream: "a", Events: []Event{ev("x")}, Claims: claim})
-	waitFor(t, "a queued", func() bool { return len(db.queue) == 1 })
+	waitFor(t, "a queued", func() bool { return db.loop.Queued() == 1 })
 	b := appendAsync(db, context.Background(), AppendRequest{Stream: "b", Events: []Event{ev("x")}, Claims: claim})
-	waitFor(t, "b queued", func() bool { return len(db.queue) == 2 })
+	waitFor(t, "b queued", func() bool { return db.loop.Queued() == 2 })
 	release()
 	ra, rb := <-a, <-b
 
@@ -133,7 +133,7 @@ func TestCommit_FailedRequestDoesNotAffectOthers(t *testing.T) {
 	var chans []<-chan result
 	for i, r := range reqs {
 		chans = append(chans, appendAsync(db, ctx, r))
-		waitFor(t, "request queued", func() bool { return len(db.queue) == i+1 })
+		waitFor(t, "request queued", func() bool { return db.loop.Queued() == i+1 })
 	}
 	release()
 	want := []struct {
@@ -171,7 +171,7 @@ func TestCommit_CancelledWhileQueued(t *testing.T) {
 	release := holdCommitter(t, db)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := appendAsync(db, ctx, AppendRequest{Stream: "c", Events: []Event{ev("x")}})
-	waitFor(t, "queued", func() bool { return len(db.queue) == 1 })
+	waitFor(t, "queued", func() bool { return db.loop.Queued() == 1 })
 	cancel()
 	release()
 	r := <-ch
@@ -191,15 +191,11 @@ func TestClose_DrainsQueued(t *testing.T) {
 	for i := range n {
 		chans = append(chans, appendAsync(db, context.Background(),
 			AppendRequest{Stream: "d", Expected: uint64(i), Events: []Event{ev("x")}}))
-		waitFor(t, "queued", func() bool { return len(db.queue) == i+1 })
+		waitFor(t, "queued", func() bool { return db.loop.Queued() == i+1 })
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
-	waitFor(t, "close to stop accepting", func() bool {
-		db.mu.RLock()
-		defer db.mu.RUnlock()
-		return db.closed
-	})
+	waitFor(t, "close to stop accepting", db.loop.Closed)
 	if _, err := db.Append(context.Background(), AppendRequest{Stream: "late", Events: []Event{ev("x")}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after Close: %v, want ErrClosed", err)
 	}
@@ -238,7 +234,7 @@ func TestCommit_ManyWaitersOneBatch(t *testing.T) {
 			_, errs[i] = db.Append(context.Background(), AppendRequest{Stream: "m" + string(rune('A'+i)), Events: []Event{ev("x")}})
 		}()
 	}
-	waitFor(t, "all queued", func() bool { return len(db.queue) == n })
+	waitFor(t, "all queued", func() bool { return db.loop.Queued() == n })
 	txBefore := db.commits.Load()
 	release()
 	wg.Wait()

@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/refundd/refundd/internal/broadcast"
+	"github.com/refundd/refundd/journal/internal/groupcommit"
 )
 
 // Options configures Open. The zero value is the production setting.
@@ -163,15 +163,10 @@ type DB struct {
 	log  *slog.Logger
 	bolt *bolt.DB
 
-	// mu guards closed and sends on queue, so Close can close queue without
-	// racing a sender.
-	mu     sync.RWMutex
-	closed bool
-	queue  chan *pending
-
-	committerDone chan struct{}
-	commits       atomic.Uint64    // bbolt write transactions run by the committer, for tests
-	committed     broadcast.Signal // broadcast after every commit, stopped at Close (kv.go)
+	// loop is the group committer (append.go); its Committed signal is
+	// broadcast after every commit and stopped at Close (kv.go).
+	loop    *groupcommit.Loop[AppendRequest]
+	commits atomic.Uint64 // bbolt write transactions run by the committer, for tests
 
 	// tip is the chain's end as of the last successful commit; only the
 	// committer uses it (after Open), and checks it against the log.
@@ -234,14 +229,12 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
 	db := &DB{
-		path:          path,
-		opts:          o,
-		log:           o.Logger.With("journal", path),
-		bolt:          bdb,
-		queue:         make(chan *pending, min(o.MaxBatch, maxQueue)),
-		committerDone: make(chan struct{}),
-		tail:          newTail(),
-		flushStreams:  indexFlushStreams,
+		path:         path,
+		opts:         o,
+		log:          o.Logger.With("journal", path),
+		bolt:         bdb,
+		tail:         newTail(),
+		flushStreams: indexFlushStreams,
 	}
 	// The committer chains new records onto the current end, and counts
 	// checkpoints from the last one. Records the streams index does not
@@ -267,7 +260,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
-	go db.commitLoop()
+	db.startLoop()
 	db.log.Debug("journal opened", "max_batch", o.MaxBatch, "no_sync", o.NoSync, "read_only", o.ReadOnly)
 	return db, nil
 }
@@ -356,11 +349,7 @@ func (db *DB) Path() string { return db.path }
 // more than once; later calls return the first call's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		db.mu.Lock()
-		db.closed = true
-		close(db.queue)
-		db.mu.Unlock()
-		<-db.committerDone
+		db.loop.Close()
 		if err := db.bolt.Close(); err != nil {
 			db.closeErr = fmt.Errorf("journal: close %s: %w", db.path, err)
 		}

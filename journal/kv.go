@@ -159,7 +159,7 @@ func (db *DB) WriteKV(ctx context.Context, put []KV, del []string) error {
 // to wait for new records takes the channel first, then reads, and waits on
 // the channel only if the read found nothing new, so no commit is missed.
 func (db *DB) Committed() <-chan struct{} {
-	ch, _ := db.committed.Wait()
+	ch, _ := db.loop.Committed()
 	return ch
 }
 
@@ -168,7 +168,7 @@ func (db *DB) Committed() <-chan struct{} {
 // first, and ErrClosed when the DB is closed.
 func (db *DB) WaitGlobal(ctx context.Context, after uint64) error {
 	for {
-		ch, stopped := db.committed.Wait()
+		ch, stopped := db.loop.Committed()
 		last, err := db.LastGlobal(ctx)
 		if err != nil {
 			return err

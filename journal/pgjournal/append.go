@@ -11,18 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/internal/groupcommit"
 )
 
-// pending is one Append waiting for the committer. The committer writes
-// last and err, then closes done.
-type pending struct {
-	ctx   context.Context
-	req   journal.AppendRequest
-	epoch uint64 // this DB's epoch for req.Stream when Append was called
-	last  uint64
-	err   error
-	done  chan struct{}
+// request is what the committer needs of one Append.
+type request struct {
+	journal.AppendRequest
+	epoch uint64 // this DB's epoch for the stream when Append was called
 }
+
+// pending is one Append in the committer's hands: the committer (commit)
+// sets Last and Err, the loop wakes the caller.
+type pending = groupcommit.Call[request]
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1, ...,
 // together with req.Claims, req.Dues, req.DropDues and req.Marks, in one
@@ -54,94 +54,23 @@ func (db *DB) Append(ctx context.Context, req journal.AppendRequest) (uint64, er
 	if epoch == 0 {
 		return 0, &FencedError{Stream: req.Stream}
 	}
-	p := &pending{ctx: ctx, req: req, epoch: epoch, done: make(chan struct{})}
-	if err := db.enqueue(ctx, p); err != nil {
-		return 0, fmt.Errorf("pgjournal: append to %q: %w", req.Stream, err)
-	}
-	<-p.done
+	last, err := db.loop.Do(ctx, request{AppendRequest: req, epoch: epoch})
 	var se *journal.SequenceError
 	var kt *journal.KeyTakenError
 	var fe *FencedError
 	switch {
-	case p.err == nil:
-		return p.last, nil
-	case errors.As(p.err, &se), errors.As(p.err, &kt), errors.As(p.err, &fe):
-		return 0, p.err // already names the stream and the package
+	case err == nil:
+		return last, nil
+	case errors.As(err, &se), errors.As(err, &kt), errors.As(err, &fe):
+		return 0, err // already names the stream and the package
 	default:
-		return 0, fmt.Errorf("pgjournal: append to %q: %w", req.Stream, p.err)
+		return 0, fmt.Errorf("pgjournal: append to %q: %w", req.Stream, err)
 	}
 }
 
-func (db *DB) enqueue(ctx context.Context, p *pending) error {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if db.closed {
-		return journal.ErrClosed
-	}
-	select {
-	case db.queue <- p:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// commitLoop is the single committer. It exits when Close closes the queue
-// and everything queued before that has been committed.
-func (db *DB) commitLoop() {
-	defer close(db.committerDone)
-	batch := make([]*pending, 0, min(db.opts.MaxBatch, maxQueue))
-	for {
-		first, ok := <-db.queue
-		if !ok {
-			db.committed.Stop()
-			return
-		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < db.opts.MaxBatch {
-			select {
-			case p, ok := <-db.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		db.commit(batch)
-		clear(batch)
-	}
-}
-
-// commit runs one transaction for batch and wakes every waiter.
-func (db *DB) commit(batch []*pending) {
-	live := make([]*pending, 0, len(batch))
-	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.err = err
-			close(p.done)
-			continue
-		}
-		live = append(live, p)
-	}
-	if len(live) == 0 {
-		return
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err := fmt.Errorf("pgjournal: internal error during commit: %v", r)
-			db.log.Error("journal commit panicked", "err", err, "batch", len(live))
-			for _, p := range live {
-				p.last, p.err = 0, err
-			}
-		}
-		db.committed.Broadcast()
-		for _, p := range live {
-			close(p.done)
-		}
-	}()
+// commit runs one transaction for live and sets every request's outcome;
+// the loop (package groupcommit) then wakes the waiters.
+func (db *DB) commit(live []*pending) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), db.opts.CommitTimeout)
 	defer cancel()
@@ -150,7 +79,7 @@ func (db *DB) commit(batch []*pending) {
 	if err != nil {
 		db.log.Error("journal commit failed", "err", err, "batch", len(live))
 		for _, p := range live {
-			p.last, p.err = 0, err
+			p.Last, p.Err = 0, err
 		}
 	}
 	if db.opts.OnCommit != nil {
@@ -229,8 +158,8 @@ func (db *DB) commitTx(ctx context.Context, live []*pending) (rt2 time.Duration,
 	names := make([]string, 0, len(live))
 	var claimIDs []claimID
 	for _, p := range live {
-		names = append(names, p.req.Stream)
-		for _, c := range p.req.Claims {
+		names = append(names, p.Req.Stream)
+		for _, c := range p.Req.Claims {
 			claimIDs = append(claimIDs, claimID{c.Namespace, c.Key})
 		}
 	}
@@ -369,18 +298,18 @@ JOIN unnest($1::bytea[], $2::bytea[]) AS q(namespace, key) ON c.namespace = q.na
 // check validates p against the locked rows, the claims read and what
 // earlier requests of the batch did, and if it passes adds its rows to w.
 func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]string, w *writes) {
-	req := &p.req
-	p.last, p.err = 0, nil
+	req := &p.Req.AppendRequest
+	p.Last, p.Err = 0, nil
 	row := rows[req.Stream]
 	switch {
 	case row == nil:
-		p.err = &FencedError{Stream: req.Stream, Epoch: p.epoch}
+		p.Err = &FencedError{Stream: req.Stream, Epoch: p.Req.epoch}
 		return
-	case row.epoch != p.epoch:
-		p.err = &FencedError{Stream: req.Stream, Epoch: p.epoch, Current: row.epoch}
+	case row.epoch != p.Req.epoch:
+		p.Err = &FencedError{Stream: req.Stream, Epoch: p.Req.epoch, Current: row.epoch}
 		return
 	case row.head != req.Expected:
-		p.err = &journal.SequenceError{Stream: req.Stream, Expected: req.Expected, Actual: row.head}
+		p.Err = &journal.SequenceError{Stream: req.Stream, Expected: req.Expected, Actual: row.head}
 		return
 	}
 	var fresh []claimID
@@ -388,7 +317,7 @@ func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]s
 		id := claimID{c.Namespace, c.Key}
 		if owner, ok := owners[id]; ok {
 			if owner != req.Stream {
-				p.err = &journal.KeyTakenError{Namespace: c.Namespace, Key: c.Key, Owner: owner}
+				p.Err = &journal.KeyTakenError{Namespace: c.Namespace, Key: c.Key, Owner: owner}
 				return
 			}
 			continue // same-stream re-claim: nothing to write
@@ -415,7 +344,7 @@ func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]s
 		w.data = append(w.data, data)
 		h := w.lastHash
 		w.hashes = append(w.hashes, h[:])
-		w.epochs = append(w.epochs, int64(p.epoch))
+		w.epochs = append(w.epochs, int64(p.Req.epoch))
 	}
 	row.head = seq
 	w.heads[req.Stream] = seq
@@ -442,7 +371,7 @@ func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]s
 		}
 		w.marks[m.Key] = !m.Clear
 	}
-	p.last = seq
+	p.Last = seq
 	w.accepted++
 }
 

@@ -15,4 +15,4 @@ func SetBeforeCommit(db *DB, fn func()) {
 func Commits(db *DB) uint64 { return db.commits.Load() }
 
 // Queued returns how many appends wait in db's queue.
-func Queued(db *DB) int { return len(db.queue) }
+func Queued(db *DB) int { return db.loop.Queued() }

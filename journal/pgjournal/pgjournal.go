@@ -18,7 +18,7 @@ import (
 
 	"github.com/refundd/refundd/journal"
 
-	"github.com/refundd/refundd/internal/broadcast"
+	"github.com/refundd/refundd/journal/internal/groupcommit"
 )
 
 // Options configures Open. The zero value is the production setting.
@@ -94,15 +94,10 @@ type DB struct {
 	log  *slog.Logger
 	pool *pgxpool.Pool
 
-	// mu guards closed and sends on queue, so Close can close queue without
-	// racing a sender.
-	mu     sync.RWMutex
-	closed bool
-	queue  chan *pending
-
-	committerDone chan struct{}
-	commits       atomic.Uint64    // transactions run by the committer, for tests
-	committed     broadcast.Signal // broadcast after every commit, stopped at Close
+	// loop is the group committer (append.go); its Committed signal is
+	// broadcast after every commit and stopped at Close.
+	loop    *groupcommit.Loop[request]
+	commits atomic.Uint64 // transactions run by the committer, for tests
 
 	// epochs maps a stream to the epoch this DB activated (fence.go).
 	epochMu sync.Mutex
@@ -144,14 +139,19 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("pgjournal: open schema %q: %w", o.Schema, err)
 	}
 	db := &DB{
-		opts:          o,
-		log:           o.Logger.With("journal", "postgres", "schema", o.Schema, "node", o.NodeID),
-		pool:          pool,
-		queue:         make(chan *pending, min(o.MaxBatch, maxQueue)),
-		committerDone: make(chan struct{}),
-		epochs:        make(map[string]uint64),
+		opts:   o,
+		log:    o.Logger.With("journal", "postgres", "schema", o.Schema, "node", o.NodeID),
+		pool:   pool,
+		epochs: make(map[string]uint64),
 	}
-	go db.commitLoop()
+	db.loop = groupcommit.Start(groupcommit.Config[request]{
+		Commit:   db.commit,
+		MaxBatch: o.MaxBatch,
+		QueueLen: min(o.MaxBatch, maxQueue),
+		Closed:   journal.ErrClosed,
+		Name:     "pgjournal",
+		Log:      db.log,
+	})
 	db.log.Debug("journal opened", "max_batch", o.MaxBatch)
 	return db, nil
 }
@@ -168,11 +168,7 @@ func (db *DB) Schema() string { return db.opts.Schema }
 // safe to call more than once.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		db.mu.Lock()
-		db.closed = true
-		close(db.queue)
-		db.mu.Unlock()
-		<-db.committerDone
+		db.loop.Close()
 		db.pool.Close()
 		db.log.Debug("journal closed")
 	})
@@ -184,9 +180,7 @@ func (db *DB) ready(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if db.closed {
+	if db.loop.Closed() {
 		return journal.ErrClosed
 	}
 	return nil
@@ -197,6 +191,6 @@ func (db *DB) ready(ctx context.Context) error {
 // other nodes do not close it: a reader that must follow the whole cluster
 // polls Scan.
 func (db *DB) Committed() <-chan struct{} {
-	ch, _ := db.committed.Wait()
+	ch, _ := db.loop.Committed()
 	return ch
 }

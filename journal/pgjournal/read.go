@@ -173,7 +173,7 @@ func (db *DB) WaitGlobal(ctx context.Context, after uint64) error {
 	t := time.NewTimer(waitPoll)
 	defer t.Stop()
 	for {
-		ch, stopped := db.committed.Wait()
+		ch, stopped := db.loop.Committed()
 		last, err := db.LastGlobal(ctx)
 		if err != nil {
 			return err
