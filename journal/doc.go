@@ -79,7 +79,12 @@
 // request, then everything else already queued (up to Options.MaxBatch)
 // without waiting, validates and writes them in one bbolt transaction,
 // fsyncs once, and wakes every waiter with its own result. There is no timer:
-// a lone writer pays one commit, and many writers share one.
+// a lone writer pays one commit, and many writers share one. Before the
+// drain it yields once, so that writers woken by the last commit can queue.
+// The loop itself (queue, batching, dropping requests whose context ended,
+// failing a batch whose commit panicked, the Committed signal, Close) is
+// journal/internal/groupcommit, which pgjournal runs too; this package
+// gives it the bbolt transaction and the index tail's idle flush.
 //
 // # Index tail
 //

@@ -66,16 +66,18 @@
 // # Group commit
 //
 // One committer goroutine per DB (node) takes everything queued, up to
-// Options.MaxBatch, without a timer, and commits it in one transaction: the
-// lock and reads (log_head, the streams' rows, the claimed keys) in one
-// pipelined round trip, then validation in Go in queue order (a request
-// sees the heads and claims of earlier requests in the batch), then every
-// accepted request's rows in a few unnest statements and COMMIT in a second
-// round trip. A request that fails validation (fenced, sequence, key taken,
-// invalid) writes nothing and does not affect the others; a failure of the
-// transaction itself fails the whole batch, and if COMMIT's answer was lost
-// the outcome is unknown: the caller stops and reloads the stream, as with
-// the bbolt journal.
+// Options.MaxBatch, without a timer (the bbolt journal's loop,
+// journal/internal/groupcommit, without its yield before the drain), and
+// commits it in one transaction: the lock and reads (log_head, the
+// streams' rows, the claimed keys) in one pipelined round trip, then
+// validation in Go in queue order (a request sees the heads and claims of
+// earlier requests in the batch), then every accepted request's rows in a
+// few unnest statements and COMMIT in a second round trip. A request that
+// fails validation (fenced, sequence, key taken, invalid) writes nothing
+// and does not affect the others; a failure of the transaction itself
+// fails the whole batch, and if COMMIT's answer was lost the outcome is
+// unknown: the caller stops and reloads the stream, as with the bbolt
+// journal.
 //
 // # Tables
 //
