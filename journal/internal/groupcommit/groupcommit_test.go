@@ -407,19 +407,39 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// The commit signal fires after the commit and before its callers wake.
-func TestCommittedBeforeWake(t *testing.T) {
-	h := newHarness(t, Config[int]{MaxBatch: 8, QueueLen: 8}, nil)
+// The commit signal fires after the commit, not during it, and before its
+// callers wake.
+func TestCommittedAfterCommit(t *testing.T) {
+	var mu sync.Mutex
+	var sig <-chan struct{}
+	early := 0
+	h := newHarness(t, Config[int]{MaxBatch: 8, QueueLen: 8}, func([]*Call[int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-sig:
+			early++
+		default:
+		}
+	})
 	for i := range 3 {
-		sig, _ := h.loop.Committed()
+		mu.Lock()
+		sig, _ = h.loop.Committed()
+		s := sig
+		mu.Unlock()
 		if _, err := h.loop.Do(context.Background(), i); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-sig:
+		case <-s:
 		default:
 			t.Fatalf("commit %d: caller woke before the commit signal", i)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if early > 0 {
+		t.Errorf("the commit signal fired during %d commits", early)
 	}
 }
 
