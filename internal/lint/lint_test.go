@@ -156,6 +156,7 @@ func TestRulesRefuse(t *testing.T) {
 		{0, "go.etcd.io/bbolt", false},
 		{1, "go.etcd.io/bbolt", true},
 		{1, project("journal/pgjournal"), true},
+		{1, project("journal/internal/groupcommit"), true}, // the loop both journals share
 		{1, project("internal/broadcast"), true},
 		{1, project("internal/reservation"), false},
 		{2, project("internal/reservation"), true},
