@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/config"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
@@ -322,5 +324,60 @@ func TestExampleFilesParse(t *testing.T) {
 	f.Close()
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("refundd.conf: %d entries, %v", len(entries), err)
+	}
+}
+
+// TestMerchantsRoundTrip: merchants.toml is the shape issue 19 asks for
+// (two direct merchants, a service provider with two sub-merchants), and
+// what refundd reads from it encodes to a file that reads back the same.
+func TestMerchantsRoundTrip(t *testing.T) {
+	r, err := merchant.ReadFile("merchants.toml", os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[merchant.MerchantKind]int{}
+	for _, m := range r.Merchants() {
+		kinds[m.Kind]++
+	}
+	sp, ok := r.Account("booking-platform")
+	if len(r.Accounts()) != 3 || kinds[merchant.MerchantDirect] != 2 || kinds[merchant.MerchantSub] != 2 || !ok ||
+		sp.Kind != merchant.AccountServiceProvider {
+		t.Fatalf("accounts %d, merchants by kind %v", len(r.Accounts()), kinds)
+	}
+	for _, m := range r.Merchants() {
+		if m.Kind == merchant.MerchantSub && m.Account != sp {
+			t.Errorf("%s: account %s, want the service provider", m.Name, m.Account.Name)
+		}
+	}
+	out, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := merchant.Parse(out, "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out2, err := r2.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != string(out2) {
+		t.Errorf("not stable:\n%s\n---\n%s", out, out2)
+	}
+	for _, m := range r.Merchants() {
+		m2, ok := r2.ByName(m.Name)
+		if !ok || m2.Kind != m.Kind || m2.Account.Name != m.Account.Name || m2.SubMchID != m.SubMchID ||
+			m2.SubAppID != m.SubAppID || m2.RefundNoPrefix != m.RefundNoPrefix || m2.NotifyURL != m.NotifyURL ||
+			!reflect.DeepEqual(m2.Overrides, m.Overrides) {
+			t.Errorf("%s: %+v after the round trip, was %+v", m.Name, m2, m)
+		}
+	}
+	for _, a := range r.Accounts() {
+		a2, ok := r2.Account(a.Name)
+		if !ok || a2.Kind != a.Kind || a2.MchID != a.MchID || a2.BaseURL != a.BaseURL || a2.Serial != a.Serial ||
+			a2.PrivateKey != a.PrivateKey || a2.APIv3Key != a.APIv3Key || a2.APIv2Key != a.APIv2Key ||
+			a2.PublicKeyID != a.PublicKeyID || a2.PublicKeyFile != a.PublicKeyFile || !slices.Equal(a2.PlatformCertFiles, a.PlatformCertFiles) {
+			t.Errorf("account %s: %+v after the round trip, was %+v", a.Name, a2, a)
+		}
 	}
 }

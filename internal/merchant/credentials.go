@@ -43,15 +43,15 @@ func (c *Credentials) ClientConfig() wechatpay.ClientConfig {
 	return wechatpay.ClientConfig{BaseURL: c.BaseURL, MchID: c.MchID, Signer: c.Signer, Verifier: c.Verifier}
 }
 
-func (c *Credentials) String() string {
+func (c Credentials) String() string {
 	return fmt.Sprintf("merchant.Credentials{account %q, mchid %s, keys redacted}", c.Account, c.MchID)
 }
 
 // GoString keeps %#v from printing the keys.
-func (c *Credentials) GoString() string { return c.String() }
+func (c Credentials) GoString() string { return c.String() }
 
 // LogValue keeps slog from printing the keys.
-func (c *Credentials) LogValue() slog.Value {
+func (c Credentials) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("account", c.Account), slog.String("mchid", c.MchID))
 }
 

@@ -81,6 +81,15 @@ func (a *Account) field(key string) string {
 	return a.where(key)
 }
 
+// key names a setting inside a message about another: the flag for the
+// default account, the bare key in a file.
+func (a *Account) key(k string) string {
+	if f := a.field(k); strings.HasPrefix(f, "--") {
+		return f
+	}
+	return k
+}
+
 // Merchant is what a reservation belongs to: whose order was paid, which
 // account refunds it, and the merchant's refund rules.
 type Merchant struct {

@@ -103,8 +103,8 @@ func checkAccountFields(a *Account, ps *problems) {
 		ps.add(a.field("public_key_id"), ErrInvalid, "%q: want PUB_KEY_ID_ followed by letters and digits", limit(a.PublicKeyID))
 	}
 	if a.PublicKeyFile == "" && len(a.PlatformCertFiles) == 0 {
-		ps.add(a.field("public_key_file"), ErrMissing,
-			"WeChat Pay's answers cannot be verified: set public_key_id and public_key_file, or platform_cert_files, or both")
+		ps.add(a.field("public_key_file"), ErrMissing, "WeChat Pay's answers cannot be verified: set %s and %s, or %s, or both",
+			a.key("public_key_id"), a.key("public_key_file"), a.key("platform_cert_files"))
 	}
 	seen := map[string]bool{}
 	for i, c := range a.PlatformCertFiles {
