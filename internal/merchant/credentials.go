@@ -11,7 +11,7 @@ import (
 
 // Sources is where LoadCredentials reads secrets and key files: the
 // process environment and file system in refundd (os.Getenv, os.ReadFile),
-// maps in tests.
+// maps in tests. Both functions are required.
 type Sources struct {
 	Getenv   func(string) string
 	ReadFile func(string) ([]byte, error)

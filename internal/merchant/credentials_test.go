@@ -27,7 +27,6 @@ var testKeys = sync.OnceValues(func() (keyFiles, error) {
 		return keyFiles{}, err
 	}
 	var f keyFiles
-	f.keys = k
 	if f.privatePEM, err = k.MerchantKeyPEM(); err != nil {
 		return f, err
 	}
@@ -47,7 +46,6 @@ var testKeys = sync.OnceValues(func() (keyFiles, error) {
 })
 
 type keyFiles struct {
-	keys                          sandbox.Keys
 	privatePEM, publicPEM, certPEM []byte
 }
 

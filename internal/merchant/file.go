@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 )
 
 // The merchants file as TOML sees it. Strings stay strings here (durations,
@@ -101,10 +102,11 @@ func Parse(data []byte, dir string) (*Registry, error) {
 		case errors.As(err, &strict):
 			// The known keys were decoded; check them too, so one round
 			// fixes both the typo and what it left missing.
+			headers := arrayTableLines(data)
 			for i := range strict.Errors {
 				e := &strict.Errors[i]
 				line, _ := e.Position()
-				key := strings.Join(e.Key(), ".")
+				key := keyPath(e.Key(), line, headers)
 				msg := "not a setting of the merchants file"
 				if h, ok := keyHints[lastKey(e.Key())]; ok {
 					msg += "; " + h
@@ -113,7 +115,8 @@ func Parse(data []byte, dir string) (*Registry, error) {
 			}
 		case errors.As(err, &de):
 			line, _ := de.Position()
-			return nil, Errors{{Path: strings.Join(de.Key(), "."), Line: line, Err: fmt.Errorf("%w: %s", ErrSyntax, decodeMessage(de))}}
+			path := keyPath(de.Key(), line, arrayTableLines(data))
+			return nil, Errors{{Path: path, Line: line, Err: fmt.Errorf("%w: %s", ErrSyntax, decodeMessage(de))}}
 		default:
 			return nil, Errors{{Err: fmt.Errorf("%w: %s", ErrSyntax, strings.TrimPrefix(err.Error(), "toml: "))}}
 		}
@@ -143,6 +146,50 @@ func decodeMessage(de *toml.DecodeError) string {
 		return fmt.Sprintf("a TOML %s where %s belongs", m[1], want)
 	}
 	return msg
+}
+
+// arrayTableLines returns, for each array table name ("merchants"), the
+// lines of its [[headers]] in order: the nth is the entry merchants[n].
+func arrayTableLines(data []byte) map[string][]int {
+	out := map[string][]int{}
+	var p unstable.Parser
+	p.Reset(data)
+	for p.NextExpression() {
+		n := p.Expression()
+		if n.Kind != unstable.ArrayTable {
+			continue
+		}
+		var parts []string
+		for it := n.Key(); it.Next(); {
+			parts = append(parts, string(it.Node().Data))
+		}
+		if len(parts) == 1 {
+			line := p.Shape(n.Child().Raw).Start.Line
+			out[parts[0]] = append(out[parts[0]], line)
+		}
+	}
+	return out
+}
+
+// keyPath names an unknown key as validation names settings,
+// "merchants[2].policy.x": the entry is the last [[merchants]] header at
+// or above the key's line (TOML cannot reopen an earlier entry). Without
+// a header (an inline array) the key is named as written.
+func keyPath(key []string, line int, headers map[string][]int) string {
+	path := strings.Join(key, ".")
+	if len(key) < 2 {
+		return path
+	}
+	idx := -1
+	for i, l := range headers[key[0]] {
+		if l <= line {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return path
+	}
+	return fmt.Sprintf("%s[%d].%s", key[0], idx, strings.Join(key[1:], "."))
 }
 
 func lastKey(k []string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/refundd/refundd/internal/reservation"
@@ -19,7 +20,7 @@ func FuzzParse(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, seed := range []string{
-		string(example), base, credFile, "",
+		string(example), base, credFile, "", strings.Replace(base, "serial", "seriall", 2),
 		"[[accounts]\n", "version = 1\n", "[[merchants]]\nname = 1\n",
 		"[[merchants]]\nname = \"m\"\nkind = \"direct\"\naccount = \"a\"\nrefund_prefix = \"R\"\n[merchants.policy]\nrefund_window = \"1h\"\n",
 		"accounts = [{name = \"a\", kind = \"direct\", apiv3_key = \"k\"}]\n",
