@@ -86,9 +86,10 @@ func ReadFile(path string, readFile func(string) ([]byte, error)) (*Registry, er
 // Parse reads a merchants file and checks it. dir is the directory relative
 // paths are relative to; "" leaves them as written.
 //
-// A malformed document fails with a FieldError wrapping ErrSyntax, with its
-// line. Otherwise every problem is reported at once, as Errors: unknown keys
-// (ErrUnknownKey, with key and line), then each setting by its path
+// Errors are always Errors. A malformed document, or a value of the wrong
+// TOML type, is one problem wrapping ErrSyntax, with its line. Otherwise
+// every problem is reported at once: unknown keys (ErrUnknownKey, with key
+// and line), then each setting by its path, merchants[2].sub_mchid
 // (ErrMissing, ErrInvalid, ErrInlineSecret, ErrConflict). Nothing is read
 // from the environment or from the files named; LoadCredentials does that.
 func Parse(data []byte, dir string) (*Registry, error) {
