@@ -208,6 +208,13 @@ MIIB
 		{name: "certificate listed twice and empty", edits: []edit{{`["/certs/a.pem", "certs/b.pem"]`, `["/certs/a.pem", "", "/certs/a.pem"]`}},
 			want: []want{{path: "accounts[1].platform_cert_files[1]", sentinel: ErrMissing},
 				{path: "accounts[1].platform_cert_files[2]", sentinel: ErrConflict}}},
+		{name: "public key and certificate as references or PEM", edits: []edit{
+			{`public_key_file = "keys/shop_pub.pem"`, `public_key_file = "file:keys/shop_pub.pem"`},
+			{`["/certs/a.pem", "certs/b.pem"]`, `["/certs/a.pem", """-----BEGIN CERTIFICATE-----
+MIIB
+-----END CERTIFICATE-----"""]`}},
+			want: []want{{path: "accounts[0].public_key_file", sentinel: ErrInvalid, text: "plain path"},
+				{path: "accounts[1].platform_cert_files[1]", sentinel: ErrInvalid, text: "holds a PEM"}}},
 		{name: "account name not lower case", edits: []edit{{"name = \"sp\"\nkind", "name = \"SP\"\nkind"}, {`account = "sp"`, `account = "SP"`}, {`account = "sp"`, `account = "SP"`}},
 			want: []want{{path: "accounts[1].name", sentinel: ErrInvalid, text: "[a-z0-9_-]"}}},
 		{name: "account name missing", edits: []edit{{"name = \"sp\"\nkind", "kind"}},

@@ -106,6 +106,7 @@ func checkAccountFields(a *Account, ps *problems) {
 		ps.add(a.field("public_key_file"), ErrMissing, "WeChat Pay's answers cannot be verified: set %s and %s, or %s, or both",
 			a.key("public_key_id"), a.key("public_key_file"), a.key("platform_cert_files"))
 	}
+	checkPlainPath(a.field("public_key_file"), a.PublicKeyFile, ps)
 	seen := map[string]bool{}
 	for i, c := range a.PlatformCertFiles {
 		path := fmt.Sprintf("%s[%d]", a.field("platform_cert_files"), i)
@@ -115,7 +116,20 @@ func checkAccountFields(a *Account, ps *problems) {
 		case seen[c]:
 			ps.add(path, ErrConflict, "%q is listed twice", limit(c))
 		}
+		checkPlainPath(path, c, ps)
 		seen[c] = true
+	}
+}
+
+// checkPlainPath refuses, for the public key and certificates (named by
+// plain paths), what belongs elsewhere: a secret's env:/file: reference, or
+// the PEM itself.
+func checkPlainPath(path, p string, ps *problems) {
+	switch {
+	case strings.Contains(p, "-----BEGIN") || strings.ContainsAny(p, "\n\r"):
+		ps.add(path, ErrInvalid, "holds a PEM, not a path to one")
+	case strings.HasPrefix(p, "file:") || strings.HasPrefix(p, "env:"):
+		ps.add(path, ErrInvalid, "public keys and certificates are named by a plain path, without env: or file:")
 	}
 }
 
