@@ -289,3 +289,25 @@ func renewLease(ctx context.Context, o *openedEtcd, what string, lease clientv3.
 // renewRetry is the pause before trying a failed renewal again: short
 // against the margin (TTL/4), so that several tries fit in it.
 func renewRetry(ttl time.Duration) time.Duration { return ttl / 20 }
+
+// Election is one leadership of a node, for work that takes its elector
+// as a value (webhook.Elector): Lead(ctx, run).
+type Election struct {
+	node        *Node
+	name, value string
+}
+
+// Election returns the leadership called name, announcing value (see Lead).
+func (n *Node) Election(name, value string) Election {
+	return Election{node: n, name: name, value: value}
+}
+
+// Lead is Node.Lead of this election, except that the node closing ends
+// it without an error: that is how a node stops campaigning.
+func (e Election) Lead(ctx context.Context, run func(context.Context)) error {
+	err := e.node.Lead(ctx, e.name, e.value, run)
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}

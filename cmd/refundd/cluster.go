@@ -194,7 +194,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 			return errors.New("not a cluster member (joining, or fenced after losing the membership lease)")
 		}
 		return writeProbe(ctx)
-	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: timeline{pg}}
+	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: eventstore.Reader{DB: pg}}
 	opts.NoAccessLog = !c.AccessLog
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
@@ -235,7 +235,7 @@ func (m *Main) runCluster(ctx context.Context) error {
 			m.Close()
 			return err
 		}
-		opts.Events.Webhooks, sources.Webhooks = hooks, hooks.leaderLag
+		opts.Events.Webhooks, sources.Webhooks = hooks, hooks.LeaderLag
 	}
 	srv := api.New(eng, opts)
 	if st := srv.NotifyStats(); st != nil {
@@ -290,21 +290,4 @@ func (cm *clusterMode) closeJournal() error {
 		return nil
 	}
 	return cm.pg.Close()
-}
-
-// timeline reads a reservation's events for the console without
-// activating its stream: eventstore.Store.Load would take the reservation
-// over from its owner.
-type timeline struct{ pg *pgjournal.DB }
-
-func (t timeline) Load(ctx context.Context, id string) ([]reservation.Event, uint64, error) {
-	recs, err := t.pg.Load(ctx, id, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	events, err := eventstore.DecodeStream(id, recs)
-	if err != nil {
-		return nil, 0, err
-	}
-	return events, uint64(len(recs)), nil
 }

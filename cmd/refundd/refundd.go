@@ -450,7 +450,11 @@ func (m *Main) Run(ctx context.Context) error {
 		rctx, stop := context.WithCancel(context.Background())
 		m.stopReconcile = stop
 		m.bg.Add(1)
-		go func() { defer m.bg.Done(); m.reconcileRestore(rctx, db, wired.provider, engine) }()
+		go func() {
+			defer m.bg.Done()
+			audit.ResumeAfterRestore(rctx, db, wired.provider, engine, audit.RestoreCheckOptions{BasePrefix: c.RefundNoPrefix, By: actors.EnginePrincipal},
+				m.log, func() { m.refundsPaused.Store(nil) })
+		}()
 	}
 	opts.Audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: func() string {
 		if p := m.refundsPaused.Load(); p != nil {
@@ -512,46 +516,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s\n", scheme, ln.Addr())
 	return nil
-}
-
-// reconcileRestore settles, after a restore, every refund the journal holds
-// as in flight by asking WeChat Pay, journals the refunds the backup lost
-// that WeChat Pay has (so what is refundable counts them), and only then
-// lets refund requests in again.
-func (m *Main) reconcileRestore(ctx context.Context, db *journal.DB, q audit.Querier, ex audit.Executor) {
-	wait := time.Second
-	for {
-		rc, err := audit.ReconcileAfterRestore(ctx, db, q, ex, audit.RestoreCheckOptions{BasePrefix: m.Config.RefundNoPrefix, By: actors.EnginePrincipal})
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			m.log.Error("reconciliation after restore failed; retrying", "err", err, "retry_in", wait)
-		case !rc.Done():
-			m.log.Warn("reconciliation after restore incomplete; retrying", "checked", rc.Checked, "applied", rc.Applied, "failed", len(rc.Failed), "retry_in", wait)
-			for _, f := range rc.Failed {
-				m.log.Warn("reconciliation after restore: refund not settled", "kind", f.Kind, "refund_no", f.RefundNo, "reservation", f.ReservationID, "detail", f.Detail)
-			}
-		default:
-			for _, l := range rc.Lost {
-				m.log.Error("refund lost with the restore: made after the backup, journaled again from WeChat Pay as recovered; check it against the client's requests (docs/AUDIT.md)",
-					"refund_no", l.RefundNo, "reservation", l.ReservationID, "detail", l.Detail)
-			}
-			if err := db.ClearReconcileRequired(ctx); err != nil {
-				m.log.Error("clearing the reconcile flag failed; retrying", "err", err)
-				break
-			}
-			m.refundsPaused.Store(nil)
-			m.log.Info("reconciliation after restore done; refunds resume", "checked", rc.Checked, "applied", rc.Applied, "lost", len(rc.Lost))
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Minute)
-	}
 }
 
 // startWebhooks starts the webhook dispatcher when endpoints are configured.

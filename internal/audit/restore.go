@@ -2,10 +2,11 @@ package audit
 
 import (
 	"context"
-
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
@@ -256,4 +257,47 @@ func probeBase(s *reservation.State, lostPrefixes map[string]bool) int {
 // hasRecovered reports whether the check recovered refunds of s already.
 func hasRecovered(s *reservation.State, lostPrefixes map[string]bool) bool {
 	return probeBase(s, lostPrefixes) != len(s.Refunds)
+}
+
+// ResumeAfterRestore runs ReconcileAfterRestore until it is Done, waiting
+// between runs from one second, doubling up to a minute; then it clears
+// the journal's reconcile-required flag and calls resumed (refundd then
+// takes refund requests again). It logs every run that falls short, and
+// every refund found lost with the restore, at ERROR: operators check
+// those against what clients asked for (docs/AUDIT.md). It returns when
+// ctx ends, possibly without calling resumed.
+func ResumeAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Executor, opts RestoreCheckOptions, log *slog.Logger, resumed func()) {
+	wait := time.Second
+	for {
+		rc, err := ReconcileAfterRestore(ctx, db, q, ex, opts)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.Error("reconciliation after restore failed; retrying", "err", err, "retry_in", wait)
+		case !rc.Done():
+			log.Warn("reconciliation after restore incomplete; retrying", "checked", rc.Checked, "applied", rc.Applied, "failed", len(rc.Failed), "retry_in", wait)
+			for _, f := range rc.Failed {
+				log.Warn("reconciliation after restore: refund not settled", "kind", f.Kind, "refund_no", f.RefundNo, "reservation", f.ReservationID, "detail", f.Detail)
+			}
+		default:
+			for _, l := range rc.Lost {
+				log.Error("refund lost with the restore: made after the backup, journaled again from WeChat Pay as recovered; check it against the client's requests (docs/AUDIT.md)",
+					"refund_no", l.RefundNo, "reservation", l.ReservationID, "detail", l.Detail)
+			}
+			if err := db.ClearReconcileRequired(ctx); err != nil {
+				log.Error("clearing the reconcile flag failed; retrying", "err", err)
+				break
+			}
+			resumed()
+			log.Info("reconciliation after restore done; refunds resume", "checked", rc.Checked, "applied", rc.Applied, "lost", len(rc.Lost))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
 }

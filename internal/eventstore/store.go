@@ -74,7 +74,18 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 			return nil, 0, fmt.Errorf("eventstore: activate %s: %w", id, err)
 		}
 	}
-	recs, err := s.db.Load(ctx, id, 0)
+	return Reader{s.db}.Load(ctx, id)
+}
+
+// Reader reads streams without activating them: for readers that must not
+// take a reservation over from the node that owns it (the console's
+// timeline in a cluster).
+type Reader struct{ DB Journal }
+
+// Load returns id's events and its version, as Store.Load does but without
+// activating the stream.
+func (r Reader) Load(ctx context.Context, id string) ([]reservation.Event, uint64, error) {
+	recs, err := r.DB.Load(ctx, id, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -1,4 +1,4 @@
-package main
+package pgjournal
 
 import (
 	"context"
@@ -10,15 +10,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/refundd/refundd/actors/cluster"
 )
 
-// lockElector elects the webhook leader by a PostgreSQL advisory lock
+// ErrLockLost is the cause (context.Cause) of a LockElector term's context
+// when the lock may have been lost rather than given up: the session ended
+// or could not be confirmed in time.
+var ErrLockLost = errors.New("pgjournal: advisory lock lost")
+
+// LockElector runs work on one process at a time by a PostgreSQL advisory lock
 // (pg_try_advisory_lock) held on a connection of its own: the lock lives
-// as long as that session. It is used with automanaged membership, which
-// has no lease to elect by (docs/CLUSTER.md compares it with the etcd
-// election).
+// as long as that session. refundd elects its webhook leader by it under
+// automanaged membership, which has no lease to elect by (docs/CLUSTER.md
+// compares it with the etcd election).
 //
 // A holder that dies closes its socket and the server drops the lock at
 // once. A holder that freezes or is cut off from PostgreSQL leaves the
@@ -30,33 +33,48 @@ import (
 // A session the server ends while the holder is fine (pg_terminate_backend,
 // a server restart) frees the lock first and ends the term a moment later,
 // when the holder reads the socket: a short overlap.
-type lockElector struct {
-	// dsn is the journal's PostgreSQL URL; pool_* parameters are ignored.
-	dsn string
-	// key is the advisory lock's key (advisoryKey).
-	key int64
-	// value describes this node in logs.
-	value string
-	log   *slog.Logger
-	// ttl is the lock session's idle timeout: how long the lock of a
+type LockElector struct {
+	// DSN is the journal's PostgreSQL URL; pool_* parameters are ignored.
+	DSN string
+	// Key is the advisory lock's key (AdvisoryKey).
+	Key int64
+	// Name says what the lock is for; it starts its log lines and errors.
+	// Empty means "advisory lock".
+	Name string
+	// Value describes this process in logs.
+	Value  string
+	Logger *slog.Logger
+	// TTL is the lock session's idle timeout: how long the lock of a
 	// frozen or cut-off holder survives. Zero means 5s; at least 1s.
-	ttl time.Duration
-	// poll is how often a candidate tries to take the lock. Zero means 1s.
-	poll time.Duration
+	TTL time.Duration
+	// Poll is how often a candidate tries to take the lock. Zero means 1s.
+	Poll time.Duration
+
+	ttl, poll time.Duration
+	log       *slog.Logger
+	name      string
 }
 
-// advisoryKey is the webhook leader lock's key: one per journal schema and
-// cluster name, since advisory locks are shared by a whole database.
-func advisoryKey(schema, clusterName string) int64 {
+// AdvisoryKey is the key of the lock called name (e.g. "webhooks"): one per
+// journal schema and cluster name, since advisory locks are shared by a
+// whole database. Nodes of one cluster must compute the same key, so the
+// hashed text never changes.
+func AdvisoryKey(name, schema, clusterName string) int64 {
 	if schema == "" {
 		schema = "public"
 	}
 	h := fnv.New64a()
-	_, _ = h.Write([]byte("github.com/refundd/refundd/webhooks/" + schema + "/" + clusterName))
+	_, _ = h.Write([]byte("github.com/refundd/refundd/" + name + "/" + schema + "/" + clusterName))
 	return int64(h.Sum64())
 }
 
-func (l *lockElector) lead(ctx context.Context, run func(context.Context)) error {
+// Lead campaigns until ctx ends, calling run once per term with a context
+// that ends as soon as the lock may be lost (its cause then wraps
+// ErrLockLost). When run returns on its own, the lock is released and this
+// process waits one TTL before campaigning again, so another takes it. It
+// returns nil once ctx has ended.
+func (l *LockElector) Lead(ctx context.Context, run func(context.Context)) error {
+	l.ttl, l.poll, l.log = l.TTL, l.Poll, l.Logger
 	if l.ttl <= 0 {
 		l.ttl = 5 * time.Second
 	}
@@ -64,13 +82,19 @@ func (l *lockElector) lead(ctx context.Context, run func(context.Context)) error
 	if l.poll <= 0 {
 		l.poll = time.Second
 	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.name = l.Name; l.name == "" {
+		l.name = "advisory lock"
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		resigned, err := l.term(ctx, run)
 		var wait time.Duration
 		switch {
 		case err != nil && ctx.Err() == nil:
-			l.log.Warn("webhook leader lock: campaign failed; retrying", "err", err, "retry_in", backoff)
+			l.log.Warn(l.name+": campaign failed; retrying", "err", err, "retry_in", backoff)
 			wait, backoff = backoff, min(2*backoff, 5*time.Second)
 		case resigned:
 			// Let another node take it: candidates only poll.
@@ -90,18 +114,18 @@ func (l *lockElector) lead(ctx context.Context, run func(context.Context)) error
 
 // term is one candidacy on a fresh session: try the lock every poll until
 // it is taken, then run while it holds. Closing the session releases it.
-func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resigned bool, err error) {
-	cfg, err := pgxpool.ParseConfig(l.dsn)
+func (l *LockElector) term(ctx context.Context, run func(context.Context)) (resigned bool, err error) {
+	cfg, err := pgxpool.ParseConfig(l.DSN)
 	if err != nil {
-		return false, fmt.Errorf("webhook leader lock: %w", err)
+		return false, fmt.Errorf("%s: %w", l.name, err)
 	}
 	cc := cfg.ConnConfig
-	cc.RuntimeParams["application_name"] = "refundd webhook leader lock"
+	cc.RuntimeParams["application_name"] = "refundd " + l.name
 	cctx, cancel := context.WithTimeout(ctx, l.ttl)
 	conn, err := pgx.ConnectConfig(cctx, cc)
 	cancel()
 	if err != nil {
-		return false, fmt.Errorf("webhook leader lock: connect: %w", err)
+		return false, fmt.Errorf("%s: connect: %w", l.name, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -111,10 +135,10 @@ func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resi
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = %d", l.ttl.Milliseconds())); err != nil {
 		// Before PostgreSQL 14 only TCP keepalives end the session of a
 		// holder that is gone without closing it; a frozen one keeps it.
-		l.log.Warn("webhook leader lock: idle_session_timeout unsupported (PostgreSQL 14+); a frozen leader keeps the lock", "err", err)
+		l.log.Warn(l.name+": idle_session_timeout unsupported (PostgreSQL 14+); a frozen leader keeps the lock", "err", err)
 		for _, q := range []string{"SET tcp_keepalives_idle = 2", "SET tcp_keepalives_interval = 1", "SET tcp_keepalives_count = 3"} {
 			if _, err := conn.Exec(ctx, q); err != nil {
-				return false, fmt.Errorf("webhook leader lock: %s: %w", q, err)
+				return false, fmt.Errorf("%s: %s: %w", l.name, q, err)
 			}
 		}
 	}
@@ -130,13 +154,13 @@ func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resi
 		sent := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, l.ttl/2)
 		var got bool
-		err := conn.QueryRow(qctx, "SELECT pg_try_advisory_lock($1)", l.key).Scan(&got)
+		err := conn.QueryRow(qctx, "SELECT pg_try_advisory_lock($1)", l.Key).Scan(&got)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return false, nil
 		case err != nil:
-			return false, fmt.Errorf("webhook leader lock: %w", err)
+			return false, fmt.Errorf("%s: %w", l.name, err)
 		case got:
 			deadline = sent.Add(l.ttl)
 		default:
@@ -148,7 +172,7 @@ func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resi
 	defer tcancel(nil)
 	held := make(chan struct{})
 	go func() { defer close(held); l.hold(tctx, tcancel, conn, deadline) }()
-	l.log.Info("webhook leader lock: taken", "node", l.value)
+	l.log.Info(l.name+": taken", "node", l.Value)
 	done := make(chan struct{})
 	go func() { defer close(done); run(tctx) }()
 	select {
@@ -161,9 +185,9 @@ func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resi
 	<-done
 	<-held // the connection is ours again; the deferred Close releases the lock
 	if resigned {
-		l.log.Info("webhook leader lock: released; the work stopped on its own", "node", l.value)
+		l.log.Info(l.name+": released; the work stopped on its own", "node", l.Value)
 	} else {
-		l.log.Info("webhook leader lock: term over", "node", l.value, "reason", reason)
+		l.log.Info(l.name+": term over", "node", l.Value, "reason", reason)
 	}
 	return resigned, nil
 }
@@ -175,7 +199,7 @@ func (l *lockElector) term(ctx context.Context, run func(context.Context)) (resi
 // when none has succeeded for ttl*3/4 since deadline-ttl: the server ends
 // an idle session after ttl, counted from later than the send time of the
 // last query.
-func (l *lockElector) hold(ctx context.Context, lose context.CancelCauseFunc, conn *pgx.Conn, deadline time.Time) {
+func (l *LockElector) hold(ctx context.Context, lose context.CancelCauseFunc, conn *pgx.Conn, deadline time.Time) {
 	margin := l.ttl / 4
 	for {
 		wait := min(l.ttl/4, time.Until(deadline.Add(-margin)))
@@ -191,11 +215,11 @@ func (l *lockElector) hold(ctx context.Context, lose context.CancelCauseFunc, co
 			err = nil
 		}
 		if err != nil {
-			lose(fmt.Errorf("%w: webhook leader lock: session ended: %v", cluster.ErrLeadershipLost, err))
+			lose(fmt.Errorf("%w: %s: session ended: %v", ErrLockLost, l.name, err))
 			return
 		}
 		if !time.Now().Before(deadline.Add(-margin)) {
-			lose(fmt.Errorf("%w: webhook leader lock: session not confirmed in time", cluster.ErrLeadershipLost))
+			lose(fmt.Errorf("%w: %s: session not confirmed in time", ErrLockLost, l.name))
 			return
 		}
 		sent := time.Now()
@@ -206,7 +230,7 @@ func (l *lockElector) hold(ctx context.Context, lose context.CancelCauseFunc, co
 			return
 		}
 		if err != nil {
-			lose(fmt.Errorf("%w: webhook leader lock: session lost: %v", cluster.ErrLeadershipLost, err))
+			lose(fmt.Errorf("%w: %s: session lost: %v", ErrLockLost, l.name, err))
 			return
 		}
 		deadline = sent.Add(l.ttl)
