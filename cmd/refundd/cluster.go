@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +16,9 @@ import (
 	"github.com/refundd/refundd/actors/cluster"
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/eventstore"
-	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/metrics"
-	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal"
 	"github.com/refundd/refundd/journal/pgjournal"
 )
@@ -55,16 +52,16 @@ type ClusterConfig struct {
 }
 
 // clusterFlags defines cluster mode's flags.
-func clusterFlags(fs *flag.FlagSet, c *ClusterConfig, str func(p *string, name, env, usage string)) {
-	str(&c.Journal, "journal", "REFUNDD_JOURNAL",
+func clusterFlags(t *flagTable, c *ClusterConfig) {
+	t.def(&c.Journal, "journal",
 		"journal: empty for the bbolt file under --data, or postgres://... (cluster mode; password in PGPASSWORD or ~/.pgpass)")
-	str(&c.JournalSchema, "journal-schema", "REFUNDD_JOURNAL_SCHEMA", "PostgreSQL schema of the journal's tables; empty: public")
-	str(&c.Membership, "cluster", "REFUNDD_CLUSTER",
+	t.def(&c.JournalSchema, "journal-schema", "PostgreSQL schema of the journal's tables; empty: public")
+	t.def(&c.Membership, "cluster",
 		"cluster membership: etcd://HOST:PORT[,...][/PREFIX][?ttl=5s] or automanaged://HOST:PORT,...?port=THIS_NODES_PORT; empty: single node")
-	str(&c.Listen, "cluster-listen", "REFUNDD_CLUSTER_LISTEN", "address this node's actors listen on for other nodes (host:port; port 0 picks one)")
-	str(&c.Advertise, "cluster-advertise", "REFUNDD_CLUSTER_ADVERTISE", "host:port other nodes dial; empty: the --cluster-listen address")
-	str(&c.Name, "cluster-name", "REFUNDD_CLUSTER_NAME", "cluster name; nodes with the same name and membership form one cluster")
-	str(&c.NodeID, "node-id", "REFUNDD_NODE_ID", "this node's name in the journal; empty: host name and --listen address")
+	t.def(&c.Listen, "cluster-listen", "address this node's actors listen on for other nodes (host:port; port 0 picks one)")
+	t.def(&c.Advertise, "cluster-advertise", "host:port other nodes dial; empty: the --cluster-listen address")
+	t.def(&c.Name, "cluster-name", "cluster name; nodes with the same name and membership form one cluster")
+	t.def(&c.NodeID, "node-id", "this node's name in the journal; empty: host name and --listen address")
 }
 
 // on reports whether cluster mode is configured.
@@ -112,152 +109,119 @@ func splitListen(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// clusterMode is what Run started in cluster mode, for Close.
-type clusterMode struct {
-	node *cluster.Node
-	pg   *pgjournal.DB
-}
-
-// runCluster is Run in cluster mode: the PostgreSQL journal, this node's
-// engine inside a cluster node, the scheduler of the due times this node
-// owns, and the HTTP API routing every call through the cluster.
-func (m *Main) runCluster(ctx context.Context) error {
+// openCluster opens cluster mode's PostgreSQL journal; its start runs
+// this node's engine inside a cluster node, which routes every call of the
+// API, and the scheduler runs the due times this node owns.
+func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	c := m.Config
 	cc := c.Cluster
 	membership, err := cluster.ParseMembership(cc.Membership)
 	if err != nil {
-		return fmt.Errorf("--cluster: %w", err)
+		return nil, fmt.Errorf("--cluster: %w", err)
 	}
-	policy, err := c.policy()
-	if err != nil {
-		return err
-	}
-	// Listen first: the provider needs our notification URL.
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.Listen, err)
-	}
-	m.ln = ln
 	nodeID := cc.NodeID
 	if nodeID == "" {
 		host, _ := os.Hostname()
-		nodeID = host + "/" + ln.Addr().String()
+		nodeID = host + "/" + m.ln.Addr().String()
 	}
 	pg, err := pgjournal.Open(ctx, cc.Journal, &pgjournal.Options{NodeID: nodeID, Schema: cc.JournalSchema, Logger: m.log,
 		OnCommit: func(ci journal.CommitInfo) { m.metrics.ObserveCommit(ci.Batch, ci.Duration, ci.Sync, ci.Err) }})
 	if err != nil {
-		m.Close()
-		return fmt.Errorf("--journal: %w", err)
+		return nil, fmt.Errorf("--journal: %w", err)
 	}
-	m.cl = &clusterMode{pg: pg}
-	wired, err := m.wireProvider("http://" + ln.Addr().String())
-	if err != nil {
-		m.Close()
-		return err
-	}
-	m.provider = wired
-	host, port, _ := splitListen(cc.Listen) // validated
-	store := eventstore.New(pg)
-	node, err := cluster.Start(ctx, cluster.Config{
-		Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(wired.provider), Encode: wired.encode, Logger: m.log,
-			Policy: policy, IdleTimeout: c.IdleTimeout, Merchant: wired.merchant()},
-		Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
-	})
-	if err != nil {
-		m.Close()
-		return err
-	}
-	m.cl.node = node
-	// The others' view of a dead node's reservations changes only when the
-	// membership drops it; operators (and tests) see when that happened.
-	if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "refundd", Name: "cluster_members",
-		Help: "Members of the cluster in this node's view of the membership (0 while it rejoins).",
-	}, func() float64 { return float64(node.Members()) })); err != nil {
-		m.Close()
-		return fmt.Errorf("cluster members gauge: %w", err)
-	}
-
-	schCtx, stopSch := context.WithCancel(context.Background())
-	m.stopSch = stopSch
-	m.bg.Add(1)
-	go func() { defer m.bg.Done(); node.RunScheduler(schCtx, c.SchedulerInterval) }()
-
-	// A tiny durable write proves the journal takes writes; /readyz is
-	// open, so requests share one write per interval. Membership is checked
-	// on every request: a fenced node answers 503 at once.
-	writeProbe := api.ShareProbe(func(ctx context.Context) error {
-		return pg.Put(ctx, "health/ready-probe/"+nodeID, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-	}, m.readyEvery)
-	opts := api.Options{Logger: m.log, Ready: func(ctx context.Context) error {
-		if node.MemberID() == "" {
-			return errors.New("not a cluster member (joining, or fenced after losing the membership lease)")
-		}
-		return writeProbe(ctx)
-	}, Metrics: m.metrics.Handler(), Observer: m.metrics, Timeline: eventstore.Reader{DB: pg}}
-	opts.NoAccessLog = !c.AccessLog
-	if c.MetricsPublic {
-		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
-	}
-	// An abandon asks WeChat Pay from this node; the owner journals the
-	// answer with the release.
-	queried := m.metrics.Provider(wired.provider)
-	eng := nodeEngine{Node: node, query: func(ctx context.Context, no string) reservation.Outcome {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
-		defer cancel()
-		return queried.Query(ctx, no)
-	}}
-	tokens, err := m.loadTokens()
-	if err != nil {
-		m.Close()
-		return err
-	}
-	opts.Auth = tokens
-	if wired.notify != nil {
-		q, err := quarantine.Open(filepath.Join(c.DataDir, "quarantine"), quarantine.Options{})
+	be := &backend{db: pg, prefix: c.RefundNoPrefix, started: "refundd started in cluster mode",
+		closeJournal: func(context.Context) error { return pg.Close() }}
+	var node *cluster.Node
+	be.start = func(ctx, _ context.Context, w *wiredProvider, policy reservation.Policy) error {
+		host, port, _ := splitListen(cc.Listen) // validated
+		store := eventstore.New(pg)
+		var err error
+		node, err = cluster.Start(ctx, cluster.Config{
+			Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
+				Policy: policy, IdleTimeout: c.IdleTimeout},
+			Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
+		})
 		if err != nil {
-			m.Close()
 			return err
 		}
-		n := *wired.notify
-		n.Quarantine = q
-		opts.Notify = &n
-	}
-	// The event feed reads the shared journal in global order: every node
-	// serves the same feed.
-	m.feedDone = make(chan struct{})
-	opts.Events = &api.EventsConfig{Feed: feed.New(pg), Done: m.feedDone}
-	sources := metrics.Sources{Active: node.Active, Attention: node.Attention, DueBefore: store.DueBefore}
-	if c.WebhooksFile != "" {
-		// One node at a time dispatches: the leader (cluster_webhook.go).
-		hooks, err := m.startClusterWebhooks(node, pg, membership, nodeID, ln.Addr().String())
-		if err != nil {
-			m.Close()
-			return err
+		be.closeActors = node.Close // it leaves the membership once its calls are done
+		// The others' view of a dead node's reservations changes only when
+		// the membership drops it; operators (and tests) see when that
+		// happened.
+		if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "refundd", Name: "cluster_members",
+			Help: "Members of the cluster in this node's view of the membership (0 while it rejoins).",
+		}, func() float64 { return float64(node.Members()) })); err != nil {
+			return fmt.Errorf("cluster members gauge: %w", err)
 		}
-		opts.Events.Webhooks, sources.Webhooks = hooks, hooks.LeaderLag
+		be.scheduler = node.RunScheduler
+		// A tiny durable write proves the journal takes writes; /readyz is
+		// open, so requests share one write per interval. Membership is
+		// checked on every request: a fenced node answers 503 at once.
+		writeProbe := api.ShareProbe(func(ctx context.Context) error {
+			return pg.Put(ctx, "health/ready-probe/"+nodeID, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		}, m.readyEvery)
+		be.ready = func(ctx context.Context) error {
+			if node.MemberID() == "" {
+				return errors.New("not a cluster member (joining, or fenced after losing the membership lease)")
+			}
+			return writeProbe(ctx)
+		}
+		// An abandon asks WeChat Pay from this node; the owner journals the
+		// answer with the release.
+		queried := m.metrics.Provider(w.provider)
+		be.engine = nodeEngine{Node: node, query: func(ctx context.Context, no string) reservation.Outcome {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
+			defer cancel()
+			return queried.Query(ctx, no)
+		}}
+		be.sources = metrics.Sources{Active: node.Active, Attention: node.Attention, DueBefore: store.DueBefore}
+		be.logAttrs = []any{"node", nodeID, "member", node.MemberID(), "cluster_address", node.Address(), "members", node.Members(),
+			"membership", membership.String()}
+		be.line = fmt.Sprintf(" (cluster node %s at %s)", nodeID, node.Address())
+		return nil
 	}
-	srv := api.New(eng, opts)
-	if st := srv.NotifyStats(); st != nil {
-		sources.Notifications = st.Snapshot
+	// One node at a time dispatches webhooks: the leader, by an etcd
+	// election with etcd membership, a PostgreSQL advisory lock with
+	// automanaged membership (docs/CLUSTER.md, "Webhook dispatch").
+	be.webhooks = func(eps []webhook.Endpoint) (api.Webhooks, func(context.Context) ([]webhook.EndpointLag, error), error) {
+		log := m.log.With("component", "webhook")
+		value := nodeID + " " + m.ln.Addr().String()
+		var el webhook.Elector
+		switch membership.(type) {
+		case cluster.Etcd, *cluster.Etcd:
+			el = node.Election("webhooks", value)
+		default:
+			el = &pgjournal.LockElector{DSN: cc.Journal, Key: pgjournal.AdvisoryKey("webhooks", cc.JournalSchema, cc.Name),
+				Name: "webhook leader lock", Value: value, Logger: log}
+		}
+		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Logger: log}, pg, el)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "refundd", Name: "webhook_leader",
+			Help: "1 while this node runs webhook dispatch (the cluster's webhook leader), else 0.",
+		}, func() float64 {
+			if w.Leading() {
+				return 1
+			}
+			return 0
+		})); err != nil {
+			return nil, nil, fmt.Errorf("webhook leader gauge: %w", err)
+		}
+		hctx, stop := context.WithCancel(context.Background())
+		m.hooksStop, m.hooksDone = stop, make(chan struct{})
+		go func() {
+			defer close(m.hooksDone)
+			if err := w.Run(hctx); err != nil {
+				log.Error("webhook dispatch: leader election stopped; this node will not dispatch", "err", err)
+			}
+		}()
+		log.Info("webhook dispatch: campaigning for leadership", "endpoints", len(eps), "node", value)
+		return w, w.LeaderLag, nil
 	}
-	if err := m.metrics.Watch(sources); err != nil {
-		m.Close()
-		return err
-	}
-	if err := m.serveHTTP(ln, srv); err != nil {
-		m.Close()
-		return err
-	}
-	m.log.Info("refundd started in cluster mode", "listen", ln.Addr().String(), "node", nodeID,
-		"member", node.MemberID(), "cluster_address", node.Address(), "members", node.Members(),
-		"membership", membership.String(), "provider", wired.describe, "refund_prefix", policy.RefundNoPrefix)
-	scheme := "http"
-	if c.TLSCert != "" {
-		scheme = "https"
-	}
-	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s (cluster node %s at %s)\n", scheme, ln.Addr(), nodeID, node.Address())
-	return nil
+	return be, nil
 }
 
 // nodeEngine is the API's engine in cluster mode: the node routes each call
@@ -275,19 +239,3 @@ func (e nodeEngine) Abandon(ctx context.Context, id, by string, c reservation.Ab
 }
 
 var _ api.Engine = nodeEngine{}
-
-// closeNode stops the cluster node: in-flight provider calls finish while
-// it still owns its reservations, then it leaves the membership.
-func (cm *clusterMode) closeNode(ctx context.Context) error {
-	if cm == nil || cm.node == nil {
-		return nil
-	}
-	return cm.node.Close(ctx)
-}
-
-func (cm *clusterMode) closeJournal() error {
-	if cm == nil || cm.pg == nil {
-		return nil
-	}
-	return cm.pg.Close()
-}

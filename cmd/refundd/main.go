@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/refundd/refundd/internal/gctune"
 )
 
 func main() {
@@ -26,7 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(2)
 	}
-	gc, err := applyGC(m.Config.GC, os.Getenv)
+	gc, err := gctune.Apply(m.Config.GC, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(2)

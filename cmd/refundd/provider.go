@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"net"
@@ -177,43 +178,9 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 
 func (m *Main) wireWechatpay(notifyBase string) (*wiredProvider, error) {
 	c := &m.Config.Wechatpay
-	if err := c.load(); err != nil {
+	key, verifier, err := c.credentials()
+	if err != nil {
 		return nil, err
-	}
-	keyPEM, err := os.ReadFile(c.PrivateKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--wechatpay-private-key: %w", err)
-	}
-	key, err := wechatpay.ParsePrivateKey(keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("--wechatpay-private-key %s: %w", c.PrivateKeyFile, err)
-	}
-	verifier := &wechatpay.Verifier{}
-	if c.PublicKeyFile != "" {
-		b, err := os.ReadFile(c.PublicKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--wechatpay-public-key: %w", err)
-		}
-		pub, err := wechatpay.ParsePublicKey(b)
-		if err != nil {
-			return nil, fmt.Errorf("--wechatpay-public-key %s: %w", c.PublicKeyFile, err)
-		}
-		if err := verifier.AddPublicKey(c.PublicKeyID, pub); err != nil {
-			return nil, fmt.Errorf("--wechatpay-public-key-id: %w", err)
-		}
-	}
-	for _, f := range c.PlatformCerts {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("--wechatpay-platform-cert: %w", err)
-		}
-		cert, err := wechatpay.ParseCertificate(b)
-		if err != nil {
-			return nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
-		}
-		if err := verifier.AddCertificate(cert); err != nil {
-			return nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
-		}
 	}
 	notifyURL := c.NotifyURL
 	if notifyURL == "" {
@@ -233,6 +200,50 @@ func (m *Main) wireWechatpay(notifyBase string) (*wiredProvider, error) {
 		close:    func() {},
 		describe: "WeChat Pay at " + c.BaseURL + " (mchid " + c.MchID + ")",
 	}, nil
+}
+
+// credentials reads and checks the merchant's key and WeChat Pay's keys
+// and certificates (refundd checks them before it creates anything).
+func (c *WechatpayConfig) credentials() (*rsa.PrivateKey, *wechatpay.Verifier, error) {
+	if err := c.load(); err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(c.PrivateKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wechatpay-private-key: %w", err)
+	}
+	key, err := wechatpay.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wechatpay-private-key %s: %w", c.PrivateKeyFile, err)
+	}
+	verifier := &wechatpay.Verifier{}
+	if c.PublicKeyFile != "" {
+		b, err := os.ReadFile(c.PublicKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-public-key: %w", err)
+		}
+		pub, err := wechatpay.ParsePublicKey(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-public-key %s: %w", c.PublicKeyFile, err)
+		}
+		if err := verifier.AddPublicKey(c.PublicKeyID, pub); err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-public-key-id: %w", err)
+		}
+	}
+	for _, f := range c.PlatformCerts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-platform-cert: %w", err)
+		}
+		cert, err := wechatpay.ParseCertificate(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
+		}
+		if err := verifier.AddCertificate(cert); err != nil {
+			return nil, nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
+		}
+	}
+	return key, verifier, nil
 }
 
 // load checks the merchant configuration and reads its secrets, failing

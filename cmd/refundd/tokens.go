@@ -1,21 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/refundd/refundd/internal/auth"
 )
 
-// loadTokens builds the accepted tokens from --tokens-file and
-// REFUNDD_TOKENS. With neither, it makes local development tokens (one
-// service, one operator) in 0600 files under the data directory, reusing
-// them on the next start, and prints where they are — never the tokens, and
-// never a built-in shared secret.
-func (m *Main) loadTokens() (*auth.Tokens, error) {
+// readTokens reads the accepted tokens from --tokens-file and
+// REFUNDD_TOKENS; it creates nothing (see localTokens).
+func (m *Main) readTokens() (*auth.Tokens, error) {
 	c := m.Config
 	ts := &auth.Tokens{}
 	if c.TokensFile != "" {
@@ -34,29 +29,19 @@ func (m *Main) loadTokens() (*auth.Tokens, error) {
 			return nil, fmt.Errorf("REFUNDD_TOKENS: %w", err)
 		}
 	}
+	return ts, nil
+}
+
+// localTokens returns ts unless it is empty. Then it uses local development
+// tokens under the data directory (auth.AddLocal) and prints where they
+// are, never the tokens.
+func (m *Main) localTokens(ts *auth.Tokens) (*auth.Tokens, error) {
 	if ts.Len() > 0 {
 		return ts, nil
 	}
-	dir := filepath.Join(c.DataDir, "tokens")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("local tokens: %w", err)
-	}
-	for _, role := range []auth.Role{auth.RoleService, auth.RoleOperator} {
-		path := filepath.Join(dir, string(role)+".token")
-		tok, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			var t string
-			if t, err = auth.NewToken(); err == nil {
-				tok = []byte(t)
-				err = os.WriteFile(path, tok, 0o600)
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("local tokens: %w", err)
-		}
-		if err := ts.Add(role, "local-"+string(role), strings.TrimSpace(string(tok))); err != nil {
-			return nil, fmt.Errorf("local tokens %s: %w", path, err)
-		}
+	dir := filepath.Join(m.Config.DataDir, "tokens")
+	if err := auth.AddLocal(dir, ts); err != nil {
+		return nil, err
 	}
 	svc := filepath.Join(dir, "service.token")
 	fmt.Fprintf(m.Stdout, "no --tokens-file or REFUNDD_TOKENS: local tokens are in %s (service.token, operator.token), readable only by you\n", dir)

@@ -1,4 +1,6 @@
-package main
+// Package gctune sets Go's garbage collector for refundd's heap from its
+// --gc-percent and --memory-limit settings.
+package gctune
 
 import (
 	"bufio"
@@ -12,14 +14,14 @@ import (
 	"strings"
 )
 
-// GCConfig sets Go's garbage collector for refundd's heap, which is a small
+// Config sets Go's garbage collector for refundd's heap, which is a small
 // live set (idle actors of a few KiB each) under a stream of short-lived
 // request, decision and commit garbage. With Go's default (a cycle each
 // time the heap doubles) the collector took about a fifth of refundd's CPU
 // under the lifecycle load; a larger Percent runs it a quarter as often,
 // and MemoryLimit keeps the larger heap from growing past a bound, where
 // the collector runs as often as it must (docs/BENCHMARKS.md).
-type GCConfig struct {
+type Config struct {
 	// Percent is the heap growth between collections, as GOGC; zero
 	// leaves Go's default (100). GOGC in the environment wins.
 	Percent int
@@ -30,9 +32,9 @@ type GCConfig struct {
 	MemoryLimit string
 }
 
-// applyGC sets the collector as c says and describes what it did, for the
+// Apply sets the collector as c says and describes what it did, for the
 // start-up log. It changes process-wide settings, so only main calls it.
-func applyGC(c GCConfig, getenv func(string) string) (string, error) {
+func Apply(c Config, getenv func(string) string) (string, error) {
 	var parts []string
 	switch {
 	case getenv("GOGC") != "":
@@ -44,7 +46,7 @@ func applyGC(c GCConfig, getenv func(string) string) (string, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return strings.Join(append(parts, "memory limit from GOMEMLIMIT="+getenv("GOMEMLIMIT")), ", "), nil
 	}
-	limit, err := memoryLimit(c.MemoryLimit, readMemory)
+	limit, err := Limit(c.MemoryLimit, readMemory)
 	if err != nil {
 		return "", err
 	}
@@ -57,9 +59,9 @@ func applyGC(c GCConfig, getenv func(string) string) (string, error) {
 	return strings.Join(parts, ", "), nil
 }
 
-// memoryLimit turns a --memory-limit value into bytes; 0 means none.
-// total reports the memory refundd may use (cgroup limit or machine).
-func memoryLimit(v string, total func() (int64, error)) (int64, error) {
+// Limit turns a --memory-limit value into bytes; 0 means none. total
+// reports the memory refundd may use (cgroup limit or machine).
+func Limit(v string, total func() (int64, error)) (int64, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "", "off", "0":
 		return 0, nil

@@ -1,8 +1,7 @@
-package main
+package gctune
 
 import (
 	"errors"
-	"io"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -30,13 +29,13 @@ func TestMemoryLimit(t *testing.T) {
 		{in: "lots", wantErr: true},
 		{in: "9999999999GiB", wantErr: true},
 	} {
-		got, err := memoryLimit(tc.in, total)
+		got, err := Limit(tc.in, total)
 		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("memoryLimit(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("Limit(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 	broken := func() (int64, error) { return 0, errors.New("no meminfo") }
-	if _, err := memoryLimit("auto", broken); err == nil {
+	if _, err := Limit("auto", broken); err == nil {
 		t.Error("auto without a memory size: want an error")
 	}
 }
@@ -57,7 +56,7 @@ func TestApplyGC(t *testing.T) {
 	lim := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetGCPercent(pct); debug.SetMemoryLimit(lim) })
 
-	note, err := applyGC(GCConfig{Percent: 300, MemoryLimit: "512MiB"}, func(string) string { return "" })
+	note, err := Apply(Config{Percent: 300, MemoryLimit: "512MiB"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestApplyGC(t *testing.T) {
 	// GOGC and GOMEMLIMIT in the environment are the operator's: left alone.
 	debug.SetMemoryLimit(1 << 40)
 	env := map[string]string{"GOGC": "150", "GOMEMLIMIT": "1GiB"}
-	note, err = applyGC(GCConfig{Percent: 300, MemoryLimit: "512MiB"}, func(k string) string { return env[k] })
+	note, err = Apply(Config{Percent: 300, MemoryLimit: "512MiB"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,24 +85,5 @@ func TestApplyGC(t *testing.T) {
 	}
 	if !strings.Contains(note, "GOGC=150") || !strings.Contains(note, "GOMEMLIMIT=1GiB") {
 		t.Errorf("note = %q", note)
-	}
-}
-
-func TestParseFlags_GC(t *testing.T) {
-	m := NewMain()
-	m.Stderr = io.Discard
-	env := map[string]string{"REFUNDD_GC_PERCENT": "200", "REFUNDD_MEMORY_LIMIT": "2GiB"}
-	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
-		t.Fatal(err)
-	}
-	if m.Config.GC != (GCConfig{Percent: 200, MemoryLimit: "2GiB"}) {
-		t.Fatalf("GC from env: %+v", m.Config.GC)
-	}
-	for _, args := range [][]string{{"--gc-percent", "10"}, {"--memory-limit", "12"}, {"--memory-limit", "much"}} {
-		m := NewMain()
-		m.Stderr = io.Discard
-		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {
-			t.Errorf("ParseFlags(%v) = nil, want an error", args)
-		}
 	}
 }

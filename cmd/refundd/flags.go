@@ -1,0 +1,399 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/refundd/refundd/internal/config"
+	"github.com/refundd/refundd/internal/gctune"
+	"github.com/refundd/refundd/internal/logs"
+	"github.com/refundd/refundd/internal/reservation"
+)
+
+var errHelp = errors.New("help requested")
+
+// GCConfig is the collector's settings, applied by main (gctune.Apply).
+type GCConfig = gctune.Config
+
+// Config is refundd's effective configuration.
+type Config struct {
+	Listen             string
+	DataDir            string
+	RefundNoPrefix     string
+	IdleTimeout        time.Duration
+	ReconcileAfter     time.Duration
+	ReconcileSchedule  string
+	StuckAfter         time.Duration
+	MaxAttempts        int
+	RetryBackoff       time.Duration
+	RetryBackoffMax    time.Duration
+	RefundSpacing      time.Duration
+	RefundWindow       time.Duration
+	SettleHorizon      time.Duration
+	SchedulerInterval  time.Duration
+	SandboxDelay       time.Duration
+	SandboxTimeFactor  float64
+	ShutdownTimeout    time.Duration
+	LockTimeout        time.Duration
+	LogFormat          string
+	ConfigFile         string // optional key = value file beneath flags and REFUNDD_* variables
+	MetricsPublic      bool   // /metrics without a token
+	LogLevel           string
+	Provider           string
+	Wechatpay          WechatpayConfig
+	WebhooksFile       string
+	TokensFile         string
+	CheckpointKeyFile  string
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+	BackupSpoolDir     string
+	ReadHeaderTimeout  time.Duration
+	TLSCert, TLSKey    string
+	Cluster            ClusterConfig // cluster mode (cluster.go); zero: single node
+	// Pprof is a loopback address serving net/http/pprof; empty (the
+	// default) serves nothing.
+	Pprof string
+	// GC is applied by main (it is process-wide), not by Run.
+	GC GCConfig
+}
+
+// NewMain returns a Main with the embedded defaults.
+func NewMain() *Main {
+	return &Main{
+		Config: Config{
+			Listen: "127.0.0.1:8080", DataDir: "data", RefundNoPrefix: reservation.DefaultRefundNoPrefix,
+			IdleTimeout: 2 * time.Minute, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
+			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
+			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
+			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
+			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
+			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
+			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
+			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
+			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
+		},
+		Stdout: os.Stdout, Stderr: os.Stderr,
+	}
+}
+
+// Sections of --help, in order.
+const (
+	secService   = "Service"
+	secWechatpay = "WeChat Pay"
+	secReliable  = "Reliability"
+	secCluster   = "Cluster"
+	secTuning    = "Tuning"
+)
+
+var sections = []string{secService, secWechatpay, secReliable, secCluster, secTuning}
+
+// envOptions name every flag's variable: REFUNDD_ + the flag name in upper
+// case with '_' (config.Options.EnvName), no exceptions.
+var envOptions = config.Options{Reserved: []string{"config"}}
+
+// deprecatedEnv maps old variable names to the ones that replaced them;
+// the old ones keep working, with a warning at start.
+var deprecatedEnv = map[string]string{
+	"REFUNDD_WECHATPAY_PLATFORM_CERTS": "REFUNDD_WECHATPAY_PLATFORM_CERT", // broke the naming rule
+}
+
+// flagTable defines flags, each in a --help section, its usage naming its
+// variable.
+type flagTable struct {
+	fs      *flag.FlagSet
+	section map[string]string
+	cur     string
+}
+
+func (t *flagTable) in(section string) { t.cur = section }
+
+// def defines the flag name over p in the current section, its usage
+// naming its variable.
+func (t *flagTable) def(p any, name, usage string) {
+	t.section[name] = t.cur
+	env := " (env " + envOptions.EnvName(name) + ")"
+	switch p := p.(type) {
+	case *string:
+		t.fs.StringVar(p, name, *p, usage+env)
+	case *time.Duration:
+		t.fs.DurationVar(p, name, *p, usage+env)
+	case *int:
+		t.fs.IntVar(p, name, *p, usage+env)
+	case *float64:
+		t.fs.Float64Var(p, name, *p, usage+env)
+	case *bool:
+		t.fs.BoolVar(p, name, *p, usage+env)
+	case *stringList:
+		t.fs.Var(p, name, usage+strings.TrimSuffix(env, ")")+", comma-separated)")
+	default:
+		panic(fmt.Sprintf("flag %s: no flag type for %T", name, p))
+	}
+}
+
+// printUsage writes --help: the flags grouped by section.
+func (t *flagTable) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage of refundd: refundd [flags]\n\nEvery flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
+	for _, s := range sections {
+		sub := flag.NewFlagSet(s, flag.ContinueOnError)
+		sub.SetOutput(w)
+		t.fs.VisitAll(func(f *flag.Flag) {
+			if t.section[f.Name] == s {
+				sub.Var(f.Value, f.Name, f.Usage)
+				sub.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		fmt.Fprintf(w, "\n%s:\n", s)
+		sub.PrintDefaults()
+	}
+}
+
+// defineFlags is the table of refundd's flags.
+func (m *Main) defineFlags(t *flagTable, certs *stringList) {
+	c := &m.Config
+	t.in(secService)
+	t.def(&c.Listen, "listen", "HTTP listen address; port 0 picks a free one")
+	t.def(&c.DataDir, "data", "data directory holding the journal (refundd.db)")
+	t.def(&c.ConfigFile, "config", "optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
+	t.def(&c.TokensFile, "tokens-file",
+		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
+	t.def(&c.WebhooksFile, "webhooks-file",
+		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
+	t.def(&c.TLSCert, "tls-cert", "serve HTTPS with this certificate PEM (with --tls-key)")
+	t.def(&c.TLSKey, "tls-key", "private key PEM for --tls-cert")
+	t.def(&c.MetricsPublic, "metrics-public", "serve /metrics without a token")
+	t.def(&c.LogFormat, "log-format", "auto (JSON unless stderr is a terminal), json or text")
+	t.def(&c.LogLevel, "log-level", "debug, info, warn or error")
+	t.def(&c.Pprof, "pprof", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")
+
+	t.in(secWechatpay)
+	t.def(&c.Provider, "provider",
+		"sandbox (WeChat Pay protocol against a built-in sandbox), wechatpay (a merchant account; implied by --wechatpay-mchid) or memory")
+	t.def(&c.RefundNoPrefix, "refund-prefix", "refund number prefix, 1..16 of [0-9A-Za-z]; environments sharing a merchant id must differ")
+	w := &c.Wechatpay
+	t.def(&w.BaseURL, "wechatpay-base-url", "WeChat Pay API base URL, e.g. https://api.mch.weixin.qq.com")
+	t.def(&w.MchID, "wechatpay-mchid", "merchant id")
+	t.def(&w.Serial, "wechatpay-serial", "merchant API certificate serial")
+	t.def(&w.PrivateKeyFile, "wechatpay-private-key", "merchant private key PEM file (PKCS#8)")
+	t.def(&w.APIv3KeyFile, "wechatpay-apiv3-key-file", "file holding the 32-byte APIv3 key (or set REFUNDD_WECHATPAY_APIV3_KEY)")
+	t.def(&w.PublicKeyFile, "wechatpay-public-key", "WeChat Pay public key PEM file")
+	t.def(&w.PublicKeyID, "wechatpay-public-key-id", "id of that key, PUB_KEY_ID_...")
+	t.def(certs, "wechatpay-platform-cert", "platform certificate PEM file; repeatable")
+	t.def(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
+	t.def(&w.NotifyURL, "wechatpay-notify-url", "public notify_url sent with refunds (no query string)")
+	t.def(&c.SandboxDelay, "sandbox-delay", "built-in sandbox and memory provider: time from acceptance to the refund's outcome")
+	t.def(&c.SandboxTimeFactor, "sandbox-time-factor", "built-in sandbox: scales its notification retry schedule (15s, 15s, 30s, 3m, ...) and delay")
+
+	t.in(secReliable)
+	t.def(&c.ReconcileAfter, "reconcile-after", "query the provider about a refund with no answer after this long")
+	t.def(&c.ReconcileSchedule, "reconcile-schedule", "waits between reconciliation queries; the last repeats")
+	t.def(&c.StuckAfter, "stuck-after", "flag a refund unresolved this long after it was requested")
+	t.def(&c.MaxAttempts, "retry-max-attempts", "submissions of one refund with unknown answers before it is left to reconciliation")
+	t.def(&c.RetryBackoff, "retry-backoff", "wait before the second attempt; doubles per attempt, with jitter")
+	t.def(&c.RetryBackoffMax, "retry-backoff-max", "cap of the retry wait")
+	t.def(&c.RefundSpacing, "refund-spacing", "minimum time between create requests of one order: first submissions, retries and resubmissions of all its refunds (WeChat Pay rule); 0 disables")
+	t.def(&c.RefundWindow, "refund-window", "refuse refunds this long after payment")
+	t.def(&c.SettleHorizon, "settle-horizon",
+		"how long after an attempt with an unknown outcome WeChat Pay may still apply it: until then the refund is queried and its amount is not released")
+	t.def(&c.CheckpointKeyFile, "checkpoint-key", "Ed25519 private key (PKCS#8 PEM, from refundctl keygen) signing journal checkpoints and /v1/audit/head; empty: unsigned")
+	t.def(&c.CheckpointEvery, "checkpoint-every", "write a journal checkpoint every this many records")
+	t.def(&c.CheckpointInterval, "checkpoint-interval", "write a journal checkpoint with the first append this long after the last")
+	t.def(&c.BackupSpoolDir, "backup-spool-dir", "copy hot backups here before sending them, so a slow client cannot hold up appends; empty: stream")
+
+	t.in(secCluster)
+	clusterFlags(t, &c.Cluster)
+
+	t.in(secTuning)
+	t.def(&c.IdleTimeout, "idle-timeout", "passivate a reservation actor after this long without messages")
+	t.def(&c.SchedulerInterval, "scheduler-interval", "how often due timers are drained")
+	t.def(&c.ShutdownTimeout, "shutdown-timeout", "how long shutdown waits for in-flight work")
+	t.def(&c.LockTimeout, "lock-timeout", "how long to wait for the journal file lock")
+	t.def(&c.ReadHeaderTimeout, "read-header-timeout", "drop connections that do not finish their headers in time (slow-header clients)")
+	t.def(&c.GC.Percent, "gc-percent", "heap growth between garbage collections, as GOGC, which wins when set")
+	t.def(&c.GC.MemoryLimit, "memory-limit",
+		"soft limit of the Go heap: a size (1536MiB, 4GiB), auto (half of the cgroup's or the machine's memory) or off; GOMEMLIMIT wins when set")
+}
+
+// ParseFlags reads flags, falling back to REFUNDD_* variables from getenv
+// and then to --config.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	m.notes = nil
+	getenv = m.withDeprecatedEnv(getenv)
+	m.getenv = getenv
+	fs := flag.NewFlagSet("refundd", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	t := &flagTable{fs: fs, section: map[string]string{}}
+	var certs stringList
+	m.defineFlags(t, &certs)
+	fs.Usage = func() { t.printUsage(fs.Output()) }
+	w := &m.Config.Wechatpay
+	w.apiV3Key = []byte(getenv("REFUNDD_WECHATPAY_APIV3_KEY"))
+	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
+	if err := applyEnv(fs, getenv); err != nil {
+		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return err
+	}
+	copts := envOptions
+	copts.Getenv = getenv
+	src, err := config.Load(fs, args, m.Config.ConfigFile, copts)
+	if err != nil {
+		return err
+	}
+	m.effective = config.Effective(fs, src, copts)
+	w.PlatformCerts = certs
+	providerSet := false
+	fs.Visit(func(f *flag.Flag) { providerSet = providerSet || f.Name == "provider" })
+	if !providerSet && w.MchID != "" {
+		m.Config.Provider = providerWechatpay
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return m.Config.validate()
+}
+
+// withDeprecatedEnv reads a deprecated variable for the one that replaced
+// it, when only the old one is set, and notes it for the start-up log.
+func (m *Main) withDeprecatedEnv(getenv func(string) string) func(string) string {
+	byNew := map[string]string{}
+	for old, repl := range deprecatedEnv {
+		if getenv(old) != "" {
+			if getenv(repl) == "" {
+				byNew[repl] = old
+			}
+			m.notes = append(m.notes, fmt.Sprintf("%s is deprecated: set %s instead", old, repl))
+		}
+	}
+	return func(k string) string {
+		if old, ok := byNew[k]; ok {
+			return getenv(old)
+		}
+		return getenv(k)
+	}
+}
+
+// applyEnv sets every flag whose variable is set; fs.Parse then lets the
+// command line win.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := envOptions.EnvName(f.Name)
+		v := getenv(env)
+		if v == "" {
+			return
+		}
+		values := []string{v}
+		if _, ok := f.Value.(*stringList); ok {
+			values = strings.Split(v, ",")
+		}
+		for _, x := range values {
+			if err := fs.Set(f.Name, x); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (c *Config) validate() error {
+	if err := (reservation.Policy{RefundNoPrefix: c.RefundNoPrefix}).Validate(); err != nil {
+		return fmt.Errorf("--refund-prefix: %w", err)
+	}
+	if _, err := c.policy(); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if c.GC.Percent < 25 {
+		return errors.New("--gc-percent must be at least 25")
+	}
+	if _, err := gctune.Limit(c.GC.MemoryLimit, func() (int64, error) { return 1 << 30, nil }); err != nil {
+		return err
+	}
+	if c.CheckpointEvery < 1 {
+		return errors.New("--checkpoint-every must be at least 1")
+	}
+	if c.MaxAttempts < 1 {
+		return errors.New("--retry-max-attempts must be at least 1")
+	}
+	if c.RefundSpacing < 0 {
+		return errors.New("--refund-spacing must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
+		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
+		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow,
+		"--settle-horizon": c.SettleHorizon} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if c.SandboxTimeFactor <= 0 {
+		return errors.New("--sandbox-time-factor must be positive")
+	}
+	if c.SandboxDelay < 0 {
+		return errors.New("--sandbox-delay must not be negative")
+	}
+	if c.Pprof != "" {
+		if err := loopbackAddr(c.Pprof); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	switch c.Provider {
+	case providerSandbox, providerWechatpay, providerMemory:
+	default:
+		return errors.New("--provider must be sandbox, wechatpay or memory")
+	}
+	if c.LogFormat != logs.FormatAuto && c.LogFormat != logs.FormatText && c.LogFormat != logs.FormatJSON {
+		return errors.New("--log-format must be auto, text or json")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	return nil
+}
+
+// policy turns the settings into the state machine's policy.
+func (c *Config) policy() (reservation.Policy, error) {
+	var schedule []time.Duration
+	for _, part := range strings.Split(c.ReconcileSchedule, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return reservation.Policy{}, fmt.Errorf("--reconcile-schedule: %q is not a positive duration", part)
+		}
+		schedule = append(schedule, d)
+	}
+	p := reservation.Policy{
+		RefundNoPrefix: c.RefundNoPrefix, RecheckAfter: c.ReconcileAfter, QueryBackoff: schedule,
+		StuckAfter: c.StuckAfter, MaxAttempts: c.MaxAttempts, RetryBackoff: c.RetryBackoff,
+		RetryBackoffMax: c.RetryBackoffMax, RefundSpacing: c.RefundSpacing, RefundWindow: c.RefundWindow,
+		SettleHorizon: c.SettleHorizon,
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("policy: %w", err)
+	}
+	return p, nil
+}
+
+func (m *Main) logger() *slog.Logger {
+	log, err := logs.New(m.Stderr, m.Config.LogFormat, m.Config.LogLevel)
+	if err != nil { // validate() has checked both
+		return slog.New(logs.NewHandler(slog.NewTextHandler(m.Stderr, nil)))
+	}
+	return log
+}

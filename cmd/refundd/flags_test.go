@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags_GC(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	env := map[string]string{"REFUNDD_GC_PERCENT": "200", "REFUNDD_MEMORY_LIMIT": "2GiB"}
+	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.GC != (GCConfig{Percent: 200, MemoryLimit: "2GiB"}) {
+		t.Fatalf("GC from env: %+v", m.Config.GC)
+	}
+	for _, args := range [][]string{{"--gc-percent", "10"}, {"--memory-limit", "12"}, {"--memory-limit", "much"}} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {
+			t.Errorf("ParseFlags(%v) = nil, want an error", args)
+		}
+	}
+}
+
+// --help lists every flag once, under the sections in order, each with
+// its REFUNDD_* variable named by the rule.
+func TestHelp_SectionsAndVariables(t *testing.T) {
+	var out bytes.Buffer
+	m := NewMain()
+	m.Stderr = &out
+	if err := m.ParseFlags([]string{"--help"}, func(string) string { return "" }); !errors.Is(err, errHelp) {
+		t.Fatalf("--help: %v, want errHelp", err)
+	}
+	help := out.String()
+	at := -1
+	for _, s := range sections {
+		i := strings.Index(help, "\n"+s+":\n")
+		if i <= at {
+			t.Fatalf("section %q at %d, after %d: want every section, in order:\n%s", s, i, at, help)
+		}
+		at = i
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	tbl := &flagTable{fs: fs, section: map[string]string{}}
+	var certs stringList
+	NewMain().defineFlags(tbl, &certs)
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		if c := strings.Count(help, "\n  -"+f.Name+" "); c+strings.Count(help, "\n  -"+f.Name+"\n") != 1 {
+			t.Errorf("--%s listed %d times", f.Name, c)
+		}
+		if !slices.Contains(sections, tbl.section[f.Name]) {
+			t.Errorf("--%s is in no section", f.Name)
+		}
+		want := "REFUNDD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if !strings.Contains(f.Usage, "(env "+want) {
+			t.Errorf("--%s usage %q does not name %s", f.Name, f.Usage, want)
+		}
+	})
+	if n < 50 {
+		t.Errorf("only %d flags defined", n)
+	}
+}
+
+// Every kind of flag is read from its variable; a bad value names the
+// variable.
+func TestParseFlags_FromVariables(t *testing.T) {
+	env := map[string]string{"REFUNDD_DATA": "/srv/refundd", "REFUNDD_IDLE_TIMEOUT": "7m", "REFUNDD_CHECKPOINT_EVERY": "77",
+		"REFUNDD_SANDBOX_TIME_FACTOR": "0.5", "REFUNDD_METRICS_PUBLIC": "true", "REFUNDD_NODE_ID": "n1",
+		"REFUNDD_WECHATPAY_PLATFORM_CERT": "a.pem,b.pem"}
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--wechatpay-platform-cert", "c.pem"}, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config
+	if c.DataDir != "/srv/refundd" || c.IdleTimeout != 7*time.Minute || c.CheckpointEvery != 77 || c.SandboxTimeFactor != 0.5 ||
+		!c.MetricsPublic || c.Cluster.NodeID != "n1" || !slices.Equal(c.Wechatpay.PlatformCerts, []string{"a.pem", "b.pem", "c.pem"}) {
+		t.Fatalf("config from variables: %+v", c)
+	}
+	if len(m.notes) != 0 {
+		t.Errorf("notes %v; want none", m.notes)
+	}
+	for _, k := range []string{"REFUNDD_IDLE_TIMEOUT", "REFUNDD_CHECKPOINT_EVERY", "REFUNDD_METRICS_PUBLIC", "REFUNDD_SANDBOX_TIME_FACTOR"} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		err := m.ParseFlags(nil, func(v string) string {
+			if v == k {
+				return "soon"
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), k+`="soon"`) {
+			t.Errorf("%s=soon: %v; want an error naming the variable", k, err)
+		}
+	}
+}
+
+// REFUNDD_WECHATPAY_PLATFORM_CERTS, the name before the rule, still works,
+// with a warning; the rule's name wins when both are set.
+func TestParseFlags_DeprecatedPlatformCerts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+		note bool
+	}{
+		{"old", map[string]string{"REFUNDD_WECHATPAY_PLATFORM_CERTS": "a.pem,b.pem"}, []string{"a.pem", "b.pem"}, true},
+		{"new", map[string]string{"REFUNDD_WECHATPAY_PLATFORM_CERT": "c.pem"}, []string{"c.pem"}, false},
+		{"both", map[string]string{"REFUNDD_WECHATPAY_PLATFORM_CERTS": "a.pem", "REFUNDD_WECHATPAY_PLATFORM_CERT": "c.pem"}, []string{"c.pem"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMain()
+			m.Stderr = io.Discard
+			if err := m.ParseFlags(nil, func(k string) string { return tc.env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(m.Config.Wechatpay.PlatformCerts, tc.want) {
+				t.Errorf("platform certs %v, want %v", m.Config.Wechatpay.PlatformCerts, tc.want)
+			}
+			noted := len(m.notes) == 1 && strings.Contains(m.notes[0], "REFUNDD_WECHATPAY_PLATFORM_CERTS is deprecated")
+			if noted != tc.note || (!tc.note && len(m.notes) > 0) {
+				t.Errorf("notes %q; want a deprecation note: %v", m.notes, tc.note)
+			}
+		})
+	}
+}
