@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/actors/cluster"
 	"github.com/refundd/refundd/api"
@@ -28,27 +26,13 @@ import (
 // (docs/CLUSTER.md). Empty Membership is the default single-node mode
 // (bbolt under --data), unchanged.
 type ClusterConfig struct {
-	// Journal is "" (the bbolt file under --data) or a PostgreSQL URL
-	// (postgres://...). Put the password in PGPASSWORD or ~/.pgpass, not in
-	// the URL: flags show in ps.
-	Journal string
-	// JournalSchema is the PostgreSQL schema of the journal's tables;
-	// empty means public.
-	JournalSchema string
-	// Membership is how nodes find each other: etcd://... or
-	// automanaged://... (cluster.ParseMembership).
-	Membership string
-	// Listen is where this node's actors listen for other nodes
-	// (host:port; port 0 picks one).
-	Listen string
-	// Advertise is the host:port other nodes dial, when Listen is not
-	// reachable as such (containers, NAT); empty means the bound address.
-	Advertise string
-	// Name of the cluster; nodes with the same name form one.
-	Name string
-	// NodeID names this node in the journal's rows; empty means the host
-	// name and the HTTP address.
-	NodeID string
+	Journal       string // --journal: "" (bbolt under --data) or postgres://...
+	JournalSchema string // --journal-schema
+	Membership    string // --cluster: etcd://... or automanaged://... (cluster.ParseMembership)
+	Listen        string // --cluster-listen
+	Advertise     string // --cluster-advertise: when Listen is not reachable as such (containers, NAT)
+	Name          string // --cluster-name
+	NodeID        string // --node-id: names this node in the journal's rows
 }
 
 // clusterFlags defines cluster mode's flags.
@@ -119,6 +103,9 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cluster: %w", err)
 	}
+	if err := m.listen(); err != nil { // the node id may name its address
+		return nil, err
+	}
 	nodeID := cc.NodeID
 	if nodeID == "" {
 		host, _ := os.Hostname()
@@ -148,11 +135,9 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		// The others' view of a dead node's reservations changes only when
 		// the membership drops it; operators (and tests) see when that
 		// happened.
-		if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "refundd", Name: "cluster_members",
-			Help: "Members of the cluster in this node's view of the membership (0 while it rejoins).",
-		}, func() float64 { return float64(node.Members()) })); err != nil {
-			return fmt.Errorf("cluster members gauge: %w", err)
+		if err := m.gauge("cluster_members", "Members of the cluster in this node's view of the membership (0 while it rejoins).",
+			func() float64 { return float64(node.Members()) }); err != nil {
+			return err
 		}
 		be.scheduler = node.RunScheduler
 		// A tiny durable write proves the journal takes writes; /readyz is
@@ -184,7 +169,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	// One node at a time dispatches webhooks: the leader, by an etcd
 	// election with etcd membership, a PostgreSQL advisory lock with
 	// automanaged membership (docs/CLUSTER.md, "Webhook dispatch").
-	be.webhooks = func(eps []webhook.Endpoint) (api.Webhooks, func(context.Context) ([]webhook.EndpointLag, error), error) {
+	be.webhooks = func(eps []webhook.Endpoint) (dispatch, error) {
 		log := m.log.With("component", "webhook")
 		value := nodeID + " " + m.ln.Addr().String()
 		var el webhook.Elector
@@ -197,29 +182,19 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		}
 		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Logger: log}, pg, el)
 		if err != nil {
-			return nil, nil, err
+			return dispatch{}, err
 		}
-		if err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "refundd", Name: "webhook_leader",
-			Help: "1 while this node runs webhook dispatch (the cluster's webhook leader), else 0.",
-		}, func() float64 {
+		if err := m.gauge("webhook_leader", "1 while this node runs webhook dispatch (the cluster's webhook leader), else 0.", func() float64 {
 			if w.Leading() {
 				return 1
 			}
 			return 0
-		})); err != nil {
-			return nil, nil, fmt.Errorf("webhook leader gauge: %w", err)
+		}); err != nil {
+			return dispatch{}, err
 		}
-		hctx, stop := context.WithCancel(context.Background())
-		m.hooksStop, m.hooksDone = stop, make(chan struct{})
-		go func() {
-			defer close(m.hooksDone)
-			if err := w.Run(hctx); err != nil {
-				log.Error("webhook dispatch: leader election stopped; this node will not dispatch", "err", err)
-			}
-		}()
 		log.Info("webhook dispatch: campaigning for leadership", "endpoints", len(eps), "node", value)
-		return w, w.LeaderLag, nil
+		return dispatch{api: w, lag: w.LeaderLag, run: w.Run,
+			stopped: "webhook dispatch: leader election stopped; this node will not dispatch"}, nil
 	}
 	return be, nil
 }

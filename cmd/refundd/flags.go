@@ -139,18 +139,7 @@ func (t *flagTable) def(p any, name, usage string) {
 // printUsage writes --help: the flags grouped by section.
 func (t *flagTable) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage of refundd: refundd [flags]\n\nEvery flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
-	for _, s := range sections {
-		sub := flag.NewFlagSet(s, flag.ContinueOnError)
-		sub.SetOutput(w)
-		t.fs.VisitAll(func(f *flag.Flag) {
-			if t.section[f.Name] == s {
-				sub.Var(f.Value, f.Name, f.Usage)
-				sub.Lookup(f.Name).DefValue = f.DefValue
-			}
-		})
-		fmt.Fprintf(w, "\n%s:\n", s)
-		sub.PrintDefaults()
-	}
+	config.PrintSections(w, t.fs, sections, func(name string) string { return t.section[name] })
 }
 
 // defineFlags is the table of refundd's flags.
@@ -222,8 +211,7 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 // ParseFlags reads flags, falling back to REFUNDD_* variables from getenv
 // and then to --config.
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
-	m.notes = nil
-	getenv = m.withDeprecatedEnv(getenv)
+	getenv, m.notes = config.WithAliases(getenv, deprecatedEnv)
 	m.getenv = getenv
 	fs := flag.NewFlagSet("refundd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
@@ -234,7 +222,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	w := &m.Config.Wechatpay
 	w.apiV3Key = []byte(getenv("REFUNDD_WECHATPAY_APIV3_KEY"))
 	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
-	if err := applyEnv(fs, getenv); err != nil {
+	copts := envOptions
+	copts.Getenv = getenv
+	if err := config.ApplyEnv(fs, copts, "wechatpay-platform-cert"); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -243,8 +233,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		return err
 	}
-	copts := envOptions
-	copts.Getenv = getenv
 	src, err := config.Load(fs, args, m.Config.ConfigFile, copts)
 	if err != nil {
 		return err
@@ -260,50 +248,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	return m.Config.validate()
-}
-
-// withDeprecatedEnv reads a deprecated variable for the one that replaced
-// it, when only the old one is set, and notes it for the start-up log.
-func (m *Main) withDeprecatedEnv(getenv func(string) string) func(string) string {
-	byNew := map[string]string{}
-	for old, repl := range deprecatedEnv {
-		if getenv(old) != "" {
-			if getenv(repl) == "" {
-				byNew[repl] = old
-			}
-			m.notes = append(m.notes, fmt.Sprintf("%s is deprecated: set %s instead", old, repl))
-		}
-	}
-	return func(k string) string {
-		if old, ok := byNew[k]; ok {
-			return getenv(old)
-		}
-		return getenv(k)
-	}
-}
-
-// applyEnv sets every flag whose variable is set; fs.Parse then lets the
-// command line win.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := envOptions.EnvName(f.Name)
-		v := getenv(env)
-		if v == "" {
-			return
-		}
-		values := []string{v}
-		if _, ok := f.Value.(*stringList); ok {
-			values = strings.Split(v, ",")
-		}
-		for _, x := range values {
-			if err := fs.Set(f.Name, x); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
-				return
-			}
-		}
-	})
-	return errors.Join(errs...)
 }
 
 func (c *Config) validate() error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,13 +42,7 @@ func (m *Main) startPprof(addr string) error {
 	m.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
 	srv := m.pprof
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("pprof server stopped", "err", err)
-		}
-	}()
+	m.serveBG("pprof server", func() error { return srv.Serve(ln) })
 	m.log.Warn("profiler listening; turn --pprof off when done", "pprof", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return nil
 }

@@ -12,8 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -48,13 +49,10 @@ type Main struct {
 	hooksDone chan struct{}
 	feedDone  chan struct{}
 	getenv    func(string) string
-	// refundsPaused holds why refund requests are refused (a restored
-	// journal being reconciled); nil when they are taken.
-	refundsPaused atomic.Pointer[string]
-	metrics       *metrics.Metrics
-	effective     config.Settings // the effective configuration, secrets masked, logged at start
-	notes         []string        // warnings from ParseFlags (deprecated names), logged at start
-	bg            sync.WaitGroup
+	metrics   *metrics.Metrics
+	effective config.Settings // the effective configuration, secrets masked, logged at start
+	notes     []string        // warnings from ParseFlags (deprecated names), logged at start
+	bg        sync.WaitGroup
 	// runtimeNote says how main set Go's collector (gc.go); logged at start.
 	runtimeNote string
 	// readyEvery is how often /readyz's probe writes at most; zero means
@@ -90,8 +88,8 @@ type backend struct {
 	// start runs the actors over the journal with the provider, setting
 	// the fields below; work it starts in the background ends with bg.
 	start func(ctx, bg context.Context, w *wiredProvider, policy reservation.Policy) error
-	// webhooks starts webhook dispatch, its stop kept in Main.hooksStop.
-	webhooks func(eps []webhook.Endpoint) (api.Webhooks, func(context.Context) ([]webhook.EndpointLag, error), error)
+	// webhooks sets webhook dispatch up; Run runs it.
+	webhooks func(eps []webhook.Endpoint) (dispatch, error)
 
 	engine    api.Engine
 	scheduler func(ctx context.Context, every time.Duration)
@@ -108,10 +106,17 @@ type backend struct {
 	closeActors, closeJournal func(ctx context.Context) error
 }
 
+// dispatch is webhook dispatch as a backend sets it up.
+type dispatch struct {
+	api     api.Webhooks // the routes
+	lag     func(context.Context) ([]webhook.EndpointLag, error)
+	run     func(context.Context) error
+	stopped string // logged when run fails
+}
+
 // Run checks the configuration, opens the journal, starts the engine, the
 // scheduler and the HTTP server, and returns once it is listening.
 func (m *Main) Run(ctx context.Context) error {
-	c := m.Config
 	m.log = m.logger()
 	m.log.Info("effective configuration", "config", m.effective)
 	for _, n := range m.notes {
@@ -125,12 +130,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Listen first: the provider needs our notification URL.
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.Listen, err)
-	}
-	m.ln = ln
 	if err := m.start(ctx, pre); err != nil {
 		m.Close()
 		return err
@@ -145,10 +144,14 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		open = m.openCluster
 	}
 	be, err := open(ctx, pre)
+	m.be = be
 	if err != nil {
 		return err
 	}
-	m.be = be
+	// Before the provider: it needs our notification URL.
+	if err := m.listen(); err != nil {
+		return err
+	}
 	if m.provider, err = m.wireProvider("http://" + m.ln.Addr().String()); err != nil {
 		return err
 	}
@@ -184,11 +187,19 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
 	if pre.webhooks {
-		hooks, lag, err := be.webhooks(pre.endpoints)
+		d, err := be.webhooks(pre.endpoints)
 		if err != nil {
 			return fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
 		}
-		opts.Events.Webhooks, sources.Webhooks = hooks, lag
+		opts.Events.Webhooks, sources.Webhooks = d.api, d.lag
+		hctx, stop := context.WithCancel(context.Background())
+		m.hooksStop, m.hooksDone = stop, make(chan struct{})
+		go func() {
+			defer close(m.hooksDone)
+			if err := d.run(hctx); err != nil {
+				m.log.Error(d.stopped, "component", "webhook", "err", err)
+			}
+		}()
 	}
 	srv := api.New(be.engine, opts)
 	if st := srv.NotifyStats(); st != nil {
@@ -207,6 +218,19 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		scheme = "https"
 	}
 	fmt.Fprintf(m.Stdout, "refundd listening on %s://%s%s\n", scheme, m.ln.Addr(), be.line)
+	return nil
+}
+
+// listen opens the API's listener, once.
+func (m *Main) listen() error {
+	if m.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", m.Config.Listen, err)
+	}
+	m.ln = ln
 	return nil
 }
 
@@ -295,12 +319,9 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	be.ready = api.ShareProbe(func(ctx context.Context) error {
 		return db.Put(ctx, "health/ready-probe", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	}, m.readyEvery)
-	be.audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: func() string {
-		if p := m.refundsPaused.Load(); p != nil {
-			return *p
-		}
-		return ""
-	}}
+	// Refunds wait while a restored journal is reconciled with WeChat Pay.
+	gate := &audit.RestoreGate{}
+	be.audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: gate.Paused}
 	be.start = func(ctx, bg context.Context, w *wiredProvider, policy reservation.Policy) error {
 		store := eventstore.New(db)
 		engine, err := actors.New(actors.Config{
@@ -319,37 +340,29 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 			be.engine = registerHook{Engine: engine, after: w.onRegister}
 		}
 		be.sources = metrics.Sources{Active: engine.Active, Attention: engine.Attention, DueBefore: store.DueBefore}
-		return m.reconcileRestore(ctx, bg, db, w.provider, engine)
+		restored, err := gate.Check(ctx, db)
+		if restored {
+			opts := audit.RestoreCheckOptions{BasePrefix: c.RefundNoPrefix, By: actors.EnginePrincipal}
+			m.bg.Go(func() { gate.Reconcile(bg, db, w.provider, engine, opts, m.log) })
+		}
+		return err
 	}
-	be.webhooks = func(eps []webhook.Endpoint) (api.Webhooks, func(context.Context) ([]webhook.EndpointLag, error), error) {
+	be.webhooks = func(eps []webhook.Endpoint) (dispatch, error) {
 		hooks, err := webhook.New(webhook.Config{DB: db, Endpoints: eps, Logger: m.log.With("component", "webhook")})
 		if err != nil {
-			return nil, nil, err
+			return dispatch{}, err
 		}
-		hctx, stop := context.WithCancel(context.Background())
-		m.hooksStop, m.hooksDone = stop, make(chan struct{})
-		go func() {
-			defer close(m.hooksDone)
-			if err := hooks.Run(hctx); err != nil {
-				m.log.Error("webhook dispatcher stopped", "err", err)
-			}
-		}()
-		return hooks, hooks.Lag, nil
+		return dispatch{api: hooks, lag: hooks.Lag, run: hooks.Run, stopped: "webhook dispatcher stopped"}, nil
 	}
 	return be, nil
 }
 
-// reconcileRestore pauses refunds while a restored journal is reconciled
-// with WeChat Pay (audit.ResumeAfterRestore), in the background.
-func (m *Main) reconcileRestore(ctx, bg context.Context, db *journal.DB, q audit.Querier, ex audit.Executor) error {
-	pending, err := db.ReconcileRequired(ctx)
-	if err != nil || pending == nil {
-		return err
+// gauge registers a refundd_NAME gauge read from f.
+func (m *Main) gauge(name, help string, f func() float64) error {
+	err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "refundd", Name: name, Help: help}, f))
+	if err != nil {
+		return fmt.Errorf("%s gauge: %w", name, err)
 	}
-	reason := fmt.Sprintf("refunds are paused: the journal was restored from a backup (epoch %d) and is being reconciled with WeChat Pay", pending.Epoch)
-	m.refundsPaused.Store(&reason)
-	opts := audit.RestoreCheckOptions{BasePrefix: m.Config.RefundNoPrefix, By: actors.EnginePrincipal}
-	m.bg.Go(func() { audit.ResumeAfterRestore(bg, db, q, ex, opts, m.log, func() { m.refundsPaused.Store(nil) }) })
 	return nil
 }
 
@@ -425,17 +438,23 @@ func (m *Main) serveHTTP(ln net.Listener, h http.Handler) error {
 	}
 	feedDone := m.feedDone
 	m.server.RegisterOnShutdown(func() { close(feedDone) }) // long-polls answer at once
-	m.bg.Go(func() {
-		serve := func() error { return m.server.Serve(ln) }
-		if c.TLSCert != "" {
-			serve = func() error { return m.server.ServeTLS(ln, c.TLSCert, c.TLSKey) }
-		}
-		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("http server stopped", "err", err)
-		}
-	})
+	srv := m.server
+	serve := func() error { return srv.Serve(ln) }
+	if c.TLSCert != "" {
+		serve = func() error { return srv.ServeTLS(ln, c.TLSCert, c.TLSKey) }
+	}
+	m.serveBG("http server", serve)
 	if c.Pprof != "" {
 		return m.startPprof(c.Pprof)
 	}
 	return nil
+}
+
+// serveBG runs serve in the background until its server closes.
+func (m *Main) serveBG(what string, serve func() error) {
+	m.bg.Go(func() {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error(what+" stopped", "err", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/refundd/refundd/internal/reservation"
@@ -300,4 +301,36 @@ func ResumeAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Execu
 		}
 		wait = min(2*wait, time.Minute)
 	}
+}
+
+// RestoreGate holds refund requests back while a restored journal is
+// reconciled: from Check, which finds the journal's reconcile-required
+// flag, until Reconcile is done. The zero value lets refunds through.
+type RestoreGate struct{ reason atomic.Pointer[string] }
+
+// Check pauses refunds when db was restored from a backup and is not
+// reconciled yet, and reports whether it did; then run Reconcile.
+func (g *RestoreGate) Check(ctx context.Context, db *journal.DB) (bool, error) {
+	pending, err := db.ReconcileRequired(ctx)
+	if err != nil || pending == nil {
+		return false, err
+	}
+	reason := fmt.Sprintf("refunds are paused: the journal was restored from a backup (epoch %d) and is being reconciled with WeChat Pay", pending.Epoch)
+	g.reason.Store(&reason)
+	return true, nil
+}
+
+// Paused says why refund requests are refused; empty while they are
+// taken (api.AuditConfig.RefundsPaused).
+func (g *RestoreGate) Paused() string {
+	if p := g.reason.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Reconcile runs ResumeAfterRestore and lets refunds through once it is
+// done.
+func (g *RestoreGate) Reconcile(ctx context.Context, db *journal.DB, q Querier, ex Executor, opts RestoreCheckOptions, log *slog.Logger) {
+	ResumeAfterRestore(ctx, db, q, ex, opts, log, func() { g.reason.Store(nil) })
 }

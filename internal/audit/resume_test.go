@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,10 @@ func TestResumeAfterRestore(t *testing.T) {
 			w.Close()
 			restored := restoreOver(t, w, backup, sb)
 
+			var gate audit.RestoreGate
+			if paused, err := gate.Check(bg, restored.DB); err != nil || !paused || !strings.Contains(gate.Paused(), "restored from a backup") {
+				t.Fatalf("gate on a restored journal: paused %v (%q), %v; want refunds paused", paused, gate.Paused(), err)
+			}
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
 			if tc.canceled {
@@ -57,15 +62,26 @@ func TestResumeAfterRestore(t *testing.T) {
 					set := p != nil
 					flagAtResume = &set
 				})
+			if tc.canceled {
+				gate.Reconcile(ctx, restored.DB, sb.Client, restored.Engine, audit.RestoreCheckOptions{BasePrefix: "R"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			} else {
+				if paused, err := gate.Check(bg, restored.DB); err != nil || paused {
+					t.Fatalf("gate after the reconciliation: paused %v, %v; want refunds taken", paused, err)
+				}
+				gate.Reconcile(ctx, restored.DB, sb.Client, restored.Engine, audit.RestoreCheckOptions{BasePrefix: "R"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			}
 			pending, err := restored.DB.ReconcileRequired(bg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.canceled {
-				if flagAtResume != nil || pending == nil {
-					t.Fatalf("stopped loop: resumed %v, flag %+v; want no resume and the flag kept", flagAtResume, pending)
+				if flagAtResume != nil || pending == nil || gate.Paused() == "" {
+					t.Fatalf("stopped loop: resumed %v, flag %+v, gate %q; want no resume, the flag kept and refunds paused", flagAtResume, pending, gate.Paused())
 				}
 				return
+			}
+			if gate.Paused() != "" {
+				t.Errorf("gate still pauses refunds after the reconciliation: %q", gate.Paused())
 			}
 			if flagAtResume == nil || *flagAtResume || pending != nil {
 				t.Fatalf("resumed %v (flag still set then: %v), flag now %+v; want resumed after the flag was cleared", flagAtResume != nil, flagAtResume, pending)
