@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,44 +24,30 @@ type GCConfig = gctune.Config
 
 // Config is refundd's effective configuration.
 type Config struct {
-	Listen             string
-	DataDir            string
-	RefundNoPrefix     string
-	IdleTimeout        time.Duration
-	ReconcileAfter     time.Duration
-	ReconcileSchedule  string
-	StuckAfter         time.Duration
-	MaxAttempts        int
-	RetryBackoff       time.Duration
-	RetryBackoffMax    time.Duration
-	RefundSpacing      time.Duration
-	RefundWindow       time.Duration
-	SettleHorizon      time.Duration
-	SchedulerInterval  time.Duration
-	SandboxDelay       time.Duration
-	SandboxTimeFactor  float64
-	ShutdownTimeout    time.Duration
-	LockTimeout        time.Duration
-	LogFormat          string
-	ConfigFile         string // optional key = value file beneath flags and REFUNDD_* variables
-	MetricsPublic      bool   // /metrics without a token
-	LogLevel           string
-	Provider           string
-	Wechatpay          WechatpayConfig
-	WebhooksFile       string
-	TokensFile         string
-	CheckpointKeyFile  string
-	CheckpointEvery    int
-	CheckpointInterval time.Duration
-	BackupSpoolDir     string
-	ReadHeaderTimeout  time.Duration
-	TLSCert, TLSKey    string
-	Cluster            ClusterConfig // cluster mode (cluster.go); zero: single node
-	// Pprof is a loopback address serving net/http/pprof; empty (the
-	// default) serves nothing.
-	Pprof string
-	// GC is applied by main (it is process-wide), not by Run.
-	GC GCConfig
+	Listen, DataDir, ConfigFile       string // ConfigFile: key = value lines beneath flags and REFUNDD_* variables
+	TokensFile, WebhooksFile          string
+	TLSCert, TLSKey                   string
+	MetricsPublic                     bool // /metrics without a token
+	LogFormat, LogLevel               string
+	Pprof                             string // a loopback address serving net/http/pprof; empty: none
+	Provider, RefundNoPrefix          string
+	Wechatpay                         WechatpayConfig
+	SandboxDelay                      time.Duration
+	SandboxTimeFactor                 float64
+	ReconcileAfter, StuckAfter        time.Duration
+	ReconcileSchedule                 string
+	MaxAttempts                       int
+	RetryBackoff, RetryBackoffMax     time.Duration
+	RefundSpacing, RefundWindow       time.Duration
+	SettleHorizon                     time.Duration
+	CheckpointKeyFile, BackupSpoolDir string
+	CheckpointEvery                   int
+	CheckpointInterval                time.Duration
+	Cluster                           ClusterConfig // cluster mode (cluster.go); zero: single node
+	IdleTimeout, SchedulerInterval    time.Duration
+	ShutdownTimeout, LockTimeout      time.Duration
+	ReadHeaderTimeout                 time.Duration
+	GC                                GCConfig // applied by main (it is process-wide), not by Run
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -260,20 +247,8 @@ func (c *Config) validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
-	if c.GC.Percent < 25 {
-		return errors.New("--gc-percent must be at least 25")
-	}
 	if _, err := gctune.Limit(c.GC.MemoryLimit, func() (int64, error) { return 1 << 30, nil }); err != nil {
 		return err
-	}
-	if c.CheckpointEvery < 1 {
-		return errors.New("--checkpoint-every must be at least 1")
-	}
-	if c.MaxAttempts < 1 {
-		return errors.New("--retry-max-attempts must be at least 1")
-	}
-	if c.RefundSpacing < 0 {
-		return errors.New("--refund-spacing must not be negative")
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
@@ -283,27 +258,28 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s must be positive", name)
 		}
 	}
-	if c.SandboxTimeFactor <= 0 {
-		return errors.New("--sandbox-time-factor must be positive")
-	}
-	if c.SandboxDelay < 0 {
-		return errors.New("--sandbox-delay must not be negative")
+	for _, r := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.GC.Percent < 25, "--gc-percent must be at least 25"},
+		{c.CheckpointEvery < 1, "--checkpoint-every must be at least 1"},
+		{c.MaxAttempts < 1, "--retry-max-attempts must be at least 1"},
+		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},
+		{c.SandboxTimeFactor <= 0, "--sandbox-time-factor must be positive"},
+		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
+		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},
+		{!slices.Contains([]string{providerSandbox, providerWechatpay, providerMemory}, c.Provider), "--provider must be sandbox, wechatpay or memory"},
+		{!slices.Contains([]string{logs.FormatAuto, logs.FormatText, logs.FormatJSON}, c.LogFormat), "--log-format must be auto, text or json"},
+	} {
+		if r.bad {
+			return errors.New(r.msg)
+		}
 	}
 	if c.Pprof != "" {
 		if err := loopbackAddr(c.Pprof); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key go together")
-	}
-	switch c.Provider {
-	case providerSandbox, providerWechatpay, providerMemory:
-	default:
-		return errors.New("--provider must be sandbox, wechatpay or memory")
-	}
-	if c.LogFormat != logs.FormatAuto && c.LogFormat != logs.FormatText && c.LogFormat != logs.FormatJSON {
-		return errors.New("--log-format must be auto, text or json")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {

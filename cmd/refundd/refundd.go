@@ -67,7 +67,6 @@ type checked struct {
 	signKey   ed25519.PrivateKey
 	tokens    *auth.Tokens // from --tokens-file and REFUNDD_TOKENS; empty: local tokens
 	endpoints []webhook.Endpoint
-	webhooks  bool
 }
 
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
@@ -186,7 +185,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	m.feedDone = make(chan struct{})
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
-	if pre.webhooks {
+	if c.WebhooksFile != "" {
 		d, err := be.webhooks(pre.endpoints)
 		if err != nil {
 			return fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
@@ -239,7 +238,7 @@ func (m *Main) listen() error {
 // anything is created on disk.
 func (m *Main) check() (*checked, error) {
 	c := &m.Config
-	pre := &checked{webhooks: c.WebhooksFile != ""}
+	pre := &checked{}
 	var err error
 	if pre.policy, err = c.policy(); err != nil {
 		return nil, err
@@ -256,9 +255,15 @@ func (m *Main) check() (*checked, error) {
 	if pre.tokens, err = m.readTokens(); err != nil {
 		return nil, err
 	}
-	if pre.webhooks {
-		if pre.endpoints, err = m.readWebhookEndpoints(); err != nil {
-			return nil, err
+	if c.WebhooksFile != "" {
+		f, err := os.Open(c.WebhooksFile)
+		if err != nil {
+			return nil, fmt.Errorf("--webhooks-file: %w", err)
+		}
+		pre.endpoints, err = webhook.ParseEndpoints(f, m.env, os.ReadFile)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
 		}
 	}
 	if c.Provider == providerWechatpay {
@@ -267,20 +272,6 @@ func (m *Main) check() (*checked, error) {
 		}
 	}
 	return pre, nil
-}
-
-// readWebhookEndpoints reads --webhooks-file.
-func (m *Main) readWebhookEndpoints() ([]webhook.Endpoint, error) {
-	f, err := os.Open(m.Config.WebhooksFile)
-	if err != nil {
-		return nil, fmt.Errorf("--webhooks-file: %w", err)
-	}
-	defer f.Close()
-	eps, err := webhook.ParseEndpoints(f, m.env, os.ReadFile)
-	if err != nil {
-		return nil, fmt.Errorf("--webhooks-file %s: %w", m.Config.WebhooksFile, err)
-	}
-	return eps, nil
 }
 
 // openSingle opens the single node's bbolt journal under --data.
