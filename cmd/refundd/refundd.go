@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -243,27 +244,32 @@ func (m *Main) check() (*checked, error) {
 	if pre.policy, err = c.policy(); err != nil {
 		return nil, err
 	}
-	if c.CheckpointKeyFile != "" {
-		b, err := os.ReadFile(c.CheckpointKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--checkpoint-key: %w", err)
+	pre.tokens = &auth.Tokens{}
+	for _, f := range []struct {
+		flag, path string
+		parse      func([]byte) error
+	}{
+		{"--checkpoint-key", c.CheckpointKeyFile, func(b []byte) (err error) { pre.signKey, err = audit.ParseSigningKey(b); return err }},
+		{"--tokens-file", c.TokensFile, func(b []byte) error { return auth.ParseFile(bytes.NewReader(b), pre.tokens) }},
+		{"--webhooks-file", c.WebhooksFile, func(b []byte) (err error) {
+			pre.endpoints, err = webhook.ParseEndpoints(bytes.NewReader(b), m.env, os.ReadFile)
+			return err
+		}},
+	} {
+		if f.path == "" {
+			continue
 		}
-		if pre.signKey, err = audit.ParseSigningKey(b); err != nil {
-			return nil, fmt.Errorf("--checkpoint-key %s: %w", c.CheckpointKeyFile, err)
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.flag, err) // the error names the file
+		}
+		if err := f.parse(b); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, err)
 		}
 	}
-	if pre.tokens, err = m.readTokens(); err != nil {
-		return nil, err
-	}
-	if c.WebhooksFile != "" {
-		f, err := os.Open(c.WebhooksFile)
-		if err != nil {
-			return nil, fmt.Errorf("--webhooks-file: %w", err)
-		}
-		pre.endpoints, err = webhook.ParseEndpoints(f, m.env, os.ReadFile)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
+	if v := m.env("REFUNDD_TOKENS"); v != "" {
+		if err := auth.ParseEnv(v, pre.tokens); err != nil {
+			return nil, fmt.Errorf("REFUNDD_TOKENS: %w", err)
 		}
 	}
 	if c.Provider == providerWechatpay {

@@ -8,30 +8,6 @@ import (
 	"github.com/refundd/refundd/internal/auth"
 )
 
-// readTokens reads the accepted tokens from --tokens-file and
-// REFUNDD_TOKENS; it creates nothing (see localTokens).
-func (m *Main) readTokens() (*auth.Tokens, error) {
-	c := m.Config
-	ts := &auth.Tokens{}
-	if c.TokensFile != "" {
-		f, err := os.Open(c.TokensFile)
-		if err != nil {
-			return nil, fmt.Errorf("--tokens-file: %w", err)
-		}
-		err = auth.ParseFile(f, ts)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
-		}
-	}
-	if v := m.env("REFUNDD_TOKENS"); v != "" {
-		if err := auth.ParseEnv(v, ts); err != nil {
-			return nil, fmt.Errorf("REFUNDD_TOKENS: %w", err)
-		}
-	}
-	return ts, nil
-}
-
 // localTokens returns ts unless it is empty. Then it uses local development
 // tokens under the data directory (auth.AddLocal) and prints where they
 // are, never the tokens.
