@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -132,5 +133,30 @@ func TestParseFlags_DeprecatedPlatformCerts(t *testing.T) {
 				t.Errorf("notes %q; want a deprecation note: %v", m.notes, tc.note)
 			}
 		})
+	}
+}
+
+// The warning about a deprecated variable reaches the start-up log.
+func TestRun_LogsDeprecatedVariables(t *testing.T) {
+	var logs bytes.Buffer
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, &logs
+	env := func(k string) string {
+		if k == "REFUNDD_WECHATPAY_PLATFORM_CERTS" {
+			return "unused.pem"
+		}
+		return testEnv(k)
+	}
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "memory", "--log-format", "text"}, env); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN msg=\"REFUNDD_WECHATPAY_PLATFORM_CERTS is deprecated: set REFUNDD_WECHATPAY_PLATFORM_CERT instead\"") {
+		t.Errorf("no deprecation warning in the log:\n%s", logs.String())
 	}
 }
