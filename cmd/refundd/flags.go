@@ -28,6 +28,7 @@ type Config struct {
 	TokensFile, WebhooksFile          string
 	TLSCert, TLSKey                   string
 	MetricsPublic                     bool // /metrics without a token
+	AccessLog                         bool // a line per request (api.Options.NoAccessLog when off)
 	LogFormat, LogLevel               string
 	Pprof                             string // a loopback address serving net/http/pprof; empty: none
 	Provider, RefundNoPrefix          string
@@ -61,7 +62,7 @@ func NewMain() *Main {
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
-			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox,
+			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
 		},
@@ -143,6 +144,7 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.TLSCert, "tls-cert", "serve HTTPS with this certificate PEM (with --tls-key)")
 	t.def(&c.TLSKey, "tls-key", "private key PEM for --tls-cert")
 	t.def(&c.MetricsPublic, "metrics-public", "serve /metrics without a token")
+	t.def(&c.AccessLog, "access-log", "log a line per request: method, route, status, duration, request id, principal")
 	t.def(&c.LogFormat, "log-format", "auto (JSON unless stderr is a terminal), json or text")
 	t.def(&c.LogLevel, "log-level", "debug, info, warn or error")
 	t.def(&c.Pprof, "pprof", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")

@@ -165,7 +165,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
-		Timeline: eventstore.Reader{DB: be.db}, Audit: be.audit}
+		Timeline: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
@@ -323,7 +323,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		store := eventstore.New(db)
 		engine, err := actors.New(actors.Config{
 			Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
-			Policy: policy, IdleTimeout: c.IdleTimeout,
+			Merchant: w.merchant(), Policy: policy, IdleTimeout: c.IdleTimeout,
 		})
 		if err != nil {
 			return err
