@@ -180,7 +180,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 			el = &pgjournal.LockElector{DSN: cc.Journal, Key: pgjournal.AdvisoryKey("webhooks", cc.JournalSchema, cc.Name),
 				Name: "webhook leader lock", Value: value, Logger: log}
 		}
-		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Logger: log}, pg, el)
+		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Logger: log}, pg, el, webhook.LeaderTiming{})
 		if err != nil {
 			return dispatch{}, err
 		}

@@ -43,22 +43,30 @@ type Leader struct {
 	db  LeaderJournal
 	el  Elector
 	log *slog.Logger
-	// poll is how often the leader checks the journal's health and looks
-	// for replays requested on other nodes.
-	poll time.Duration
-	// feedPoll is how often the leader's dispatcher, caught up, looks for
-	// other nodes' commits (its own wake it at once).
-	feedPoll time.Duration
-	// giveUp is how long the journal may stay unreachable from the leader
-	// before it hands dispatch over to a node that may reach it.
-	giveUp time.Duration
+	// poll, feedPoll, giveUp: LeaderTiming's.
+	poll, feedPoll, giveUp time.Duration
 	// cur is the leader's running dispatcher; nil on other nodes.
 	cur atomic.Pointer[Dispatcher]
 }
 
+// LeaderTiming tunes a Leader; a zero field takes its default.
+type LeaderTiming struct {
+	// Poll is how often the leader checks the journal's health and looks
+	// for replays requested on other nodes. Zero means 1s.
+	Poll time.Duration
+	// FeedPoll is how often the leader's dispatcher, caught up, looks for
+	// other nodes' commits (its own wake it at once). Zero means 200ms.
+	FeedPoll time.Duration
+	// GiveUp is how long the journal may stay unreachable from the leader
+	// before it hands dispatch over to a node that may reach it. Zero
+	// means 15s.
+	GiveUp time.Duration
+}
+
 // NewLeader checks cfg (as New does) and returns a Leader dispatching from
-// db, elected by el. It does nothing until Run.
-func NewLeader(cfg Config, db LeaderJournal, el Elector) (*Leader, error) {
+// db, elected by el. It does nothing until Run; on a node that never
+// runs it, it still serves the routes from the stored cursors.
+func NewLeader(cfg Config, db LeaderJournal, el Elector, timing LeaderTiming) (*Leader, error) {
 	cfg.DB = db
 	if _, err := New(cfg); err != nil {
 		return nil, err
@@ -67,8 +75,17 @@ func NewLeader(cfg Config, db LeaderJournal, el Elector) (*Leader, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Leader{cfg: cfg, db: db, el: el, log: log, poll: time.Second, feedPoll: 200 * time.Millisecond,
-		giveUp: 15 * time.Second}, nil
+	w := &Leader{cfg: cfg, db: db, el: el, log: log, poll: timing.Poll, feedPoll: timing.FeedPoll, giveUp: timing.GiveUp}
+	if w.poll <= 0 {
+		w.poll = time.Second
+	}
+	if w.feedPoll <= 0 {
+		w.feedPoll = 200 * time.Millisecond
+	}
+	if w.giveUp <= 0 {
+		w.giveUp = 15 * time.Second
+	}
+	return w, nil
 }
 
 // Run campaigns until ctx ends, dispatching during each term. Cancel ctx

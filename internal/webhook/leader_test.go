@@ -1,11 +1,10 @@
-package webhook
+package webhook_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/refundd/refundd/internal/feed/feedtest"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal/pgjournal"
 	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
@@ -27,22 +27,10 @@ type delivered struct {
 	global          float64
 }
 
-// waitFor polls cond until it holds, failing the test after timeout with
-// what cond last saw.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s; last seen: %s", timeout, what, seen)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
-}
+// once is an Elector that elects this node for one term, at once.
+type once struct{}
+
+func (once) Lead(ctx context.Context, run func(context.Context)) error { run(ctx); return nil }
 
 // tcpCut forwards TCP to target until cut: then every connection is closed
 // and new ones are closed at once, as if the network to target were down.
@@ -153,15 +141,18 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer recv.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := func(db *pgjournal.DB) Config {
-		return Config{DB: db, Logger: quiet, MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
-			Endpoints: []Endpoint{{Name: "ledger", URL: recv.URL, Secret: []byte("whsec-test-0123456789abcdef")}}}
+	cfg := webhook.Config{Logger: quiet(), MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		Endpoints: []webhook.Endpoint{{Name: "ledger", URL: recv.URL, Secret: []byte("whsec-test-0123456789abcdef")}}}
+	leader, err := webhook.NewLeader(cfg, mine, once{}, webhook.LeaderTiming{Poll: 50 * time.Millisecond, FeedPoll: 50 * time.Millisecond, GiveUp: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
-	leader := &Leader{cfg: cfg(mine), db: mine, log: quiet, poll: 50 * time.Millisecond, feedPoll: 50 * time.Millisecond, giveUp: 300 * time.Millisecond}
-	follower := &Leader{cfg: cfg(other), db: other, log: quiet, poll: time.Second, feedPoll: time.Second, giveUp: time.Minute}
+	follower, err := webhook.NewLeader(cfg, other, nil, webhook.LeaderTiming{Poll: time.Second, FeedPoll: time.Second, GiveUp: time.Minute}) // never runs
+	if err != nil {
+		t.Fatal(err)
+	}
 	termDone := make(chan struct{})
-	go func() { defer close(termDone); leader.term(ctx) }()
+	go func() { defer close(termDone); _ = leader.Run(ctx) }()
 
 	delivered := func() map[string]bool {
 		mu.Lock()
@@ -172,10 +163,11 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 		}
 		return seen
 	}
-	var parked []ParkedEvent
-	waitFor(t, 20*time.Second, "the poison reservation's events parked, the others delivered", func() (bool, string) {
+	var parked []webhook.ParkedEvent
+	waitFor(t, "the poison reservation's events parked, the others delivered", func() bool {
 		if parked, err = follower.Parked(ctx, "ledger"); err != nil {
-			return false, err.Error()
+			t.Logf("parked: %v", err)
+			return false
 		}
 		seen, missing := delivered(), 0
 		for _, w := range h.Want {
@@ -183,7 +175,7 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 				missing++
 			}
 		}
-		return len(parked) == 2 && missing == 0, fmt.Sprintf("%d parked, %d others missing", len(parked), missing)
+		return len(parked) == 2 && missing == 0
 	})
 
 	// Events written by the other node after the leader caught up, and a
@@ -194,7 +186,7 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 	if err := follower.Replay(ctx, "ledger", parked[0].Event.ID); err != nil {
 		t.Fatalf("replay through the node that does not lead: %v", err)
 	}
-	waitFor(t, 20*time.Second, "every event delivered", func() (bool, string) {
+	waitFor(t, "every event delivered and nothing parked or behind", func() bool {
 		seen, missing := delivered(), 0
 		for _, w := range h.Want {
 			if !seen[fmt.Sprintf("evt_%020d", w.Global)] {
@@ -203,9 +195,10 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 		}
 		lags, err := follower.Lag(ctx)
 		if err != nil {
-			return false, err.Error()
+			t.Logf("lag: %v", err)
+			return false
 		}
-		return missing == 0 && lags[0].Parked == 0 && lags[0].EventsBehind == 0, fmt.Sprintf("%d missing; lag %+v", missing, lags)
+		return missing == 0 && lags[0].Parked == 0 && lags[0].EventsBehind == 0
 	})
 	mu.Lock()
 	last := map[string]float64{}
@@ -230,7 +223,7 @@ func TestLeader_ReplayOnAnyNodeAndJournalLoss(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the leader kept its term 20s after losing PostgreSQL")
 	}
-	if leader.cur.Load() != nil {
+	if leader.Leading() {
 		t.Error("the leader still exposes a dispatcher after handing over")
 	}
 	px.setCut(false)
