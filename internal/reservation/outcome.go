@@ -40,6 +40,14 @@ type Outcome struct {
 	RefundAmount int64
 	TotalAmount  int64
 	SuccessTime  time.Time
+	// MchID and SubMchID are the merchant a notification names: the
+	// account's mchid (a direct merchant's, or a service provider's
+	// sp_mchid) and, in partner mode, the sub-merchant. Empty when the
+	// source does not name one (WeChat Pay's create and query answers do
+	// not). Matching them against the reservation's merchant is the
+	// notification receiver's job until reservations carry a merchant.
+	MchID    string `json:",omitempty"`
+	SubMchID string `json:",omitempty"`
 }
 
 // target is the refund state an outcome asks for, or "" when it asks for no

@@ -50,9 +50,16 @@ type ClientConfig struct {
 	// https://api.mch.weixin.qq.com. A trailing slash is dropped. It must
 	// not carry user info, a query or a fragment.
 	BaseURL string
-	// MchID is the merchant id. Empty means Signer.MchID; when both are set
-	// they must be equal.
+	// MchID is the merchant id: a direct merchant's mchid or, with
+	// Partner, the service provider's sp_mchid. Empty means Signer.MchID;
+	// when both are set they must be equal.
 	MchID string
+	// Partner says the account is a service provider (服务商) refunding for
+	// sub-merchants: every request names a sub-merchant (Client.For), is
+	// signed with the provider's key and serial (Signer) and its answer is
+	// verified with the provider's WeChat Pay keys (Verifier). One Client
+	// serves all sub-merchants of the account.
+	Partner bool
 	// Signer holds the merchant certificate serial and private key. Its
 	// MchID may be empty if MchID is set.
 	Signer Signer
@@ -63,7 +70,7 @@ type ClientConfig struct {
 	// NotifyURL is sent as notify_url: an absolute http(s) URL without query
 	// string or fragment, at most 256 bytes. Empty means the field is
 	// omitted and WeChat Pay uses the refund callback configured on the
-	// merchant platform.
+	// merchant platform. Target.NotifyURL overrides it per merchant.
 	NotifyURL string
 	// HTTPClient sends the requests. nil means a client with
 	// DefaultClientTimeout. The Client uses a copy that does not follow
@@ -89,6 +96,7 @@ type Client struct {
 	signer    Signer
 	verifier  *Verifier
 	notifyURL string
+	partner   bool
 	http      *http.Client
 	now       func() time.Time
 	log       *slog.Logger
@@ -151,7 +159,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c := &Client{
-		base: base, signer: signer, verifier: cfg.Verifier, notifyURL: cfg.NotifyURL,
+		base: base, signer: signer, verifier: cfg.Verifier, notifyURL: cfg.NotifyURL, partner: cfg.Partner,
 		http: hc, now: cfg.Now, log: cfg.Logger,
 	}
 	if c.now == nil {
@@ -212,10 +220,12 @@ func checkNotifyURL(raw string) error {
 	return nil
 }
 
-// CreateRefundBody is the JSON body of POST /v3/refund/domestic/refunds for
-// a direct merchant (PROTOCOL.md §1.2). Absent optional fields are omitted:
-// APIv3 forbids null.
+// CreateRefundBody is the JSON body of POST /v3/refund/domestic/refunds
+// (PROTOCOL.md §1.2). SubMchID is set in partner mode only (PARTNER.md
+// §1.3: the provider's own id travels in the Authorization header, not in
+// the body). Absent optional fields are omitted: APIv3 forbids null.
 type CreateRefundBody struct {
+	SubMchID      string          `json:"sub_mchid,omitempty"`
 	TransactionID string          `json:"transaction_id,omitempty"`
 	OutTradeNo    string          `json:"out_trade_no,omitempty"`
 	OutRefundNo   string          `json:"out_refund_no"`
@@ -273,8 +283,22 @@ type ErrorResponse struct {
 // bytes, a non-positive amount or total, an amount above the total, another
 // currency, or a reason that is not valid UTF-8, has control characters or
 // exceeds 80 bytes.
+//
+// On a partner Client it fails (ErrInvalidArgument): a partner body needs
+// a sub-merchant; use For.
 func (c *Client) RequestBody(r reservation.RefundRequest) ([]byte, error) {
-	b := CreateRefundBody{OutRefundNo: r.RefundNo, Reason: r.Reason, NotifyURL: c.notifyURL,
+	if c.partner {
+		return nil, fmt.Errorf("%w: client: a partner account's refund needs a sub_mchid (use For)", ErrInvalidArgument)
+	}
+	return c.requestBody(Target{}, r)
+}
+
+func (c *Client) requestBody(t Target, r reservation.RefundRequest) ([]byte, error) {
+	notifyURL := t.NotifyURL
+	if notifyURL == "" {
+		notifyURL = c.notifyURL
+	}
+	b := CreateRefundBody{SubMchID: t.SubMchID, OutRefundNo: r.RefundNo, Reason: r.Reason, NotifyURL: notifyURL,
 		Amount: RefundAmountReq{Refund: r.Amount, Total: r.Total, Currency: r.Currency}}
 	if r.OutTradeNo != "" {
 		b.OutTradeNo = r.OutTradeNo
@@ -364,15 +388,28 @@ func validReason(s string) bool {
 // body must be a create-refund body for refundNo; otherwise nothing is sent
 // and the outcome is OutcomeRejected with code CLIENT_INVALID_BODY on the
 // first attempt, OutcomeUnknown on later ones.
+//
+// On a partner Client the body must name a sub-merchant (its sub_mchid);
+// on a direct one it must not.
 func (c *Client) Submit(ctx context.Context, refundNo string, body []byte, attempt int) reservation.Outcome {
+	return c.submit(ctx, nil, refundNo, body, attempt)
+}
+
+// submit sends body; t, when set, is the merchant the body must be for.
+func (c *Client) submit(ctx context.Context, t *Target, refundNo string, body []byte, attempt int) reservation.Outcome {
 	var b CreateRefundBody
-	if err := json.Unmarshal(body, &b); err != nil || b.OutRefundNo != refundNo || !validRefundNo(refundNo) {
+	err := json.Unmarshal(body, &b)
+	// A body for another sub-merchant, or one whose sub_mchid does not fit
+	// the account's mode, is never sent: it would be refused, or worse,
+	// refund another merchant's order.
+	sameMerchant := (b.SubMchID != "") == c.partner && (t == nil || b.SubMchID == t.SubMchID)
+	if err != nil || b.OutRefundNo != refundNo || !validRefundNo(refundNo) || !sameMerchant {
 		kind := reservation.OutcomeUnknown
 		if attempt == 1 {
 			kind = reservation.OutcomeRejected
 		}
 		o := reservation.Outcome{Kind: kind, Code: "CLIENT_INVALID_BODY",
-			Message: "request body is not a create-refund body for this refund number; not sent"}
+			Message: "request body is not a create-refund body for this refund number and merchant; not sent"}
 		c.log.Error("wechatpay: refund body does not match its number; not sent",
 			"out_refund_no", refundNo, "attempt", attempt, "outcome", o.Kind)
 		return o
@@ -383,12 +420,28 @@ func (c *Client) Submit(ctx context.Context, refundNo string, body []byte, attem
 // Query implements actors.Provider's Query: GET RefundsPath/{refundNo}, the number
 // path-escaped, signed over an empty body. OutcomeNotFound is returned only
 // for a verified RESOURCE_NOT_EXISTS.
+//
+// On a partner Client nothing is sent (OutcomeUnknown, code
+// CLIENT_NO_SUB_MCHID): the query needs a sub-merchant; use For.
 func (c *Client) Query(ctx context.Context, refundNo string) reservation.Outcome {
+	if c.partner {
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "CLIENT_NO_SUB_MCHID",
+			Message: "a partner account's query needs a sub_mchid; not sent"}
+	}
+	return c.query(ctx, Target{}, refundNo)
+}
+
+func (c *Client) query(ctx context.Context, t Target, refundNo string) reservation.Outcome {
 	if refundNo == "" || len(refundNo) > maxRefundNoLen {
 		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "CLIENT_INVALID_REFUND_NO",
 			Message: "refund number is empty or longer than 64 bytes; not sent"}
 	}
-	return c.call(ctx, opQuery, http.MethodGet, c.base+RefundsPath+"/"+url.PathEscape(refundNo), refundNo, nil, 0)
+	u := c.base + RefundsPath + "/" + url.PathEscape(refundNo)
+	if t.SubMchID != "" {
+		// Part of the signed target (PARTNER.md §1.4).
+		u += "?" + url.Values{"sub_mchid": {t.SubMchID}}.Encode()
+	}
+	return c.call(ctx, opQuery, http.MethodGet, u, refundNo, nil, 0)
 }
 
 // Stats returns the verification failure counters.

@@ -213,16 +213,27 @@ func refundObject(status, refundID, outTradeNo string, refund, total int64, succ
 // we cannot read is asked about, not guessed).
 func (r RefundResource) Notification() reservation.Notification {
 	o, ok := refundObject(r.RefundStatus, r.RefundID, r.OutTradeNo, r.Amount.Refund, r.Amount.Total, r.SuccessTime)
+	m := r.Merchant()
+	o.MchID, o.SubMchID = m.MchID, m.SubMchID
 	return reservation.Notification{RefundNo: r.OutRefundNo, Outcome: o, Hint: !ok}
 }
 
 // Notification is what an APIv2 notification tells the engine: a hint,
 // whatever its status. It carries no signature and its req_info is
 // malleable, so only a query's answer is applied; the order and amounts it
-// reports must match our records before it costs one.
+// reports must match our records before it costs one. The merchant is in
+// the envelope, not in req_info: see NotificationV2.
 func (i V2RefundInfo) Notification() reservation.Notification {
 	return reservation.Notification{RefundNo: i.OutRefundNo, Hint: true, Outcome: reservation.Outcome{
 		ProviderID: i.RefundID, OutTradeNo: i.OutTradeNo, RefundAmount: i.RefundFee, TotalAmount: i.TotalFee}}
+}
+
+// NotificationV2 is info.Notification with the merchant the envelope names
+// (mch_id, and sub_mch_id in partner mode).
+func NotificationV2(env V2Envelope, info V2RefundInfo) reservation.Notification {
+	n := info.Notification()
+	n.Outcome.MchID, n.Outcome.SubMchID = env.MchID, env.SubMchID
+	return n
 }
 
 func unknown(code, msg string) reservation.Outcome {

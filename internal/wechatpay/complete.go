@@ -64,14 +64,25 @@ func incomplete(what string, missing []string) error {
 
 // checkResourceComplete refuses a decoded v3 notification resource that
 // lacks a field WeChat Pay always sends. Partner resources name the
-// merchant by sp_mchid and sub_mchid instead of mchid.
+// merchant by sp_mchid and sub_mchid instead of mchid: one with sp_mchid
+// must carry sub_mchid, and one with sub_mchid must name its provider (by
+// sp_mchid, or by mchid as some partner samples do). A resource naming two
+// different accounts (mchid and sp_mchid) is malformed.
 func checkResourceComplete(plaintext []byte, r RefundResource) error {
 	amounts, err := sentAmounts(plaintext)
 	if err != nil {
 		return err
 	}
+	if r.MchID != "" && r.SpMchID != "" && r.MchID != r.SpMchID {
+		return fmt.Errorf("%w: refund resource names mchid and another sp_mchid", ErrMalformed)
+	}
 	var missing []string
-	if r.MchID == "" && (r.SpMchID == "" || r.SubMchID == "") {
+	switch {
+	case r.SpMchID != "" && r.SubMchID == "":
+		missing = append(missing, "sub_mchid")
+	case r.SubMchID != "" && r.SpMchID == "" && r.MchID == "":
+		missing = append(missing, "sp_mchid")
+	case r.MchID == "" && r.SpMchID == "":
 		missing = append(missing, "mchid")
 	}
 	if r.OutTradeNo == "" {

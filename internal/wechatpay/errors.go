@@ -79,6 +79,11 @@ var (
 	// must be refused like a mismatch, never matched with empty values.
 	ErrIncomplete = errors.New("wechatpay: required field absent")
 
+	// ErrMerchantMismatch is returned by CheckMerchant when a message names
+	// another merchant than the one expected: another mchid or sp_mchid,
+	// another sub_mchid, or a sub_mchid where a direct merchant is expected.
+	ErrMerchantMismatch = errors.New("wechatpay: message is for another merchant")
+
 	// ErrTooLarge is returned when a notification body exceeds
 	// MaxNotificationSize.
 	ErrTooLarge = errors.New("wechatpay: message too large")

@@ -2,6 +2,7 @@ package wechatpay
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ var sentinels = []error{
 	ErrInvalidKey, ErrInvalidArgument, ErrInvalidNonce, ErrDecrypt, ErrBadPadding,
 	ErrMissingHeader, ErrInvalidHeader, ErrUnknownSerial, ErrCertificateExpired,
 	ErrBadSignature, ErrProbe, ErrStaleTimestamp, ErrUnsupportedAlgorithm,
-	ErrBadAuthorization, ErrMalformed, ErrIncomplete, ErrTooLarge, ErrUnexpectedEvent, ErrReturnFail,
+	ErrBadAuthorization, ErrMalformed, ErrIncomplete, ErrMerchantMismatch, ErrTooLarge, ErrUnexpectedEvent, ErrReturnFail,
 }
 
 func checkSentinel(t *testing.T, err error) {
@@ -39,7 +40,18 @@ func FuzzParseRefundNotification(f *testing.F) {
 	}
 	h := signedV4(f, built)
 	f.Add(h.Timestamp, h.Nonce, h.Signature, h.Serial, built)
+	partner, err := BuildRefundNotification([]byte(apiV3Key32), Notification{ID: "EV-2", CreateTime: "2018-06-08T10:34:56+08:00",
+		Resource: EncryptedResource{Nonce: "eObYf1re2IZ1", AssociatedData: "refund"}}, samplePartnerRefund())
+	if err != nil {
+		f.Fatal(err)
+	}
+	h = signedV4(f, partner)
+	f.Add(h.Timestamp, h.Nonce, h.Signature, h.Serial, partner)
 	f.Add("", "", "", "", []byte("{}"))
+	// Decrypted partner resources, for the resource parser below.
+	f.Add("", "", "", "", []byte(partnerResource))
+	f.Add("", "", "", "", []byte(strings.Replace(partnerResource, `"sub_mchid":"1900000109",`, "", 1)))
+	f.Add("", "", "", "", []byte(strings.Replace(partnerResource, `"sp_mchid"`, `"mchid"`, 1)))
 
 	verifier := newV4Verifier(f)
 	key := []byte(apiV3Key32)
@@ -60,7 +72,8 @@ func FuzzParseRefundNotification(f *testing.F) {
 		r, err = parseRefundResource(body)
 		checkSentinel(t, err)
 		if err == nil && (r.OutRefundNo == "" || r.OutTradeNo == "" || r.RefundID == "" || r.RefundStatus == "" ||
-			r.MchID == "" && r.SubMchID == "" || r.Amount.Refund < 1 || r.Amount.Total < 1 || r.Amount.PayerTotal < 0 || r.Amount.PayerRefund < 0) {
+			r.Merchant().MchID == "" || r.SpMchID != "" && r.SubMchID == "" ||
+			r.MchID != "" && r.SpMchID != "" && r.MchID != r.SpMchID || r.Amount.Refund < 1 || r.Amount.Total < 1 || r.Amount.PayerTotal < 0 || r.Amount.PayerRefund < 0) {
 			t.Fatalf("accepted resource %+v", r)
 		}
 	})
@@ -79,6 +92,12 @@ func FuzzParseRefundNotificationV2(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(built)
+	partner, err := BuildRefundNotificationV2(key, V2Envelope{AppID: "wx1", MchID: "1900000100", SubAppID: "wx2", SubMchID: "1900000109"},
+		V2RefundInfo{OutRefundNo: "R", OutTradeNo: "O", RefundID: "5", TotalFee: 2, RefundFee: 1, RefundStatus: V2RefundSuccess})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(partner)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		env, info, err := ParseRefundNotificationV2(key, body)
 		checkSentinel(t, err)
@@ -88,6 +107,9 @@ func FuzzParseRefundNotificationV2(f *testing.F) {
 				t.Fatalf("accepted %+v", info)
 			}
 			// What was accepted must survive the sandbox's builder.
+			if n := NotificationV2(env, info); n.Outcome.MchID != env.MchID || n.Outcome.SubMchID != env.SubMchID {
+				t.Fatalf("NotificationV2 lost the merchant: %+v vs %+v", n.Outcome, env)
+			}
 			again, err := BuildRefundNotificationV2(key, V2Envelope{MchID: env.MchID}, info)
 			if err != nil {
 				t.Fatal(err)
