@@ -70,9 +70,10 @@ func (s *Server) parseAbnormal(h http.Header, body []byte) (abnormalRequest, str
 		}
 		return req, "", paramError(field, "字段类型错误")
 	}
+	if e := checkSubMchID(s.cfg.SubMchID, req.SubMchID, "body"); e != nil {
+		return req, "", e
+	}
 	switch {
-	case req.SubMchID != "":
-		return req, "", paramError("/sub_mchid", "直连商户不可传入sub_mchid")
 	case !outRefundNoRE.MatchString(req.OutRefundNo):
 		return req, "", paramError("/out_refund_no", "须为1至64位数字、大小写字母或_-|*@")
 	case req.Type != abnormalUserBankCard && req.Type != abnormalMerchantBank:

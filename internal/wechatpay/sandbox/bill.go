@@ -43,6 +43,12 @@ func (s *Server) handleTradeBill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	// The provider-wide bill (no sub_mchid) is not served: these books are
+	// one sub-merchant's.
+	if e := checkSubMchID(s.cfg.SubMchID, q.Get("sub_mchid"), "query"); e != nil {
+		s.writeError(w, e, sigOK)
+		return
+	}
 	date, billType, tarType := q.Get("bill_date"), q.Get("bill_type"), q.Get("tar_type")
 	if billType == "" {
 		billType = "ALL"
@@ -161,6 +167,10 @@ func (s *Server) refundBill(date string) ([]byte, int) {
 	var b strings.Builder
 	b.WriteString(utf8BOM + refundBillHeader + "\r\n")
 	var total int64
+	sub := "0" // 特约商户号: 0 for a direct merchant (BILL.md)
+	if s.cfg.SubMchID != "" {
+		sub = s.cfg.SubMchID
+	}
 	for _, r := range rows {
 		succeeded := ""
 		if r.status == wechatpay.RefundSuccess {
@@ -168,7 +178,7 @@ func (s *Server) refundBill(date string) ([]byte, int) {
 		}
 		total += r.amount
 		b.WriteString(billLine(
-			beijingTime(r.order.paidAt), s.cfg.AppID, s.cfg.MchID, "0", "", r.order.transactionID, r.order.outTradeNo,
+			beijingTime(r.order.paidAt), s.cfg.AppID, s.cfg.MchID, sub, "", r.order.transactionID, r.order.outTradeNo,
 			r.order.openID, "JSAPI", "REFUND", "OTHERS", "CNY", "0.00", "0.00",
 			beijingTime(r.createdAt), succeeded, r.refundID, r.outRefundNo, yuan(r.amount), "0.00", "ORIGINAL", r.status,
 			"sandbox order", "", "0.00000", "0.60%", "0.00", yuan(r.amount), "",

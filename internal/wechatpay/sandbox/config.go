@@ -19,8 +19,16 @@ import (
 // fills them from GenerateKeys.
 type Config struct {
 	// MchID is the merchant id served; requests signed for another one are
-	// refused with SIGN_ERROR. Required.
+	// refused with SIGN_ERROR. With SubMchID it is the service provider's
+	// sp_mchid, and the keys below are the provider's. Required.
 	MchID string
+	// SubMchID makes the Server the books of one sub-merchant (特约商户) of
+	// the service provider MchID: every refund call must name it
+	// (sub_mchid in the body, ?sub_mchid= on queries and bills), and
+	// notifications carry sp_mchid and sub_mchid. Empty means a direct
+	// merchant, which must not send sub_mchid. Multi serves several such
+	// books behind one address.
+	SubMchID string
 	// MerchantSerial is the merchant API certificate serial that the
 	// Authorization serial_no must name. Required.
 	MerchantSerial string
@@ -99,6 +107,9 @@ func (c *Config) validate() error {
 	var bad []string
 	if !headerSafe(c.MchID) {
 		bad = append(bad, "MchID is empty or not header-safe")
+	}
+	if c.SubMchID != "" && (!headerSafe(c.SubMchID) || len(c.SubMchID) > 32 || c.SubMchID == c.MchID) {
+		bad = append(bad, "SubMchID is not 1..32 header-safe bytes or is MchID")
 	}
 	if !headerSafe(c.MerchantSerial) {
 		bad = append(bad, "MerchantSerial is empty or not header-safe")

@@ -15,7 +15,7 @@ func FuzzParseCreate(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"amount":{"refund":1e3}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, perr := parseCreate(body)
+		req, perr := parseCreate(body, "")
 		if perr != nil {
 			if perr.status != 400 || perr.Code != "PARAM_ERROR" {
 				t.Fatalf("parse error %d %s", perr.status, perr.Code)

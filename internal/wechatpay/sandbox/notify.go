@@ -133,10 +133,14 @@ func (s *Server) notificationsLocked(r *refund) []notifyJob {
 // v3JobLocked encrypts the refund resource into a v3 notification body.
 func (s *Server) v3JobLocked(r *refund) (notifyJob, bool) {
 	res := wechatpay.RefundResource{
-		MchID: s.cfg.MchID, TransactionID: r.order.transactionID, OutTradeNo: r.order.outTradeNo,
+		MchID: s.cfg.MchID, SubMchID: s.cfg.SubMchID, TransactionID: r.order.transactionID, OutTradeNo: r.order.outTradeNo,
 		RefundID: r.refundID, OutRefundNo: r.outRefundNo, RefundStatus: r.status,
 		UserReceivedAccount: r.receivedAccount,
 		Amount:              wechatpay.RefundAmount{Total: r.order.total, Refund: r.amount, PayerTotal: r.order.total, PayerRefund: r.amount},
+	}
+	if s.cfg.SubMchID != "" {
+		// Partner resources name the provider as sp_mchid (PARTNER.md §1.5).
+		res.MchID, res.SpMchID = "", s.cfg.MchID
 	}
 	if r.status == wechatpay.RefundSuccess {
 		res.SuccessTime = rfc3339(r.succeededAt)
@@ -177,7 +181,7 @@ func (s *Server) v2JobLocked(r *refund) (notifyJob, bool) {
 	if r.status == wechatpay.RefundSuccess {
 		info.SuccessTime = r.succeededAt.In(beijing).Format(time.DateTime)
 	}
-	env := wechatpay.V2Envelope{AppID: s.cfg.AppID, MchID: s.cfg.MchID, NonceStr: randomAlnum(32)}
+	env := wechatpay.V2Envelope{AppID: s.cfg.AppID, MchID: s.cfg.MchID, SubMchID: s.cfg.SubMchID, NonceStr: randomAlnum(32)}
 	body, err := wechatpay.BuildRefundNotificationV2(s.cfg.APIv2Key, env, info)
 	if err != nil {
 		s.log.Error("build v2 notification", "out_refund_no", r.outRefundNo, "err", err)

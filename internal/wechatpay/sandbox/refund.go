@@ -22,7 +22,41 @@ const (
 	maxReasonLen      = 80
 	maxNotifyURLLen   = 256
 	maxRefundsByOrder = 50
+	// refundWindow is how long after payment an order can be refunded.
+	refundWindow = 365 * 24 * time.Hour
 )
+
+// checkSubMchID applies WeChat Pay's partner rules to the sub_mchid a call
+// names (PARTNER.md §1.8) for books of sub-merchant want ("" for a direct
+// merchant). where is the parameter's location (body or query).
+func checkSubMchID(want, got, where string) *apiError {
+	field := "sub_mchid"
+	if where == "body" {
+		field = "/sub_mchid"
+	}
+	e := func(issue string) *apiError {
+		pe := paramError(field, issue)
+		pe.Detail.Location = where
+		return pe
+	}
+	switch {
+	case want == "" && got != "":
+		return e("直连商户不可传入sub_mchid")
+	case want != "" && got == "":
+		// WeChat Pay's message names the v2 field even on v3.
+		return e("受理机构必须传入sub_mch_id")
+	case got != want:
+		return errNoAuth()
+	}
+	return nil
+}
+
+// errNoAuth refuses a sub_mchid the provider is not authorised for: v2's
+// text, v3's code for authorisation errors (PARTNER.md §1.8), 403 as the
+// general table gives NO_AUTH.
+func errNoAuth() *apiError {
+	return newError(http.StatusForbidden, "NO_AUTH", "特约子商户商户号未授权服务商的产品权限")
+}
 
 var outRefundNoRE = regexp.MustCompile(`^[0-9A-Za-z_\-|*@]{1,64}$`)
 
@@ -232,7 +266,7 @@ type fundsFrom struct {
 
 // parseCreate decodes and checks a create body as far as it can be checked
 // without the order.
-func parseCreate(body []byte) (createRequest, *apiError) {
+func parseCreate(body []byte, subMchID string) (createRequest, *apiError) {
 	var req createRequest
 	if len(bytes.TrimSpace(body)) == 0 {
 		return req, paramError("", "请求体为空")
@@ -257,9 +291,10 @@ func parseCreate(body []byte) (createRequest, *apiError) {
 		}
 		return req, paramError(field, "字段类型错误")
 	}
+	if e := checkSubMchID(subMchID, req.SubMchID, "body"); e != nil {
+		return req, e
+	}
 	switch {
-	case req.SubMchID != "":
-		return req, paramError("/sub_mchid", "直连商户不可传入sub_mchid")
 	case req.TransactionID == "" && req.OutTradeNo == "":
 		return req, paramError("/out_trade_no", "transaction_id和out_trade_no必须二选一")
 	case len(req.TransactionID) > maxOrderNoLen:
@@ -351,7 +386,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.authenticate(w, r, body, true) {
 		return
 	}
-	req, perr := parseCreate(body)
+	req, perr := parseCreate(body, s.cfg.SubMchID)
 	if perr != nil {
 		s.writeError(w, perr, sigOK)
 		return
@@ -386,6 +421,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request, no string) {
 	body, ok := s.readBody(w, r)
 	if !ok || !s.authenticate(w, r, body, true) {
+		return
+	}
+	if e := checkSubMchID(s.cfg.SubMchID, r.URL.Query().Get("sub_mchid"), "query"); e != nil {
+		s.writeError(w, e, sigOK)
 		return
 	}
 	if !outRefundNoRE.MatchString(no) {
@@ -528,6 +567,13 @@ func (s *Server) create(req createRequest, hash string) (refundResponse, *apiErr
 		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "同一笔订单最多退款50次")
 	}
 	now := s.cfg.Now()
+	// "交易时间超过一年的订单无法提交退款" (PROTOCOL.md §1.6: one year from
+	// payment, paid time + 365 days). The code is not documented; a
+	// business refusal of this request is INVALID_REQUEST.
+	if now.After(o.paidAt.Add(refundWindow)) {
+		s.mu.Unlock()
+		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "订单已超过退款期限(支付成功后一年内可退款)")
+	}
 	// WeChat Pay: "同一笔订单多次退款的请求需相隔1分钟" (PROTOCOL.md §1.6,
 	// doc 4012552567). The code and status of the refusal are not
 	// documented; FREQUENCY_LIMITED is WeChat Pay's code for a refund

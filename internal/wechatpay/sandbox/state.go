@@ -23,6 +23,7 @@ const stateVersion = 1
 type stateDoc struct {
 	Version     int                        `json:"version"`
 	MchID       string                     `json:"mchid"`
+	SubMchID    string                     `json:"sub_mchid,omitempty"`
 	Seq         uint64                     `json:"seq"`
 	Orders      []stateOrder               `json:"orders"`
 	Refunds     []stateRefund              `json:"refunds"` // per order, in creation order
@@ -121,7 +122,7 @@ func (s *Server) saveLocked() error {
 // stateLocked copies the books into their file form. s.mu must be held.
 func (s *Server) stateLocked() stateDoc {
 	doc := stateDoc{
-		Version: stateVersion, MchID: s.cfg.MchID, Seq: s.seq,
+		Version: stateVersion, MchID: s.cfg.MchID, SubMchID: s.cfg.SubMchID, Seq: s.seq,
 		Orders: make([]stateOrder, 0, len(s.orders)), Refunds: make([]stateRefund, 0, len(s.refunds)),
 		Submissions: make(map[string]stateSubmission, len(s.submissions)),
 	}
@@ -201,8 +202,8 @@ func (s *Server) load(data []byte) error {
 	switch {
 	case doc.Version != stateVersion:
 		return fmt.Errorf("format version %d, this sandbox reads %d", doc.Version, stateVersion)
-	case doc.MchID != s.cfg.MchID:
-		return fmt.Errorf("books of mchid %q, not %q", doc.MchID, s.cfg.MchID)
+	case doc.MchID != s.cfg.MchID || doc.SubMchID != s.cfg.SubMchID:
+		return fmt.Errorf("books of mchid %q sub_mchid %q, not %q %q", doc.MchID, doc.SubMchID, s.cfg.MchID, s.cfg.SubMchID)
 	}
 	s.seq = doc.Seq
 	for _, so := range doc.Orders {
