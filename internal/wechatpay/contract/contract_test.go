@@ -31,6 +31,9 @@ type target struct {
 	settle time.Duration
 	// mayDrain allows refunding a whole order (never on a real account).
 	mayDrain bool
+	// sibling, when set, is another merchant of the same account (another
+	// sub-merchant of the provider): it must not see the target's refunds.
+	sibling encodingProvider
 }
 
 func sandboxTarget(t *testing.T) target {
@@ -66,10 +69,71 @@ func sandboxTarget(t *testing.T) target {
 	}}
 }
 
+// sandboxPartnerTarget is sub-merchant S1 of a service provider in a
+// sandbox that also serves its sibling S2 and a direct merchant; one
+// partner Client serves both sub-merchants.
+func sandboxPartnerTarget(t *testing.T) target {
+	const sp, s1, s2 = "1900000300", "1900000301", "1900000302"
+	pk, err := sandbox.GenerateKeys(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dk, err := sandbox.GenerateKeys("1900000109")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []sandbox.Config
+	for _, c := range []struct {
+		k   sandbox.Keys
+		sub string
+	}{{dk, ""}, {pk, s1}, {pk, s2}} {
+		cfg := c.k.Config()
+		cfg.SubMchID, cfg.ProcessingDelay = c.sub, 20*time.Millisecond
+		cfgs = append(cfgs, cfg)
+	}
+	mu, err := sandbox.NewMulti(cfgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mu)
+	t.Cleanup(func() { srv.Close(); mu.Close() })
+	verifier, err := pk.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := wechatpay.NewClient(wechatpay.ClientConfig{BaseURL: srv.URL, Partner: true, Signer: pk.Signer(),
+		Verifier: verifier, NotifyURL: "https://platform.example/notify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub1, err := client.For(wechatpay.Target{SubMchID: s1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := client.For(wechatpay.Target{SubMchID: s2, NotifyURL: "https://platform.example/notify/s2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := mu.Book(wechatpay.Merchant{MchID: sp, SubMchID: s1})
+	n := 0
+	return target{provider: sub1, sibling: sub2, settle: 2 * time.Second, mayDrain: true, order: func(t *testing.T) (string, int64, bool) {
+		n++
+		no := fmt.Sprintf("CT%d%d", time.Now().UnixNano(), n)
+		if err := book.CreateOrder(no, "", 10000); err != nil {
+			t.Fatal(err)
+		}
+		return no, 10000, true
+	}}
+}
+
 // realTarget is configured by REFUNDD_CONTRACT_BASE_URL, _MCHID, _SERIAL,
 // _PRIVATE_KEY (file), _PUBLIC_KEY (file), _PUBLIC_KEY_ID. It only reads
 // unless REFUNDD_CONTRACT_ORDER and REFUNDD_CONTRACT_ORDER_TOTAL name a paid
-// order that may be refunded 1 fen at a time.
+// order that may be refunded 1 fen at a time. With REFUNDD_CONTRACT_SUB_MCHID
+// the account is a service provider (MCHID is its sp_mchid) and the target
+// is that sub-merchant (the order is its); REFUNDD_CONTRACT_SUB_MCHID2
+// optionally names another sub-merchant of the provider, which must not see
+// the target's refunds.
 func realTarget(t *testing.T) (target, bool) {
 	env := func(k string) string { return os.Getenv("REFUNDD_CONTRACT_" + k) }
 	if env("BASE_URL") == "" {
@@ -94,18 +158,32 @@ func realTarget(t *testing.T) (target, bool) {
 	if err := v.AddPublicKey(env("PUBLIC_KEY_ID"), pub); err != nil {
 		t.Fatal(err)
 	}
-	client, err := wechatpay.NewClient(wechatpay.ClientConfig{BaseURL: env("BASE_URL"), MchID: env("MCHID"),
+	partner := env("SUB_MCHID") != ""
+	client, err := wechatpay.NewClient(wechatpay.ClientConfig{BaseURL: env("BASE_URL"), MchID: env("MCHID"), Partner: partner,
 		Signer: wechatpay.Signer{MchID: env("MCHID"), SerialNo: env("SERIAL"), Key: key}, Verifier: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return target{provider: client, settle: 10 * time.Second, order: func(t *testing.T) (string, int64, bool) {
+	var provider, sibling encodingProvider = client, nil
+	if partner {
+		if provider, err = client.For(wechatpay.Target{SubMchID: env("SUB_MCHID")}); err != nil {
+			t.Fatal(err)
+		}
+		if s2 := env("SUB_MCHID2"); s2 != "" {
+			if sibling, err = client.For(wechatpay.Target{SubMchID: s2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return target{provider: provider, sibling: sibling, settle: 10 * time.Second, order: func(t *testing.T) (string, int64, bool) {
 		total, err := strconv.ParseInt(env("ORDER_TOTAL"), 10, 64)
 		return env("ORDER"), total, env("ORDER") != "" && err == nil
 	}}, true
 }
 
 func TestContract_Sandbox(t *testing.T) { runContract(t, sandboxTarget(t)) }
+
+func TestContract_SandboxPartner(t *testing.T) { runContract(t, sandboxPartnerTarget(t)) }
 
 func TestContract_RealMerchant(t *testing.T) {
 	tg, ok := realTarget(t)
@@ -159,6 +237,13 @@ func runContract(t *testing.T, tg target) {
 			if o.Kind == reservation.OutcomeSucceeded {
 				if o.ProviderID != first.ProviderID {
 					t.Fatalf("query names another refund: %+v", o)
+				}
+				if tg.sibling != nil {
+					// The refund is the sub-merchant's: the provider asking for
+					// another sub-merchant does not find it.
+					if o := tg.sibling.Query(ctx, no); o.Kind != reservation.OutcomeNotFound {
+						t.Fatalf("another sub-merchant's query: %+v, want NOT_FOUND", o)
+					}
 				}
 				break
 			}
