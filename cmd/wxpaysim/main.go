@@ -9,7 +9,18 @@
 // working with an already configured merchant; with --state-file it also
 // keeps its orders and accepted refunds, and finishes and notifies the
 // refunds that were still in progress. --min-refund-spacing=1m enforces
-// WeChat Pay's one-minute rule between refunds of one order. Its /sandbox/ admin routes
+// WeChat Pay's one-minute rule between refunds of one order.
+//
+// With --direct-merchants, --service-provider and --sub-merchants it serves
+// several merchants behind one address, each account with its keys in
+// --keys-dir/{mchid}/ and each merchant with its own books (--state-dir),
+// and writes and prints --keys-dir/merchants.toml, a refundd
+// --merchants-file pointing at it:
+//
+//	go run ./cmd/wxpaysim --direct-merchants=1900000101,1900000102 \
+//	    --service-provider=1900000200 --sub-merchants=1900000201,1900000202
+//
+// Its /sandbox/ admin routes
 // (orders, faults) are unauthenticated: for tests and development only,
 // keep it on loopback.
 package main

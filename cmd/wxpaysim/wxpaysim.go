@@ -38,6 +38,18 @@ type Config struct {
 	// StateFile is sandbox.Config.StateFile; empty: books in memory only.
 	StateFile string
 
+	// Several merchants (multi.go): direct merchant ids, a service
+	// provider's sp_mchid and its authorised sub-merchants. Any of them set
+	// serves them all instead of the one --mchid.
+	DirectMchIDs []string
+	SPMchID      string
+	SubMchIDs    []string
+	// StateDir keeps each merchant's books in its own file; multi only.
+	StateDir string
+	// RefunddURL is where the printed merchants file says refundd takes
+	// notifications.
+	RefunddURL string
+
 	mchIDSet bool // --mchid given explicitly
 }
 
@@ -50,6 +62,7 @@ type Main struct {
 
 	log    *slog.Logger
 	sb     *sandbox.Server
+	multi  *sandbox.Multi
 	server *http.Server
 	ln     net.Listener
 	done   chan struct{} // closed when Serve returns
@@ -61,6 +74,7 @@ func NewMain() *Main {
 		Config: Config{
 			Listen: "127.0.0.1:8090", MchID: "1900000109", TimeFactor: 1, ProcessingDelay: time.Second,
 			KeysDir: "wxpaysim-keys", LogLevel: "info", LogFormat: logs.FormatText, ShutdownTimeout: 10 * time.Second,
+			RefunddURL: "http://127.0.0.1:8080",
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -84,6 +98,13 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
 		"refuse a new refund of an order within this time of its previous one with 403 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
 	fs.StringVar(&c.StateFile, "state-file", c.StateFile, "keep orders and accepted refunds in this file across restarts (its directory must exist); empty keeps them in memory only")
+	fs.Func("direct-merchants", "comma-separated direct merchant ids to serve, each with its own keys and books (serves several merchants instead of --mchid)",
+		func(v string) error { c.DirectMchIDs = splitList(v); return nil })
+	fs.StringVar(&c.SPMchID, "service-provider", "", "a service provider's sp_mchid to serve, with --sub-merchants (serves several merchants instead of --mchid)")
+	fs.Func("sub-merchants", "comma-separated sub_mchids the --service-provider is authorised for; others are refused with 403 NO_AUTH",
+		func(v string) error { c.SubMchIDs = splitList(v); return nil })
+	fs.StringVar(&c.StateDir, "state-dir", "", "with several merchants: keep each merchant's books in its own file in this directory (must exist)")
+	fs.StringVar(&c.RefunddURL, "refundd-url", c.RefunddURL, "with several merchants: refundd's base URL, for the notify_url of the printed merchants file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
@@ -116,6 +137,9 @@ func (c *Config) validate() error {
 	case c.ShutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
+	if err := c.validateMulti(); err != nil {
+		return err
+	}
 	if _, err := logs.New(io.Discard, c.LogFormat, c.LogLevel); err != nil {
 		return fmt.Errorf("--log-level, --log-format: %w", err)
 	}
@@ -133,6 +157,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.log = log
+	if c.multi() {
+		return m.runMulti()
+	}
 
 	keys, reused, err := m.keys()
 	if err != nil {
@@ -165,9 +192,17 @@ func (m *Main) Run(ctx context.Context) error {
 		sb.Close()
 		return err
 	}
-	m.sb, m.ln = sb, ln
+	m.sb = sb
+	m.serve(sb, ln)
+	m.report(base, dir, keys, reused)
+	return nil
+}
+
+// serve serves h on ln until Close.
+func (m *Main) serve(h http.Handler, ln net.Listener) {
+	m.ln = ln
 	m.server = &http.Server{
-		Handler: sb, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
+		Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
 		// No write timeout: delay faults may hold a response on purpose.
 		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
@@ -178,25 +213,28 @@ func (m *Main) Run(ctx context.Context) error {
 			m.log.Error("serve", "err", err)
 		}
 	}()
-	m.report(base, dir, keys, reused)
-	return nil
 }
 
 // keys loads the key directory or generates fresh keys.
 func (m *Main) keys() (sandbox.Keys, bool, error) {
-	c := m.Config
-	k, err := sandbox.LoadKeys(c.KeysDir)
+	return loadOrGenerate(m.Config.KeysDir, m.Config.MchID, m.Config.mchIDSet)
+}
+
+// loadOrGenerate loads the keys in dir, or generates keys for mchID when
+// there are none. strict refuses keys of another mchid.
+func loadOrGenerate(dir, mchID string, strict bool) (sandbox.Keys, bool, error) {
+	k, err := sandbox.LoadKeys(dir)
 	switch {
 	case err == nil:
-		if c.mchIDSet && k.MchID != c.MchID {
-			return k, false, fmt.Errorf("%s holds keys for mchid %s, not %s: use another --keys-dir", c.KeysDir, k.MchID, c.MchID)
+		if strict && k.MchID != mchID {
+			return k, false, fmt.Errorf("%s holds keys for mchid %s, not %s: use another --keys-dir", dir, k.MchID, mchID)
 		}
 		return k, true, nil
 	case errors.Is(err, os.ErrNotExist):
-		k, err := sandbox.GenerateKeys(c.MchID)
+		k, err := sandbox.GenerateKeys(mchID)
 		return k, false, err
 	default:
-		return k, false, fmt.Errorf("%w (delete %s to generate new keys)", err, c.KeysDir)
+		return k, false, fmt.Errorf("%w (delete %s to generate new keys)", err, dir)
 	}
 }
 
@@ -245,6 +283,9 @@ func (m *Main) URL() string {
 func (m *Main) Close() error {
 	if m.sb != nil {
 		m.sb.Close() // first: releases handlers held by delay faults
+	}
+	if m.multi != nil {
+		m.multi.Close()
 	}
 	if m.server == nil {
 		return nil

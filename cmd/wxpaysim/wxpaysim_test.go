@@ -30,6 +30,13 @@ func TestParseFlags_Invalid(t *testing.T) {
 		{"bad log level", []string{"--log-level=loud"}},
 		{"bad log format", []string{"--log-format=xml"}},
 		{"extra argument", []string{"serve"}},
+		{"sub-merchants without provider", []string{"--sub-merchants=1900000201"}},
+		{"provider without sub-merchants", []string{"--service-provider=1900000200"}},
+		{"mchid with several merchants", []string{"--mchid=1900000101", "--direct-merchants=1900000102"}},
+		{"state file with several merchants", []string{"--direct-merchants=1900000102", "--state-file=x.json"}},
+		{"state dir with one merchant", []string{"--state-dir=x"}},
+		{"merchant id twice", []string{"--direct-merchants=1900000102", "--service-provider=1900000200", "--sub-merchants=1900000102"}},
+		{"merchant id not digits", []string{"--direct-merchants=19000a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
