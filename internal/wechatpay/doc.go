@@ -9,7 +9,10 @@
 // verification of WeChat Pay responses and notifications against public keys
 // and platform certificates (verify.go), AEAD_AES_256_GCM resource encryption (aead.go), APIv3 refund
 // notifications (notify_v3.go), and the legacy APIv2 XML refund notification
-// with its AES-256-ECB req_info (ecb.go, notify_v2.go). Each parser has a
+// with its AES-256-ECB req_info (ecb.go, notify_v2.go). Service-provider
+// (partner) mode: a Client per account serves its merchants through
+// Client.For (target.go), and Merchant/CheckMerchant (merchant.go) name
+// and match the merchant a message is for. Each parser has a
 // builder next to it so a sandbox can produce the same bytes WeChat Pay
 // would.
 //

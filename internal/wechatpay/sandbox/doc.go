@@ -28,6 +28,16 @@
 //     and development only: they are unauthenticated, so never expose a
 //     sandbox beyond loopback. Config.DisableAdmin turns them off.
 //
+// # Several merchants and partner mode
+//
+// A Server is the books of one merchant: a direct merchant (Config.MchID),
+// or one sub-merchant of a service provider (Config.SubMchID, with the
+// provider's mchid and keys). Multi serves several behind one address and
+// routes each call to its merchant's books; see Multi for WeChat Pay's
+// partner rules it enforces (NO_AUTH for a sub_mchid the provider is not
+// authorised for). A sub-merchant's notifications carry sp_mchid and
+// sub_mchid (v2: sub_mch_id), its bill the sub_mchid as 特约商户号.
+//
 // # Decisions where WeChat Pay's behaviour is not documented
 //
 //   - Orders are known independently of the merchant, as WeChat knows what
@@ -54,6 +64,10 @@
 //     undocumented). It is checked after the business rules, so a request
 //     that is wrong anyway gets its own error; resubmissions of an accepted
 //     number are never refused by it.
+//   - An order paid more than 365 days ago is refused with 400
+//     INVALID_REQUEST (WeChat Pay: refunds within one year of payment; its
+//     code for this is undocumented). Resubmissions of an accepted number
+//     are still answered.
 //   - The refund bill of a date lists the refunds created that day (Beijing
 //     time) that are not CLOSED, with their status at download time. Today's
 //     bill is served at once (the real one appears the next morning).
