@@ -14,17 +14,37 @@ func FuzzParseCreate(f *testing.F) {
 	f.Add([]byte(`{"out_trade_no":null}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"amount":{"refund":1e3}}`))
+	f.Add([]byte(`{"sub_mchid":"1900000301","out_trade_no":"O1","out_refund_no":"R1","amount":{"refund":1,"total":2,"currency":"CNY"}}`))
+	f.Add([]byte(`{"sub_mchid":"1900000309","out_trade_no":"O1","out_refund_no":"R1","amount":{"refund":1,"total":2,"currency":"CNY"}}`))
+	f.Add([]byte(`{"sub_mchid":1900000301}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, perr := parseCreate(body, "")
-		if perr != nil {
-			if perr.status != 400 || perr.Code != "PARAM_ERROR" {
-				t.Fatalf("parse error %d %s", perr.status, perr.Code)
+		// As a direct merchant's books, and as sub-merchant sub's.
+		const sub = "1900000301"
+		for _, want := range []string{"", sub} {
+			req, perr := parseCreate(body, want)
+			if perr != nil {
+				if !(perr.status == 400 && perr.Code == "PARAM_ERROR" || want != "" && perr.status == 403 && perr.Code == "NO_AUTH") {
+					t.Fatalf("parse error %d %s", perr.status, perr.Code)
+				}
+				continue
 			}
-			return
+			if req.OutTradeNo == "" && req.TransactionID == "" || !outRefundNoRE.MatchString(req.OutRefundNo) ||
+				req.Amount == nil || *req.Amount.Refund <= 0 || *req.Amount.Total <= 0 || req.Amount.Currency != "CNY" ||
+				req.SubMchID != want {
+				t.Fatalf("accepted an invalid request as books %q: %s", want, body)
+			}
 		}
-		if req.OutTradeNo == "" && req.TransactionID == "" || !outRefundNoRE.MatchString(req.OutRefundNo) ||
-			req.Amount == nil || *req.Amount.Refund <= 0 || *req.Amount.Total <= 0 || req.Amount.Currency != "CNY" {
-			t.Fatalf("accepted an invalid request: %s", body)
+		// Multi's router reads the sub_mchid before the books do: it must
+		// name what the books then see.
+		r, _ := http.NewRequest(http.MethodPost, refundsPath, nil)
+		got, where, perr := subMchIDOf(r, body)
+		if where != "body" || perr != nil && perr.Code != "PARAM_ERROR" || perr != nil && got != "" {
+			t.Fatalf("subMchIDOf: %q %q %+v", got, where, perr)
+		}
+		if perr == nil && got != "" {
+			if req, perr := parseCreate(body, got); perr == nil && req.SubMchID != got {
+				t.Fatalf("router read sub_mchid %q, books %q", got, req.SubMchID)
+			}
 		}
 	})
 }
