@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,8 +240,27 @@ func TestMulti_BooksSeparated(t *testing.T) {
 // TestMulti_PartnerNotification: a sub-merchant's notification is signed
 // and encrypted with the provider's keys and names sp_mchid and sub_mchid.
 func TestMulti_PartnerNotification(t *testing.T) {
-	rc := newReceiver(t, mustKeys(t, keysP), nil)
-	f := newMultiFixture(t, func(mc wechatpay.Merchant, c *Config) { c.NotifyURL = rc.url() })
+	kp := mustKeys(t, keysP)
+	rc := newReceiver(t, kp, nil)
+	v2 := make(chan wechatpay.Merchant, 1)
+	v2srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		env, _, err := wechatpay.ParseRefundNotificationV2(kp.APIv2Key, body)
+		if err == nil {
+			select {
+			case v2 <- env.Merchant():
+			default:
+			}
+		}
+		w.Write(wechatpay.V2Ack(err == nil, ""))
+	}))
+	defer v2srv.Close()
+	f := newMultiFixture(t, func(mc wechatpay.Merchant, c *Config) {
+		c.NotifyURL = rc.url()
+		if mc == bookS1 {
+			c.NotifyURLV2 = v2srv.URL
+		}
+	})
 	f.order(t, bookS1, "O1", 1000)
 	decodeRefund(t, f.p.must(http.MethodPost, refundsPath, partnerBody(subS1, "O1", "R1", 100, 1000)))
 	eventually(t, 10*time.Second, "the notification", func() bool { return rc.count() > 0 })
@@ -250,6 +271,30 @@ func TestMulti_PartnerNotification(t *testing.T) {
 	if got.res.Merchant() != bookS1 || got.res.SpMchID != mchP || got.res.MchID != "" {
 		t.Fatalf("resource names %+v", got.res)
 	}
+	select {
+	case mc := <-v2:
+		if mc != bookS1 {
+			t.Fatalf("v2 envelope names %+v", mc)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no v2 notification decrypted with the provider's APIv2 key")
+	}
+}
+
+// TestMulti_FiftyRefundsPerMerchantOrder: the 50-refund cap counts one
+// merchant's order, not every order of that number.
+func TestMulti_FiftyRefundsPerMerchantOrder(t *testing.T) {
+	f := newMultiFixture(t, nil)
+	f.order(t, bookS1, "O1", 1000)
+	f.order(t, bookS2, "O1", 1000)
+	for i := range 50 {
+		no := "R" + strconv.Itoa(i)
+		decodeRefund(t, f.p.must(http.MethodPost, refundsPath, partnerBody(subS1, "O1", no, 1, 1000)))
+	}
+	if r := f.p.must(http.MethodPost, refundsPath, partnerBody(subS1, "O1", "R50", 1, 1000)); r.status != 400 || r.code() != "INVALID_REQUEST" {
+		t.Fatalf("51st refund of S1's O1: %d %s", r.status, r.body)
+	}
+	decodeRefund(t, f.p.must(http.MethodPost, refundsPath, partnerBody(subS2, "O1", "R50", 1, 1000)))
 }
 
 // TestMulti_PartnerClient: the wechatpay client in partner mode, one
