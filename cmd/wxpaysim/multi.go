@@ -176,7 +176,8 @@ func bookName(mchID, sub string) string {
 }
 
 // merchantsTOML writes the merchants file refundd reads (--merchants-file,
-// format of internal/merchant and docs/MERCHANTS.md): one account per
+// format of internal/merchant and docs/MERCHANTS.md; TestRun_SeveralMerchants
+// reads it back with merchant.ReadFile): one account per
 // mchid with its key files, one merchant per direct merchant and
 // sub-merchant. Secrets are referenced by file, never inline. Refund
 // prefixes are two letters, D? for direct merchants and S? for
