@@ -693,9 +693,9 @@ func (m *member) request(ctx context.Context, id string, msgs sendable, timeout 
 	if m.retired.Load() {
 		return nil, true, errors.New("this node is rejoining the cluster")
 	}
-	pid := m.pid(id)
-	if pid == nil {
-		return nil, true, errors.New("no owner found")
+	pid, err := m.pid(ctx, id)
+	if err != nil {
+		return nil, true, err
 	}
 	if timeout <= 0 {
 		return nil, false, fmt.Errorf("%w: %s: %v", ErrUnavailable, id, context.DeadlineExceeded)
@@ -767,15 +767,48 @@ func (m *member) await(f *actor.Future, address string) (any, error) {
 	}
 }
 
-// pid finds the reservation's grain: from the cache, else through the
-// identity lookup, which activates it on its owner.
-func (m *member) pid(id string) *actor.PID {
+// activationTimeout bounds one activation request. protoactor's own lookup
+// (disthash's Manager.Get, behind Cluster.Get) sends a single request with
+// a fixed 5s timeout, never resends it and ignores the caller's deadline:
+// one request lost while a connection flaps cost the whole call. The
+// partition-activator answers a repeated request with the grain it already
+// has, so a request that got no answer is simply sent again by call.
+const activationTimeout = time.Second
+
+// pid finds the reservation's grain: from the cache, else by asking the
+// owner's partition-activator (disthash's placement actor, with its own
+// message types) to activate it, waiting at most activationTimeout and
+// never past ctx's deadline. An error means no grain is known yet and the
+// request may be retried.
+func (m *member) pid(ctx context.Context, id string) (*actor.PID, error) {
 	if pid, ok := m.cluster.PidCache.Get(id, Kind); ok && pid != nil {
-		return pid
+		return pid, nil
 	}
-	pid := m.cluster.Get(id, Kind)
-	if pid != nil {
-		m.cluster.PidCache.Set(id, Kind, pid)
+	v := m.n.view.Load()
+	if v.rdv == nil {
+		return nil, errors.New("no owner found")
 	}
-	return pid
+	identity := pcluster.NewClusterIdentity(id, Kind)
+	owner := v.rdv.GetByClusterIdentity(identity)
+	if owner == "" {
+		return nil, errors.New("no owner found")
+	}
+	timeout := activationTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("no time left to activate it on %s", owner)
+	}
+	activator := actor.NewPID(owner, disthash.PartitionActivatorActorName)
+	res, err := m.await(m.system.Root.RequestFuture(activator, &pcluster.ActivationRequest{ClusterIdentity: identity}, timeout), owner)
+	if err != nil {
+		return nil, fmt.Errorf("activation on %s: %w", owner, err)
+	}
+	resp, ok := res.(*pcluster.ActivationResponse)
+	if !ok || resp.GetFailed() || resp.GetPid() == nil {
+		return nil, fmt.Errorf("%s did not activate it (answer %T)", owner, res)
+	}
+	m.cluster.PidCache.Set(id, Kind, resp.Pid)
+	return resp.Pid, nil
 }
