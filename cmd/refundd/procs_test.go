@@ -60,14 +60,31 @@ func buildCrashBinaries(t *testing.T) (refundd, wxpaysim string) {
 // keeps it across restarts, so WeChat's notify_url stays valid.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// The kernel hands a closed port out again at once (often within a
+		// few calls), so two daemons of one test could be given one port.
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("freeAddr: no port that was not handed out already")
+	return ""
 }
+
+// handedOut is every address freeAddr gave this test binary.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // daemon is a child process whose exit is observed by one goroutine.
 type daemon struct {
