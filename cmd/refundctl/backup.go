@@ -33,66 +33,75 @@ REFUNDCTL_TOKEN): a consistent copy of the live file as of one moment.
 The copy is written to a temporary file, checked (complete length, a
 journal that passes its own checks, and the chain head the server
 announced), then renamed to --out: --out never holds a partial backup.`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			out := fs.String("out", "", "the backup file to write (required)")
-			asJSON := fs.Bool("json", false, "print the result as JSON")
-			return func(args []string) int {
-				name := "backup"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				if *out == "" {
-					return c.usageError(name, "--out is required")
-				}
-				if src.server != "" && (src.file != "" || src.data != "") {
-					return c.usageError(name, "give exactly one of --file, --data and --server")
-				}
-				var err error
-				if src.server != "" {
-					_, err = c.fetchBackup(src.server, src.tokenOr(c), *out)
-				} else {
-					db, done, code := c.openOrExit(name, &src)
-					if db == nil {
-						return code
-					}
-					_, err = db.BackupFile(c.ctx, *out)
-					done()
-				}
-				if err != nil {
-					return c.fail(name, err)
-				}
-				b, err := journal.Open(*out, &journal.Options{ReadOnly: true})
-				if err != nil {
-					return c.fail(name, err)
-				}
-				defer b.Close()
-				res, err := b.Check(c.ctx, nil)
-				if err != nil {
-					return c.fail(name, err)
-				}
-				st, _ := os.Stat(*out)
-				o := backupOutput{OK: res.OK(), File: *out, Head: journal.Checkpoint{Global: res.Head.Global, Hash: res.Head.Hash}, Check: res}
-				if st != nil {
-					o.Bytes = st.Size()
-				}
-				if *asJSON {
-					c.printJSON(o)
-				} else {
-					fmt.Fprintf(c.stdout, "backup %s: %d bytes, %d records, epoch %d\n", *out, o.Bytes, res.Records, res.Epoch)
-					fmt.Fprintf(c.stdout, "head   %d:%s\n", res.Head.Global, res.Head.Hash)
-					for _, p := range res.Problems {
-						fmt.Fprintf(c.stdout, "PROBLEM %s\n", p.Error())
-					}
-				}
-				if !res.OK() {
-					return exitProblems
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &backupOptions{} },
 	}
+}
+
+// backupOptions are backup's flags.
+type backupOptions struct {
+	src    source
+	out    string
+	asJSON bool
+}
+
+func (o *backupOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.StringVar(&o.out, "out", "", "the backup file to write (required)")
+	fs.BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+}
+
+func (o *backupOptions) run(c *cli, args []string) int {
+	name := "backup"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	if o.out == "" {
+		return c.usageError(name, "--out is required")
+	}
+	if o.src.server != "" && (o.src.file != "" || o.src.data != "") {
+		return c.usageError(name, "give exactly one of --file, --data and --server")
+	}
+	var err error
+	if o.src.server != "" {
+		_, err = c.fetchBackup(o.src.server, o.src.tokenOr(c), o.out)
+	} else {
+		db, done, code := c.openOrExit(name, &o.src)
+		if db == nil {
+			return code
+		}
+		_, err = db.BackupFile(c.ctx, o.out)
+		done()
+	}
+	if err != nil {
+		return c.fail(name, err)
+	}
+	b, err := journal.Open(o.out, &journal.Options{ReadOnly: true})
+	if err != nil {
+		return c.fail(name, err)
+	}
+	defer b.Close()
+	res, err := b.Check(c.ctx, nil)
+	if err != nil {
+		return c.fail(name, err)
+	}
+	st, _ := os.Stat(o.out)
+	bo := backupOutput{OK: res.OK(), File: o.out, Head: journal.Checkpoint{Global: res.Head.Global, Hash: res.Head.Hash}, Check: res}
+	if st != nil {
+		bo.Bytes = st.Size()
+	}
+	if o.asJSON {
+		c.printJSON(bo)
+	} else {
+		fmt.Fprintf(c.stdout, "backup %s: %d bytes, %d records, epoch %d\n", o.out, bo.Bytes, res.Records, res.Epoch)
+		fmt.Fprintf(c.stdout, "head   %d:%s\n", res.Head.Global, res.Head.Hash)
+		for _, p := range res.Problems {
+			fmt.Fprintf(c.stdout, "PROBLEM %s\n", p.Error())
+		}
+	}
+	if !res.OK() {
+		return exitProblems
+	}
+	return exitOK
 }
 
 // fetchBackup downloads a hot backup from server into out and returns the

@@ -18,54 +18,65 @@ func exportCommand() command {
 RFC 3339, yyyy-MM-dd or "yyyy-MM-dd HH:mm:ss" (Beijing time). CSV columns:
 global, reservation_id, seq, at, type, version, by, refund_no, amount_fen,
 amount_yuan, refund_state, status, summary, data (the event as JSON).`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			format := fs.String("format", "jsonl", "jsonl or csv")
-			from := fs.String("from", "", "first moment included")
-			to := fs.String("to", "", "first moment excluded")
-			out := fs.String("out", "", "write to this file (atomically) instead of stdout")
-			return func(args []string) int {
-				name := "journal export"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				if *format != "jsonl" && *format != "csv" {
-					return c.usageError(name, "--format must be jsonl or csv")
-				}
-				var opts audit.ExportOptions
-				var err error
-				if *from != "" {
-					if opts.From, err = parseTime(*from); err != nil {
-						return c.usageError(name, "--from: %v", err)
-					}
-				}
-				if *to != "" {
-					if opts.To, err = parseTime(*to); err != nil {
-						return c.usageError(name, "--to: %v", err)
-					}
-				}
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				p := c.progress("records exported")
-				opts.Progress = p.report
-				write := func(w io.Writer) error { return export(c, db, opts, *format, w) }
-				if *out != "" {
-					err = journal.WriteFileAtomic(*out, write)
-				} else {
-					err = write(c.stdout)
-				}
-				p.done()
-				if err != nil {
-					return c.fail(name, err)
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &exportOptions{} },
 	}
+}
+
+// exportOptions are export's flags.
+type exportOptions struct {
+	src    source
+	format string
+	from   string
+	to     string
+	out    string
+}
+
+func (o *exportOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.StringVar(&o.format, "format", "jsonl", "jsonl or csv")
+	fs.StringVar(&o.from, "from", "", "first moment included")
+	fs.StringVar(&o.to, "to", "", "first moment excluded")
+	fs.StringVar(&o.out, "out", "", "write to this file (atomically) instead of stdout")
+}
+
+func (o *exportOptions) run(c *cli, args []string) int {
+	name := "journal export"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	if o.format != "jsonl" && o.format != "csv" {
+		return c.usageError(name, "--format must be jsonl or csv")
+	}
+	var opts audit.ExportOptions
+	var err error
+	if o.from != "" {
+		if opts.From, err = parseTime(o.from); err != nil {
+			return c.usageError(name, "--from: %v", err)
+		}
+	}
+	if o.to != "" {
+		if opts.To, err = parseTime(o.to); err != nil {
+			return c.usageError(name, "--to: %v", err)
+		}
+	}
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	p := c.progress("records exported")
+	opts.Progress = p.report
+	write := func(w io.Writer) error { return export(c, db, opts, o.format, w) }
+	if o.out != "" {
+		err = journal.WriteFileAtomic(o.out, write)
+	} else {
+		err = write(c.stdout)
+	}
+	p.done()
+	if err != nil {
+		return c.fail(name, err)
+	}
+	return exitOK
 }
 
 func export(c *cli, db *journal.DB, opts audit.ExportOptions, format string, w io.Writer) error {

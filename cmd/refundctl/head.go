@@ -22,65 +22,73 @@ system. "refundctl journal verify --head GLOBAL:HASH" (or --checkpoint
 FILE) later proves that nothing up to that record was changed. With
 --server the head comes from GET /v1/audit/head of the running service,
 signed when refundd has a checkpoint key.`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			asJSON := fs.Bool("json", false, "print the head as JSON (the shape of GET /v1/audit/head)")
-			return func(args []string) int {
-				name := "journal head"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				var v api.HeadView
-				if src.server != "" && src.file == "" && src.data == "" {
-					var err error
-					if v, err = c.fetchHead(src.server, src.tokenOr(c)); err != nil {
-						return c.fail(name, err)
-					}
-				} else {
-					db, done, code := c.openOrExit(name, &src)
-					if db == nil {
-						return code
-					}
-					defer done()
-					var err error
-					if v.Head, err = db.ChainHead(c.ctx); err != nil {
-						return c.fail(name, err)
-					}
-					if cp, ok, err := db.LastCheckpoint(c.ctx); err != nil {
-						return c.fail(name, err)
-					} else if ok {
-						v.Checkpoint = &cp
-					}
-					if v.Epoch, err = db.Epoch(c.ctx); err != nil {
-						return c.fail(name, err)
-					}
-					if v.Restore, err = db.ReconcileRequired(c.ctx); err != nil {
-						return c.fail(name, err)
-					}
-					v.ReconcileRequired = v.Restore != nil
-				}
-				if *asJSON {
-					c.printJSON(v)
-					return exitOK
-				}
-				fmt.Fprintf(c.stdout, "head        %d:%s\n", v.Head.Global, v.Head.Hash)
-				fmt.Fprintf(c.stdout, "time        %s\n", v.Head.Time.UTC().Format(time.RFC3339Nano))
-				if v.Head.Signed() {
-					fmt.Fprintf(c.stdout, "signed by   %s\n", v.Head.KeyID)
-				}
-				if v.Checkpoint != nil {
-					fmt.Fprintf(c.stdout, "checkpoint  %d:%s at %s (signed: %v)\n", v.Checkpoint.Global, v.Checkpoint.Hash,
-						v.Checkpoint.Time.UTC().Format(time.RFC3339), v.Checkpoint.Signed())
-				}
-				fmt.Fprintf(c.stdout, "epoch       %d\n", v.Epoch)
-				if v.ReconcileRequired {
-					fmt.Fprintln(c.stdout, "reconcile   REQUIRED: restored from a backup; refunds are paused until refundd has reconciled")
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &headOptions{} },
 	}
+}
+
+// headOptions are head's flags.
+type headOptions struct {
+	src    source
+	asJSON bool
+}
+
+func (o *headOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.BoolVar(&o.asJSON, "json", false, "print the head as JSON (the shape of GET /v1/audit/head)")
+}
+
+func (o *headOptions) run(c *cli, args []string) int {
+	name := "journal head"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	var v api.HeadView
+	if o.src.server != "" && o.src.file == "" && o.src.data == "" {
+		var err error
+		if v, err = c.fetchHead(o.src.server, o.src.tokenOr(c)); err != nil {
+			return c.fail(name, err)
+		}
+	} else {
+		db, done, code := c.openOrExit(name, &o.src)
+		if db == nil {
+			return code
+		}
+		defer done()
+		var err error
+		if v.Head, err = db.ChainHead(c.ctx); err != nil {
+			return c.fail(name, err)
+		}
+		if cp, ok, err := db.LastCheckpoint(c.ctx); err != nil {
+			return c.fail(name, err)
+		} else if ok {
+			v.Checkpoint = &cp
+		}
+		if v.Epoch, err = db.Epoch(c.ctx); err != nil {
+			return c.fail(name, err)
+		}
+		if v.Restore, err = db.ReconcileRequired(c.ctx); err != nil {
+			return c.fail(name, err)
+		}
+		v.ReconcileRequired = v.Restore != nil
+	}
+	if o.asJSON {
+		c.printJSON(v)
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "head        %d:%s\n", v.Head.Global, v.Head.Hash)
+	fmt.Fprintf(c.stdout, "time        %s\n", v.Head.Time.UTC().Format(time.RFC3339Nano))
+	if v.Head.Signed() {
+		fmt.Fprintf(c.stdout, "signed by   %s\n", v.Head.KeyID)
+	}
+	if v.Checkpoint != nil {
+		fmt.Fprintf(c.stdout, "checkpoint  %d:%s at %s (signed: %v)\n", v.Checkpoint.Global, v.Checkpoint.Hash,
+			v.Checkpoint.Time.UTC().Format(time.RFC3339), v.Checkpoint.Signed())
+	}
+	fmt.Fprintf(c.stdout, "epoch       %d\n", v.Epoch)
+	if v.ReconcileRequired {
+		fmt.Fprintln(c.stdout, "reconcile   REQUIRED: restored from a backup; refunds are paused until refundd has reconciled")
+	}
+	return exitOK
 }
 
 // fetchHead reads GET /v1/audit/head.

@@ -130,143 +130,161 @@ never written by this tool.
 
 Credentials: --wechatpay-* flags (or REFUNDD_WECHATPAY_* variables), or
 --sandbox-keys DIR for a sandbox. Exit status 1 when anything disagrees.`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			var prov providerFlags
-			prov.register(fs, c)
-			billFile := fs.String("bill", "", "a REFUND bill CSV file as downloaded from WeChat Pay")
-			billDate := fs.String("bill-date", "", "download the REFUND bill of this date (yyyy-MM-dd) with the credentials")
-			saveBill := fs.String("save-bill", "", "keep the downloaded bill in this file")
-			date := fs.String("date", "", "the bill's date, when its rows do not tell it")
-			slack := fs.Duration("slack", 5*time.Minute, "refunds submitted this close to midnight may be in the neighbouring bill: noted, not mismatched")
-			prefix := fs.String("prefix", "", "refundd's --refund-prefix: tells lost refunds from ones made in the merchant platform")
-			query := fs.Bool("query", false, "query every refund in the range instead of reading a bill")
-			from := fs.String("from", "", "query mode: first request time included")
-			to := fs.String("to", "", "query mode: first request time excluded")
-			fix := fs.Bool("fix", false, "query mode: ask the running refundd (--server) to reconcile refunds that disagree")
-			asJSON := fs.Bool("json", false, "print the report as JSON")
-			return func(args []string) int {
-				name := "reconcile"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				modes := 0
-				for _, set := range []bool{*billFile != "", *billDate != "", *query} {
-					if set {
-						modes++
-					}
-				}
-				if modes != 1 {
-					return c.usageError(name, "give exactly one of --bill, --bill-date and --query")
-				}
-				if *fix && (!*query || src.server == "") {
-					return c.usageError(name, "--fix needs --query and --server")
-				}
-				if (*billDate != "" || *query) && !prov.set() {
-					return c.usageError(name, "downloading a bill or querying needs credentials (--wechatpay-* or --sandbox-keys)")
-				}
-				var rng audit.ProviderOptions
-				var err error
-				if *from != "" {
-					if rng.From, err = parseTime(*from); err != nil {
-						return c.usageError(name, "--from: %v", err)
-					}
-				}
-				if *to != "" {
-					if rng.To, err = parseTime(*to); err != nil {
-						return c.usageError(name, "--to: %v", err)
-					}
-				}
-				var client *wechatpay.Client
-				if prov.set() {
-					if client, err = prov.client(); err != nil {
-						if ue, ok := err.(usageErr); ok {
-							return c.usageError(name, "%s", ue.msg)
-						}
-						return c.fail(name, err)
-					}
-				}
-
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				p := c.progress("records replayed")
-				states, undecoded, err := audit.Replay(c.ctx, db, p.report)
-				p.done()
-				if err != nil {
-					return c.fail(name, err)
-				}
-				if undecoded > 0 {
-					fmt.Fprintf(c.stderr, "refundctl %s: WARNING: %d records could not be decoded; run \"refundctl journal verify\"\n", name, undecoded)
-				}
-				facts := audit.Facts(states)
-				out := reconcileOutput{Journal: db.Path()}
-
-				if *query {
-					out.Mode = "query"
-					qp := c.progress("refunds queried")
-					rng.Progress = func(done, _ int) { qp.report(uint64(done)) }
-					rep, err := audit.ReconcileProvider(c.ctx, facts, client, rng)
-					qp.done()
-					if err != nil {
-						return c.fail(name, err)
-					}
-					out.Provider, out.OK = rep, rep.OK()
-					if *fix {
-						out.Fixed = c.fixRefunds(src.server, src.tokenOr(c), append(append([]audit.Mismatch{}, rep.Mismatches...), rep.Failed...))
-					}
-				} else {
-					out.Mode = "bill"
-					var raw []byte
-					if *billFile != "" {
-						raw, err = os.ReadFile(*billFile)
-					} else {
-						raw, err = client.DownloadBill(c.ctx, wechatpay.BillRequest{Date: *billDate, Type: wechatpay.BillTypeRefund})
-						if err == nil && *saveBill != "" {
-							err = journal.WriteFileAtomic(*saveBill, func(w io.Writer) error { _, err := w.Write(raw); return err })
-						}
-						if *date == "" {
-							*date = *billDate
-						}
-					}
-					if err != nil {
-						return c.fail(name, err)
-					}
-					bill, err := wechatpay.ParseBill(raw)
-					if err != nil {
-						return c.fail(name, err)
-					}
-					opts := audit.BillOptions{Date: *date, Slack: *slack, MchID: prov.mchID}
-					if *prefix != "" {
-						epoch, err := db.Epoch(c.ctx)
-						if err != nil {
-							return c.fail(name, err)
-						}
-						if opts.Prefixes, err = audit.EpochPrefixes(*prefix, epoch); err != nil {
-							return c.usageError(name, "--prefix: %v", err)
-						}
-					}
-					rep, err := audit.ReconcileBill(facts, bill, opts)
-					if err != nil {
-						return c.fail(name, err)
-					}
-					out.Bill, out.OK = rep, rep.OK()
-				}
-				if *asJSON {
-					c.printJSON(out)
-				} else {
-					printReconcile(c, out)
-				}
-				if !out.OK {
-					return exitProblems
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &reconcileOptions{} },
 	}
+}
+
+// reconcileOptions are reconcile's flags.
+type reconcileOptions struct {
+	src      source
+	prov     providerFlags
+	billFile string
+	billDate string
+	saveBill string
+	date     string
+	slack    time.Duration
+	prefix   string
+	query    bool
+	from     string
+	to       string
+	fix      bool
+	asJSON   bool
+}
+
+func (o *reconcileOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	o.prov.register(fs, c)
+	fs.StringVar(&o.billFile, "bill", "", "a REFUND bill CSV file as downloaded from WeChat Pay")
+	fs.StringVar(&o.billDate, "bill-date", "", "download the REFUND bill of this date (yyyy-MM-dd) with the credentials")
+	fs.StringVar(&o.saveBill, "save-bill", "", "keep the downloaded bill in this file")
+	fs.StringVar(&o.date, "date", "", "the bill's date, when its rows do not tell it")
+	fs.DurationVar(&o.slack, "slack", 5*time.Minute, "refunds submitted this close to midnight may be in the neighbouring bill: noted, not mismatched")
+	fs.StringVar(&o.prefix, "prefix", "", "refundd's --refund-prefix: tells lost refunds from ones made in the merchant platform")
+	fs.BoolVar(&o.query, "query", false, "query every refund in the range instead of reading a bill")
+	fs.StringVar(&o.from, "from", "", "query mode: first request time included")
+	fs.StringVar(&o.to, "to", "", "query mode: first request time excluded")
+	fs.BoolVar(&o.fix, "fix", false, "query mode: ask the running refundd (--server) to reconcile refunds that disagree")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+}
+
+func (o *reconcileOptions) run(c *cli, args []string) int {
+	name := "reconcile"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	modes := 0
+	for _, set := range []bool{o.billFile != "", o.billDate != "", o.query} {
+		if set {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return c.usageError(name, "give exactly one of --bill, --bill-date and --query")
+	}
+	if o.fix && (!o.query || o.src.server == "") {
+		return c.usageError(name, "--fix needs --query and --server")
+	}
+	if (o.billDate != "" || o.query) && !o.prov.set() {
+		return c.usageError(name, "downloading a bill or querying needs credentials (--wechatpay-* or --sandbox-keys)")
+	}
+	var rng audit.ProviderOptions
+	var err error
+	if o.from != "" {
+		if rng.From, err = parseTime(o.from); err != nil {
+			return c.usageError(name, "--from: %v", err)
+		}
+	}
+	if o.to != "" {
+		if rng.To, err = parseTime(o.to); err != nil {
+			return c.usageError(name, "--to: %v", err)
+		}
+	}
+	var client *wechatpay.Client
+	if o.prov.set() {
+		if client, err = o.prov.client(); err != nil {
+			if ue, ok := err.(usageErr); ok {
+				return c.usageError(name, "%s", ue.msg)
+			}
+			return c.fail(name, err)
+		}
+	}
+
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	p := c.progress("records replayed")
+	states, undecoded, err := audit.Replay(c.ctx, db, p.report)
+	p.done()
+	if err != nil {
+		return c.fail(name, err)
+	}
+	if undecoded > 0 {
+		fmt.Fprintf(c.stderr, "refundctl %s: WARNING: %d records could not be decoded; run \"refundctl journal verify\"\n", name, undecoded)
+	}
+	facts := audit.Facts(states)
+	out := reconcileOutput{Journal: db.Path()}
+
+	if o.query {
+		out.Mode = "query"
+		qp := c.progress("refunds queried")
+		rng.Progress = func(done, _ int) { qp.report(uint64(done)) }
+		rep, err := audit.ReconcileProvider(c.ctx, facts, client, rng)
+		qp.done()
+		if err != nil {
+			return c.fail(name, err)
+		}
+		out.Provider, out.OK = rep, rep.OK()
+		if o.fix {
+			out.Fixed = c.fixRefunds(o.src.server, o.src.tokenOr(c), append(append([]audit.Mismatch{}, rep.Mismatches...), rep.Failed...))
+		}
+	} else {
+		out.Mode = "bill"
+		var raw []byte
+		if o.billFile != "" {
+			raw, err = os.ReadFile(o.billFile)
+		} else {
+			raw, err = client.DownloadBill(c.ctx, wechatpay.BillRequest{Date: o.billDate, Type: wechatpay.BillTypeRefund})
+			if err == nil && o.saveBill != "" {
+				err = journal.WriteFileAtomic(o.saveBill, func(w io.Writer) error { _, err := w.Write(raw); return err })
+			}
+			if o.date == "" {
+				o.date = o.billDate
+			}
+		}
+		if err != nil {
+			return c.fail(name, err)
+		}
+		bill, err := wechatpay.ParseBill(raw)
+		if err != nil {
+			return c.fail(name, err)
+		}
+		opts := audit.BillOptions{Date: o.date, Slack: o.slack, MchID: o.prov.mchID}
+		if o.prefix != "" {
+			epoch, err := db.Epoch(c.ctx)
+			if err != nil {
+				return c.fail(name, err)
+			}
+			if opts.Prefixes, err = audit.EpochPrefixes(o.prefix, epoch); err != nil {
+				return c.usageError(name, "--prefix: %v", err)
+			}
+		}
+		rep, err := audit.ReconcileBill(facts, bill, opts)
+		if err != nil {
+			return c.fail(name, err)
+		}
+		out.Bill, out.OK = rep, rep.OK()
+	}
+	if o.asJSON {
+		c.printJSON(out)
+	} else {
+		printReconcile(c, out)
+	}
+	if !out.OK {
+		return exitProblems
+	}
+	return exitOK
 }
 
 func printReconcile(c *cli, out reconcileOutput) {

@@ -31,7 +31,18 @@ type command struct {
 	args    string // positional synopsis, e.g. "RESERVATION"
 	summary string
 	help    string // the rest of --help, after the flags
-	flags   func(fs *flag.FlagSet, c *cli) func(args []string) int
+	// options returns the command's options, zero, for one invocation.
+	options func() options
+}
+
+// options is one command's flags, filled in by parsing, and the function
+// that runs the command with them.
+type options interface {
+	// register declares the flags into the options' own fields.
+	register(fs *flag.FlagSet, c *cli)
+	// run does the work with the positional arguments and returns the
+	// exit status.
+	run(c *cli, args []string) int
 }
 
 func commands() []command {
@@ -95,7 +106,8 @@ func (c *cli) usage(w io.Writer) {
 func (c *cli) runCommand(cmd command, args []string) int {
 	fs := flag.NewFlagSet("refundctl "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	body := cmd.flags(fs, c)
+	opts := cmd.options()
+	opts.register(fs, c)
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(c.stdout, "usage: refundctl %s [flags] %s\n\n%s\n\nFlags:\n", cmd.name, cmd.args, cmd.summary)
@@ -110,7 +122,7 @@ func (c *cli) runCommand(cmd command, args []string) int {
 		fmt.Fprintf(c.stderr, "refundctl %s: %v\nRun \"refundctl %s --help\" for usage.\n", cmd.name, err, cmd.name)
 		return exitUsage
 	}
-	return body(pos)
+	return opts.run(c, pos)
 }
 
 // parseInterleaved parses flags that may come before or after positional

@@ -16,53 +16,61 @@ func showCommand() command {
 		name:    "journal show",
 		args:    "RESERVATION",
 		summary: "a reservation's timeline: each event with time, sequence, what it did and the resulting state",
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			asJSON := fs.Bool("json", false, "print the timeline as JSON")
-			return func(args []string) int {
-				name := "journal show"
-				if len(args) != 1 {
-					return c.usageError(name, "give one reservation id")
-				}
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				tl, err := audit.Timeline(c.ctx, db, args[0])
-				if errors.Is(err, audit.ErrNotFound) {
-					fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
-					return exitProblems
-				}
-				if err != nil {
-					return c.fail(name, err)
-				}
-				if *asJSON {
-					c.printJSON(struct {
-						ReservationID string        `json:"reservation_id"`
-						Events        []audit.Entry `json:"events"`
-					}{args[0], tl})
-					return exitOK
-				}
-				problems := 0
-				for _, e := range tl {
-					fmt.Fprintf(c.stdout, "#%-3d global %-6d %s  %-10s %s v%d\n", e.Seq, e.Global, e.At.UTC().Format("2006-01-02 15:04:05.000Z"), e.By, e.Type, e.Version)
-					fmt.Fprintf(c.stdout, "     %s\n", e.Summary)
-					for _, p := range e.Problems {
-						problems++
-						fmt.Fprintf(c.stdout, "     PROBLEM %s\n", p)
-					}
-					fmt.Fprintf(c.stdout, "     -> %s\n", stateLine(e.State))
-				}
-				if problems > 0 {
-					fmt.Fprintf(c.stdout, "FAILED: %d problems; run \"refundctl journal verify\" for the whole journal\n", problems)
-					return exitProblems
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &showOptions{} },
 	}
+}
+
+// showOptions are show's flags.
+type showOptions struct {
+	src    source
+	asJSON bool
+}
+
+func (o *showOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.BoolVar(&o.asJSON, "json", false, "print the timeline as JSON")
+}
+
+func (o *showOptions) run(c *cli, args []string) int {
+	name := "journal show"
+	if len(args) != 1 {
+		return c.usageError(name, "give one reservation id")
+	}
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	tl, err := audit.Timeline(c.ctx, db, args[0])
+	if errors.Is(err, audit.ErrNotFound) {
+		fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
+		return exitProblems
+	}
+	if err != nil {
+		return c.fail(name, err)
+	}
+	if o.asJSON {
+		c.printJSON(struct {
+			ReservationID string        `json:"reservation_id"`
+			Events        []audit.Entry `json:"events"`
+		}{args[0], tl})
+		return exitOK
+	}
+	problems := 0
+	for _, e := range tl {
+		fmt.Fprintf(c.stdout, "#%-3d global %-6d %s  %-10s %s v%d\n", e.Seq, e.Global, e.At.UTC().Format("2006-01-02 15:04:05.000Z"), e.By, e.Type, e.Version)
+		fmt.Fprintf(c.stdout, "     %s\n", e.Summary)
+		for _, p := range e.Problems {
+			problems++
+			fmt.Fprintf(c.stdout, "     PROBLEM %s\n", p)
+		}
+		fmt.Fprintf(c.stdout, "     -> %s\n", stateLine(e.State))
+	}
+	if problems > 0 {
+		fmt.Fprintf(c.stdout, "FAILED: %d problems; run \"refundctl journal verify\" for the whole journal\n", problems)
+		return exitProblems
+	}
+	return exitOK
 }
 
 // stateLine sums a state up in one line.

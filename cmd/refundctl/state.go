@@ -35,59 +35,69 @@ func stateCommand() command {
 last one decided at or before --at (or with sequence <= --seq): exactly
 the state refundd held at that moment. Times are RFC 3339, yyyy-MM-dd or
 "yyyy-MM-dd HH:mm:ss" (Beijing time, as in WeChat Pay's bills).`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			asJSON := fs.Bool("json", false, "print the state as JSON")
-			atFlag := fs.String("at", "", "the moment: RFC 3339, yyyy-MM-dd or \"yyyy-MM-dd HH:mm:ss\" (Beijing)")
-			seq := fs.Uint64("seq", 0, "the state after this per-reservation sequence number")
-			return func(args []string) int {
-				name := "journal state"
-				if len(args) != 1 {
-					return c.usageError(name, "give one reservation id")
-				}
-				if (*atFlag == "") == (*seq == 0) {
-					return c.usageError(name, "give exactly one of --at and --seq")
-				}
-				var at audit.At
-				out := stateOutput{ReservationID: args[0], Seq: *seq}
-				if *atFlag != "" {
-					t, err := parseTime(*atFlag)
-					if err != nil {
-						return c.usageError(name, "--at: %v", err)
-					}
-					at.Time, out.At = t, &t
-				}
-				at.Seq = *seq
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				v, last, err := audit.StateAt(c.ctx, db, args[0], at)
-				if errors.Is(err, audit.ErrNotFound) {
-					fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
-					return exitProblems
-				}
-				if err != nil {
-					return c.fail(name, err)
-				}
-				out.State, out.Exists = v, last != nil
-				if last != nil {
-					out.LastEvent = &eventRef{Seq: last.Seq, Global: last.Global, At: last.At, Type: last.Type}
-				}
-				if *asJSON {
-					c.printJSON(out)
-					return exitOK
-				}
-				if last == nil {
-					fmt.Fprintf(c.stdout, "reservation %s did not exist yet at that moment\n", args[0])
-					return exitOK
-				}
-				fmt.Fprintf(c.stdout, "as of event #%d (global %d, %s, %s)\n", last.Seq, last.Global, last.At.UTC().Format(time.RFC3339Nano), last.Type)
-				printState(c.stdout, v)
-				return exitOK
-			}
-		},
+		options: func() options { return &stateOptions{} },
 	}
+}
+
+// stateOptions are state's flags.
+type stateOptions struct {
+	src    source
+	asJSON bool
+	atFlag string
+	seq    uint64
+}
+
+func (o *stateOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.BoolVar(&o.asJSON, "json", false, "print the state as JSON")
+	fs.StringVar(&o.atFlag, "at", "", "the moment: RFC 3339, yyyy-MM-dd or \"yyyy-MM-dd HH:mm:ss\" (Beijing)")
+	fs.Uint64Var(&o.seq, "seq", 0, "the state after this per-reservation sequence number")
+}
+
+func (o *stateOptions) run(c *cli, args []string) int {
+	name := "journal state"
+	if len(args) != 1 {
+		return c.usageError(name, "give one reservation id")
+	}
+	if (o.atFlag == "") == (o.seq == 0) {
+		return c.usageError(name, "give exactly one of --at and --seq")
+	}
+	var at audit.At
+	out := stateOutput{ReservationID: args[0], Seq: o.seq}
+	if o.atFlag != "" {
+		t, err := parseTime(o.atFlag)
+		if err != nil {
+			return c.usageError(name, "--at: %v", err)
+		}
+		at.Time, out.At = t, &t
+	}
+	at.Seq = o.seq
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	v, last, err := audit.StateAt(c.ctx, db, args[0], at)
+	if errors.Is(err, audit.ErrNotFound) {
+		fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
+		return exitProblems
+	}
+	if err != nil {
+		return c.fail(name, err)
+	}
+	out.State, out.Exists = v, last != nil
+	if last != nil {
+		out.LastEvent = &eventRef{Seq: last.Seq, Global: last.Global, At: last.At, Type: last.Type}
+	}
+	if o.asJSON {
+		c.printJSON(out)
+		return exitOK
+	}
+	if last == nil {
+		fmt.Fprintf(c.stdout, "reservation %s did not exist yet at that moment\n", args[0])
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "as of event #%d (global %d, %s, %s)\n", last.Seq, last.Global, last.At.UTC().Format(time.RFC3339Nano), last.Type)
+	printState(c.stdout, v)
+	return exitOK
 }

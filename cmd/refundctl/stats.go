@@ -12,39 +12,47 @@ func statsCommand() command {
 	return command{
 		name:    "journal stats",
 		summary: "counts by event type and refund state, totals, size, oldest refund in flight",
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			asJSON := fs.Bool("json", false, "print the figures as JSON")
-			return func(args []string) int {
-				name := "journal stats"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				p := c.progress("records read")
-				st, err := audit.ComputeStats(c.ctx, db, p.report)
-				p.done()
-				if err != nil {
-					return c.fail(name, err)
-				}
-				if *asJSON {
-					c.printJSON(st)
-				} else {
-					printStats(c, db.Path(), st)
-				}
-				if st.Undecoded > 0 {
-					fmt.Fprintf(c.stderr, "refundctl %s: %d records could not be decoded; run \"refundctl journal verify\"\n", name, st.Undecoded)
-					return exitProblems
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &statsOptions{} },
 	}
+}
+
+// statsOptions are journal stats' flags.
+type statsOptions struct {
+	src    source
+	asJSON bool
+}
+
+func (o *statsOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.BoolVar(&o.asJSON, "json", false, "print the figures as JSON")
+}
+
+func (o *statsOptions) run(c *cli, args []string) int {
+	name := "journal stats"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	p := c.progress("records read")
+	st, err := audit.ComputeStats(c.ctx, db, p.report)
+	p.done()
+	if err != nil {
+		return c.fail(name, err)
+	}
+	if o.asJSON {
+		c.printJSON(st)
+	} else {
+		printStats(c, db.Path(), st)
+	}
+	if st.Undecoded > 0 {
+		fmt.Fprintf(c.stderr, "refundctl %s: %d records could not be decoded; run \"refundctl journal verify\"\n", name, st.Undecoded)
+		return exitProblems
+	}
+	return exitOK
 }
 
 func printStats(c *cli, path string, st *audit.Stats) {

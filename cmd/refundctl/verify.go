@@ -79,72 +79,84 @@ journal earlier (--head, or --checkpoint with the JSON saved from
 nothing up to it was changed since: the chain must pass through it.
 --public-key checks the signatures of the journal's checkpoints and of a
 signed recorded head. See docs/AUDIT.md.`,
-		flags: func(fs *flag.FlagSet, c *cli) func([]string) int {
-			var src source
-			src.register(fs, c)
-			asJSON := fs.Bool("json", false, "print the report as JSON")
-			var heads headList
-			fs.Var(&heads, "head", "a recorded head GLOBAL:HASH the chain must pass through; repeatable")
-			var cpFiles stringList
-			fs.Var(&cpFiles, "checkpoint", "a file holding a recorded head or checkpoint (JSON); repeatable")
-			pubFile := fs.String("public-key", "", "PEM Ed25519 public key that signs checkpoints")
-			maxProblems := fs.Int("max-problems", 1000, "list at most this many problems of each kind (the rest are counted)")
-			pgURL := fs.String("journal", "", "cluster mode: the PostgreSQL journal's URL (postgres://...; password in PGPASSWORD), instead of a file")
-			pgSchema := fs.String("journal-schema", "", "with --journal: the journal's schema; empty: public")
-			return func(args []string) int {
-				name := "journal verify"
-				if len(args) > 0 {
-					return c.usageError(name, "unexpected argument %q", args[0])
-				}
-				if *pgURL != "" {
-					if src.file != "" || src.data != "" || src.server != "" || len(heads) > 0 || len(cpFiles) > 0 || *pubFile != "" {
-						return c.usageError(name, "--journal goes alone: recorded heads, checkpoints and signatures are for the file journal")
-					}
-					return verifyPostgres(c, name, *pgURL, *pgSchema, *maxProblems, *asJSON)
-				}
-				opts := audit.VerifyOptions{MaxProblems: *maxProblems}
-				opts.Check.MaxProblems = *maxProblems
-				opts.Check.Heads = heads
-				for _, f := range cpFiles {
-					cp, err := readCheckpointFile(f)
-					if err != nil {
-						return c.usageError(name, "--checkpoint: %v", err)
-					}
-					opts.Check.Heads = append(opts.Check.Heads, cp)
-				}
-				if *pubFile != "" {
-					b, err := os.ReadFile(*pubFile)
-					if err != nil {
-						return c.usageError(name, "--public-key: %v", err)
-					}
-					if opts.Check.PublicKey, err = audit.ParsePublicKey(b); err != nil {
-						return c.usageError(name, "--public-key %s: %v", *pubFile, err)
-					}
-				}
-				db, done, code := c.openOrExit(name, &src)
-				if db == nil {
-					return code
-				}
-				defer done()
-				p := c.progress("records checked")
-				opts.Check.Progress = p.report
-				rep, err := audit.Verify(c.ctx, db, opts)
-				p.done()
-				if err != nil {
-					return c.fail(name, err)
-				}
-				if *asJSON {
-					c.printJSON(verifyOutput{OK: rep.OK(), Source: db.Path(), Report: rep})
-				} else {
-					printVerify(c, db.Path(), rep)
-				}
-				if !rep.OK() {
-					return exitProblems
-				}
-				return exitOK
-			}
-		},
+		options: func() options { return &verifyOptions{} },
 	}
+}
+
+// verifyOptions are journal verify's flags.
+type verifyOptions struct {
+	src         source
+	asJSON      bool
+	heads       headList
+	cpFiles     stringList
+	pubFile     string
+	maxProblems int
+	pgURL       string
+	pgSchema    string
+}
+
+func (o *verifyOptions) register(fs *flag.FlagSet, c *cli) {
+	o.src.register(fs, c)
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	fs.Var(&o.heads, "head", "a recorded head GLOBAL:HASH the chain must pass through; repeatable")
+	fs.Var(&o.cpFiles, "checkpoint", "a file holding a recorded head or checkpoint (JSON); repeatable")
+	fs.StringVar(&o.pubFile, "public-key", "", "PEM Ed25519 public key that signs checkpoints")
+	fs.IntVar(&o.maxProblems, "max-problems", 1000, "list at most this many problems of each kind (the rest are counted)")
+	fs.StringVar(&o.pgURL, "journal", "", "cluster mode: the PostgreSQL journal's URL (postgres://...; password in PGPASSWORD), instead of a file")
+	fs.StringVar(&o.pgSchema, "journal-schema", "", "with --journal: the journal's schema; empty: public")
+}
+
+func (o *verifyOptions) run(c *cli, args []string) int {
+	name := "journal verify"
+	if len(args) > 0 {
+		return c.usageError(name, "unexpected argument %q", args[0])
+	}
+	if o.pgURL != "" {
+		if o.src.file != "" || o.src.data != "" || o.src.server != "" || len(o.heads) > 0 || len(o.cpFiles) > 0 || o.pubFile != "" {
+			return c.usageError(name, "--journal goes alone: recorded heads, checkpoints and signatures are for the file journal")
+		}
+		return verifyPostgres(c, name, o.pgURL, o.pgSchema, o.maxProblems, o.asJSON)
+	}
+	opts := audit.VerifyOptions{MaxProblems: o.maxProblems}
+	opts.Check.MaxProblems = o.maxProblems
+	opts.Check.Heads = o.heads
+	for _, f := range o.cpFiles {
+		cp, err := readCheckpointFile(f)
+		if err != nil {
+			return c.usageError(name, "--checkpoint: %v", err)
+		}
+		opts.Check.Heads = append(opts.Check.Heads, cp)
+	}
+	if o.pubFile != "" {
+		b, err := os.ReadFile(o.pubFile)
+		if err != nil {
+			return c.usageError(name, "--public-key: %v", err)
+		}
+		if opts.Check.PublicKey, err = audit.ParsePublicKey(b); err != nil {
+			return c.usageError(name, "--public-key %s: %v", o.pubFile, err)
+		}
+	}
+	db, done, code := c.openOrExit(name, &o.src)
+	if db == nil {
+		return code
+	}
+	defer done()
+	p := c.progress("records checked")
+	opts.Check.Progress = p.report
+	rep, err := audit.Verify(c.ctx, db, opts)
+	p.done()
+	if err != nil {
+		return c.fail(name, err)
+	}
+	if o.asJSON {
+		c.printJSON(verifyOutput{OK: rep.OK(), Source: db.Path(), Report: rep})
+	} else {
+		printVerify(c, db.Path(), rep)
+	}
+	if !rep.OK() {
+		return exitProblems
+	}
+	return exitOK
 }
 
 // verifyPostgres checks a cluster's PostgreSQL journal: the journal's own
