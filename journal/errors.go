@@ -77,3 +77,8 @@ func (e *KeyTakenError) Error() string {
 
 // Unwrap lets errors.Is(err, ErrKeyTaken) succeed.
 func (e *KeyTakenError) Unwrap() error { return ErrKeyTaken }
+
+// ErrNotOnChain means a point given to start a check from (a recorded head
+// or checkpoint) is not on the journal's hash chain: it was forged, or the
+// records up to it were changed since it was recorded.
+var ErrNotOnChain = errors.New("journal: not on the chain")

@@ -196,6 +196,13 @@ func appendFields(b []byte, global uint64, stream string, seq uint64, typ string
 // everything returned is copied. A format 1 record has a zero Hash: its
 // chain hash is not stored, and needs the previous records to compute.
 func decodeRecord(global uint64, v []byte) (Record, error) {
+	return decodeRecordData(global, v, true)
+}
+
+// decodeRecordData is decodeRecord; with copyData false the Record's Data
+// aliases v (valid only while v's transaction is open), which spares a copy
+// of every record to a check that only hashes it.
+func decodeRecordData(global uint64, v []byte, copyData bool) (Record, error) {
 	corrupt := func(why string) error {
 		return fmt.Errorf("%w: record global %d: %s", ErrCorrupt, global, why)
 	}
@@ -239,13 +246,16 @@ func decodeRecord(global uint64, v []byte) (Record, error) {
 	if g != global {
 		return Record{}, corrupt(fmt.Sprintf("stored under global %d but encodes global %d", global, g))
 	}
+	if copyData {
+		data = append([]byte{}, data...)
+	}
 	return Record{
 		Global:  g,
 		Stream:  string(stream),
 		Seq:     seq,
 		Type:    string(typ),
 		Version: ver,
-		Data:    append([]byte{}, data...),
+		Data:    data,
 		Hash:    h,
 		Format:  format,
 	}, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,10 +59,21 @@ type CheckOptions struct {
 	// MaxProblems caps the problems kept in the result (the rest are only
 	// counted). Zero means 1000.
 	MaxProblems int
+	// Since, if set, checks only the records after it, in time
+	// proportional to them: Since must be a point of the chain (its
+	// record's stored chain hash equals Since.Hash, and with PublicKey a
+	// signed Since must verify), else Check fails with ErrNotOnChain. The
+	// chain, sequences and index entries of each later record are checked
+	// and so are the marks after Since; the checks about the whole file
+	// (bbolt pages, the streams index and heads as a whole, claims, due
+	// keys) are not.
+	Since *Checkpoint
 }
 
 // CheckResult is what Check found.
 type CheckResult struct {
+	// Since is CheckOptions.Since: the records checked are those after it.
+	Since      *Checkpoint      `json:"since,omitempty"`
 	Records    uint64           `json:"records"`     // log entries read
 	LastGlobal uint64           `json:"last_global"` // highest global in the log
 	Streams    int              `json:"streams"`
@@ -137,7 +149,7 @@ func (db *DB) Check(ctx context.Context, opts *CheckOptions) (CheckResult, error
 	}
 	var res CheckResult
 	check := func(tx *bolt.Tx) error {
-		c := &checker{ctx: ctx, tx: tx, opts: o, res: &res}
+		c := &checker{ctx: ctx, tx: tx, db: db, opts: o, res: &res, tailSeqs: map[string]uint64{}}
 		return c.run()
 	}
 	var err error
@@ -155,34 +167,22 @@ func (db *DB) Check(ctx context.Context, opts *CheckOptions) (CheckResult, error
 	return res, nil
 }
 
+// checker runs one Check. Its memory does not grow with the journal: the
+// per-stream checks read the streams index instead of keeping a map of
+// every stream (which at millions of reservations did not fit in memory).
 type checker struct {
 	ctx  context.Context
 	tx   *bolt.Tx
+	db   *DB
 	opts CheckOptions
 	res  *CheckResult
-	// byGlobal maps the streams index backwards; built only once a record
-	// cannot be decoded.
-	byGlobal map[uint64]streamSeq
-}
-
-type streamSeq struct {
-	stream string
-	seq    uint64
-}
-
-// indexed returns the stream and seq the streams index gives global g.
-func (c *checker) indexed(b buckets, g uint64) (streamSeq, bool) {
-	if c.byGlobal == nil {
-		c.byGlobal = map[uint64]streamSeq{}
-		_ = b.streams.ForEach(func(k, v []byte) error {
-			if s, seq, ok := parseStreamKey(k); ok && len(v) == 8 {
-				c.byGlobal[binary.BigEndian.Uint64(v)] = streamSeq{s, seq}
-			}
-			return nil
-		})
-	}
-	sr, ok := c.byGlobal[g]
-	return sr, ok
+	// tailSeqs is the last seq seen of each stream with records its stored
+	// head does not cover (the index tail: bounded by the flush policy).
+	tailSeqs map[string]uint64
+	// selfIndexed counts records whose index entry points to them.
+	selfIndexed uint64
+	// undecodable are the globals of records that do not decode, in order.
+	undecodable []uint64
 }
 
 func (c *checker) add(kind string, global uint64, sentinel error, format string, args ...any) {
@@ -220,9 +220,12 @@ func (m mark) what() string {
 
 func (c *checker) run() error {
 	tx := c.tx
-	for err := range tx.Check() {
-		// Drain the whole channel so the checker goroutine ends.
-		c.add("bbolt", 0, ErrCorrupt, "bbolt: %v", err)
+	since := c.opts.Since
+	if since == nil {
+		for err := range tx.Check() {
+			// Drain the whole channel so the checker goroutine ends.
+			c.add("bbolt", 0, ErrCorrupt, "bbolt: %v", err)
+		}
 	}
 	b := txBuckets(tx)
 	meta := tx.Bucket(bucketMeta)
@@ -242,9 +245,27 @@ func (c *checker) run() error {
 		c.add("meta", 0, ErrCorrupt, "meta epoch is %d bytes, want 8", len(v))
 	}
 
+	var (
+		last       uint64
+		prev       Hash // chain hash of the last record read
+		chainKnown = true
+		seenV2     bool
+	)
+	if since != nil {
+		if err := c.checkSince(b, *since); err != nil {
+			return err
+		}
+		s := *since
+		c.res.Since = &s
+		last, prev, seenV2 = since.Global, since.Hash, since.Global > 0
+	}
 	marks, err := c.marks()
 	if err != nil {
 		return err
+	}
+	if since != nil {
+		// Marks before Since are about records this check does not read.
+		marks = slices.DeleteFunc(marks, func(m mark) bool { return m.cp.Global < since.Global })
 	}
 	// The streams index and heads may lag the log (index.go): every record
 	// at or before the watermark, and every record its stream's stored
@@ -255,26 +276,11 @@ func (c *checker) run() error {
 	} else if v != nil {
 		c.add("meta", 0, ErrCorrupt, "meta indexed is %d bytes, want 8", len(v))
 	}
-	stored := map[string]uint64{}
-	storedHead := func(stream string) uint64 {
-		h, ok := stored[stream]
-		if !ok {
-			h, _ = readHead(b.heads, stream) // a malformed head is reported by indexes
-			stored[stream] = h
-		}
-		return h
-	}
 
-	// Log: gap-free globals, valid records, per-stream gap-free seqs, each
-	// with its index entry, and the chain.
+	// Log: gap-free globals, valid records, each with its index entry, and
+	// the chain. That each stream's seqs run 1..head in global order is
+	// checked on the streams index (indexes), which holds them in order.
 	c.res.Formats = map[uint8]uint64{}
-	seqs := map[string]uint64{}
-	var (
-		last       uint64
-		prev       Hash // chain hash of the last record read
-		chainKnown = true
-		seenV2     bool
-	)
 	checkMarks := func(upTo uint64, exact bool) {
 		for len(marks) > 0 && marks[0].cp.Global <= upTo {
 			m := marks[0]
@@ -292,9 +298,9 @@ func (c *checker) run() error {
 			}
 		}
 	}
-	checkMarks(0, true) // marks of the empty journal: the zero hash
+	checkMarks(last, true) // marks at the start: the zero hash, or Since
 	cur := b.log.Cursor()
-	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+	for k, v := cur.Seek(be64(last + 1)); k != nil; k, v = cur.Next() {
 		c.res.Records++
 		if c.res.Records%4096 == 0 {
 			if err := c.ctx.Err(); err != nil {
@@ -314,16 +320,12 @@ func (c *checker) run() error {
 			checkMarks(g-1, false)
 		}
 		last = g
-		r, err := decodeRecord(g, v)
+		r, err := decodeRecordData(g, v, c.opts.Visit != nil)
 		if err != nil {
 			c.addErr("record", g, err)
 			chainKnown = false
+			c.undecodable = append(c.undecodable, g)
 			checkMarks(g, true)
-			// Count the record for the stream the index says it belongs
-			// to, so the stream's later records are not reported as gaps.
-			if sr, ok := c.indexed(b, g); ok && sr.seq == seqs[sr.stream]+1 {
-				seqs[sr.stream] = sr.seq
-			}
 			continue
 		}
 		c.res.Formats[r.Format]++
@@ -333,22 +335,7 @@ func (c *checker) run() error {
 		if err := checkStream(r.Stream); err != nil {
 			c.add("record", g, ErrCorrupt, "global %d: %v", g, err)
 		}
-		if want := seqs[r.Stream] + 1; r.Seq != want {
-			c.add("sequence", g, ErrCorrupt, "global %d: stream %q seq %d, want %d", g, r.Stream, r.Seq, want)
-		}
-		seqs[r.Stream] = r.Seq
-		iv := b.streams.Get(streamKey(r.Stream, r.Seq))
-		switch {
-		case r.Seq <= storedHead(r.Stream):
-			if len(iv) != 8 || binary.BigEndian.Uint64(iv) != g {
-				c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry %x does not point to global %d", r.Stream, r.Seq, iv, g)
-			}
-		case g <= watermark:
-			c.add("index", g, ErrCorrupt, "stream %q seq %d at global %d: not covered by its head (%d) though the index watermark is %d",
-				r.Stream, r.Seq, g, storedHead(r.Stream), watermark)
-		case iv != nil:
-			c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry beyond the stream's head %d", r.Stream, r.Seq, storedHead(r.Stream))
-		}
+		c.checkIndexed(b, r, watermark)
 
 		computed := ChainHash(prev, r)
 		switch {
@@ -373,7 +360,6 @@ func (c *checker) run() error {
 	}
 	c.res.LastGlobal = last
 	c.res.Head = Checkpoint{Global: last, Hash: prev}
-	c.res.Streams = len(seqs)
 	for _, m := range marks {
 		c.add(m.what(), m.cp.Global, ErrCorrupt, "%s at global %d is beyond the end of the log (global %d): records were removed",
 			m.what(), m.cp.Global, last)
@@ -384,7 +370,85 @@ func (c *checker) run() error {
 	if watermark != math.MaxUint64 && watermark > last {
 		c.add("index", 0, ErrCorrupt, "index watermark %d is beyond the end of the log (global %d)", watermark, last)
 	}
-	return c.indexes(b, seqs)
+	if since != nil {
+		return nil
+	}
+	return c.indexes(b, last)
+}
+
+// checkSince makes sure the point to start from is on the chain: its
+// record's stored hash is the point's hash.
+func (c *checker) checkSince(b buckets, since Checkpoint) error {
+	if since.Signed() && c.opts.PublicKey != nil {
+		if err := since.VerifySignature(c.opts.PublicKey); err != nil {
+			return fmt.Errorf("%w: the head to check from: %w", ErrNotOnChain, err)
+		}
+	}
+	if since.Global == 0 {
+		if !since.Hash.IsZero() {
+			return fmt.Errorf("%w: global 0 has the zero hash, not %s", ErrNotOnChain, since.Hash)
+		}
+		return nil
+	}
+	v := b.log.Get(be64(since.Global))
+	if v == nil {
+		return fmt.Errorf("%w: there is no record %d (the log ends at %d)", ErrNotOnChain, since.Global, b.log.Sequence())
+	}
+	r, err := decodeRecord(since.Global, v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: record %d does not decode: %w", ErrNotOnChain, since.Global, err)
+	case r.Format < 2:
+		return fmt.Errorf("%w: record %d predates the hash chain (format %d): check the whole journal", ErrNotOnChain, since.Global, r.Format)
+	case r.Hash != since.Hash:
+		return fmt.Errorf("%w: record %d has hash %s, not %s: the head is forged, or records up to it were changed since it was recorded; check the whole journal",
+			ErrNotOnChain, since.Global, r.Hash, since.Hash)
+	}
+	return nil
+}
+
+// checkIndexed checks record r's entry in the streams index, or, for a
+// record its stream's head does not cover yet, that it follows the
+// stream's last record.
+func (c *checker) checkIndexed(b buckets, r Record, watermark uint64) {
+	g := r.Global
+	iv := b.streams.Get(streamKey(r.Stream, r.Seq))
+	if len(iv) == 8 && binary.BigEndian.Uint64(iv) == g {
+		c.selfIndexed++
+		if c.opts.Since != nil && r.Seq > 1 {
+			// The whole-index pass does not run: the record before this
+			// one in its stream must be indexed, and come earlier.
+			pv := b.streams.Get(streamKey(r.Stream, r.Seq-1))
+			if len(pv) != 8 || binary.BigEndian.Uint64(pv) >= g {
+				c.add("sequence", g, ErrCorrupt, "global %d: stream %q seq %d, but seq %d is not indexed before it (entry %x)", g, r.Stream, r.Seq, r.Seq-1, pv)
+			}
+		}
+		return
+	}
+	head, _ := readHead(b.heads, r.Stream) // a malformed head is reported by indexes
+	switch {
+	case r.Seq <= head:
+		c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry %x does not point to global %d", r.Stream, r.Seq, iv, g)
+	case g <= watermark:
+		c.add("index", g, ErrCorrupt, "stream %q seq %d at global %d: not covered by its head (%d) though the index watermark is %d",
+			r.Stream, r.Seq, g, head, watermark)
+	case iv != nil:
+		c.add("index", g, ErrCorrupt, "stream %q seq %d: index entry beyond the stream's head %d", r.Stream, r.Seq, head)
+	default:
+		want := head + 1
+		if s, ok := c.tailSeqs[r.Stream]; ok {
+			want = s + 1
+		} else if c.opts.Since != nil && r.Seq > want {
+			// Its tail began before Since: the tail Open loaded knows it.
+			if first, globals := c.db.tail.entriesAfter(r.Stream, r.Seq-2); len(globals) > 0 && first == r.Seq-1 && globals[0] < g {
+				want = r.Seq
+			}
+		}
+		if r.Seq != want {
+			c.add("sequence", g, ErrCorrupt, "global %d: stream %q seq %d, want %d", g, r.Stream, r.Seq, want)
+		}
+		c.tailSeqs[r.Stream] = r.Seq
+	}
 }
 
 // marks loads the stored checkpoints and the given heads in global order,
@@ -444,45 +508,100 @@ func (c *checker) marks() ([]mark, error) {
 }
 
 // indexes checks the streams index, heads, claims and due entries against
-// what the log walk found.
-func (c *checker) indexes(b buckets, seqs map[string]uint64) error {
-	// Streams index: no entries beyond those checked with the records.
-	// Every record a head covers has its own entry, so equal counts means
-	// no extras.
-	var indexed, covered uint64
-	if err := b.streams.ForEach(func(k, _ []byte) error {
-		if _, _, ok := parseStreamKey(k); !ok {
-			c.add("index", 0, ErrCorrupt, "malformed stream index key %x", k)
+// what the log walk found. It walks the streams index and the heads
+// together, both in stream order, so it holds one stream at a time.
+func (c *checker) indexes(b buckets, last uint64) error {
+	// Streams index: each stream's entries run 1..head, at increasing
+	// globals. With every record pointed to by its own entry (the log
+	// walk) and as many entries as records covered, the entries and the
+	// covered records correspond one to one: each stream's covered records
+	// are its seqs 1..head, in global order.
+	var indexed, covered, toUndecodable uint64
+	hc := b.heads.Cursor()
+	hk, _ := hc.First()
+	// headsBefore reports the heads of streams that sort before s and
+	// have no index entries, and returns whether s has a head.
+	headsBefore := func(s string, all bool) (uint64, bool) {
+		for hk != nil && (all || string(hk) < s) {
+			if h, err := readHead(b.heads, string(hk)); err != nil {
+				c.addErr("index", 0, err)
+			} else {
+				c.add("index", 0, ErrCorrupt, "head of stream %q is %d, the streams index has no entry of it", hk, h)
+			}
+			hk, _ = hc.Next()
 		}
-		indexed++
-		return nil
-	}); err != nil {
-		return err
-	}
-
-	// Heads: at most one per stream of the log, never past its last seq.
-	// (A stream whose records all lie past the watermark may have none.)
-	if err := b.heads.ForEach(func(k, v []byte) error {
-		h, err := readHead(b.heads, string(k))
+		if hk == nil || string(hk) != s {
+			return 0, false
+		}
+		h, err := readHead(b.heads, s)
 		if err != nil {
 			c.addErr("index", 0, err)
-			return nil
 		}
-		covered += h
-		if want, ok := seqs[string(k)]; !ok || h > want || h == 0 {
-			c.add("index", 0, ErrCorrupt, "head of stream %q is %d, log says %d", k, h, want)
-		}
-		return nil
-	}); err != nil {
-		return err
+		hk, _ = hc.Next()
+		return h, err == nil
 	}
+	var stream string
+	var lastSeq, lastG uint64
+	endStream := func() {
+		h, _ := headsBefore(stream, false)
+		covered += h
+		switch {
+		case h < lastSeq:
+			c.add("index", 0, ErrCorrupt, "stream %q seqs %d..%d are indexed but not covered by its head (%d)", stream, h+1, lastSeq, h)
+		case h > lastSeq:
+			c.add("index", 0, ErrCorrupt, "head of stream %q is %d, the streams index holds seqs up to %d", stream, h, lastSeq)
+		}
+	}
+	streams := 0
+	cur := b.streams.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		s, seq, ok := parseStreamKey(k)
+		if !ok || len(v) != 8 {
+			c.add("index", 0, ErrCorrupt, "malformed stream index entry %x: %x", k, v)
+			continue
+		}
+		indexed++
+		if s != stream {
+			if stream != "" {
+				endStream()
+			}
+			stream, lastSeq, lastG = s, 0, 0
+			streams++
+		}
+		g := binary.BigEndian.Uint64(v)
+		switch {
+		case seq != lastSeq+1:
+			c.add("sequence", g, ErrCorrupt, "stream index has seq %d of stream %q (global %d) after seq %d", seq, s, g, lastSeq)
+		case g <= lastG:
+			c.add("sequence", g, ErrCorrupt, "stream %q seq %d is at global %d, before seq %d at global %d", s, seq, g, lastSeq, lastG)
+		case g > last:
+			c.add("index", 0, ErrCorrupt, "stream %q seq %d points to global %d beyond the end of the log (global %d)", s, seq, g, last)
+		}
+		if _, bad := slices.BinarySearch(c.undecodable, g); bad {
+			toUndecodable++
+		}
+		lastSeq, lastG = seq, g
+	}
+	if stream != "" {
+		endStream()
+	}
+	headsBefore("", true)
+	for s := range c.tailSeqs {
+		if h, _ := readHead(b.heads, s); h == 0 {
+			streams++ // its records are all in the tail
+		}
+	}
+	c.res.Streams = streams
 	if indexed != covered {
 		c.add("index", 0, ErrCorrupt, "stream index has %d entries for the %d records the heads cover", indexed, covered)
+	}
+	if c.selfIndexed+toUndecodable != indexed {
+		c.add("index", 0, ErrCorrupt, "stream index has %d entries, but only %d records are pointed to by their own entry", indexed, c.selfIndexed+toUndecodable)
 	}
 
 	// Claims: owned by a stream that exists.
 	if err := b.claims.ForEach(func(k, v []byte) error {
-		if _, ok := seqs[string(v)]; !ok {
+		if _, ok := c.tailSeqs[string(v)]; !ok && b.heads.Get(v) == nil {
 			c.add("index", 0, ErrCorrupt, "claim %q owned by unknown stream %q", k, v)
 		}
 		return nil

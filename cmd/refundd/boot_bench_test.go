@@ -20,7 +20,7 @@ import (
 // (registration, three refunds each submitted and answered), written through
 // the real event store so claims, due times and marks are there too. The
 // last refund of every tenth reservation stays in flight with a due time.
-func writeHistory(b *testing.B, path string, n int) (events int) {
+func writeHistory(b testing.TB, path string, n int) (events int) {
 	db, err := journal.Open(path, &journal.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
@@ -62,6 +62,23 @@ func writeHistory(b *testing.B, path string, n int) (events int) {
 		events += len(batch)
 	}
 	return events
+}
+
+// TestWriteHistoryFile writes writeHistory's journal to $HISTORY_FILE with
+// $HISTORY_RESERVATIONS reservations (default 100,000: about a million
+// events), for measuring the audit tools on it (docs/BENCHMARKS.md):
+//
+//	HISTORY_FILE=/tmp/h.db go test -run=TestWriteHistoryFile -count=1 ./cmd/refundd/
+func TestWriteHistoryFile(t *testing.T) {
+	path := os.Getenv("HISTORY_FILE")
+	if path == "" {
+		t.Skip("set HISTORY_FILE to write a journal there")
+	}
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("HISTORY_RESERVATIONS")); err == nil && v > 0 {
+		n = v
+	}
+	t.Logf("wrote %d events for %d reservations to %s", writeHistory(t, path, n), n, path)
 }
 
 // BenchmarkBootToReady measures how long refundd takes from Run to a 200 on

@@ -43,6 +43,19 @@ type replayer struct {
 	// indexes, when set, gathers what each event implies for the
 	// journal's indexes (Verify checks them).
 	indexes *implied
+	// checkFrom, when set, is the first seq whose event is checked: the
+	// events before it only build the state (Verify --since).
+	checkFrom uint64
+}
+
+// reset forgets every stream, keeping the maps' room: Verify replays one
+// stream at a time with one replayer per worker.
+func (p *replayer) reset() {
+	clear(p.states)
+	clear(p.broken)
+	if p.indexes != nil {
+		p.indexes.reset()
+	}
 }
 
 func newReplayer(report func(Problem)) *replayer {
@@ -57,6 +70,10 @@ func newReplayer(report func(Problem)) *replayer {
 // ok=false when the event does not decode.
 func (p *replayer) apply(r journal.Record) (reservation.Event, *reservation.State, bool) {
 	e, err := reservation.Decode(r.Type, r.Version, r.Data)
+	if err != nil && r.Seq < p.checkFrom {
+		p.broken[r.Stream] = true // not in the range checked: noted, not reported
+		return reservation.Event{}, nil, false
+	}
 	if err != nil {
 		p.report(Problem{Global: r.Global, Stream: r.Stream, Seq: r.Seq, Kind: "decode", Message: err.Error()})
 		p.broken[r.Stream] = true
@@ -70,7 +87,7 @@ func (p *replayer) apply(r journal.Record) (reservation.Event, *reservation.Stat
 	if p.indexes != nil {
 		p.indexes.add(r.Stream, s, e)
 	}
-	if p.broken[r.Stream] {
+	if p.broken[r.Stream] || r.Seq < p.checkFrom {
 		reservation.Apply(s, e)
 		return e, s, true
 	}

@@ -1,0 +1,444 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+)
+
+// Verify checks the journal end to end and reports every problem found:
+//
+//   - the file: journal.DB.Check (checksums, hash chain, sequences,
+//     indexes, checkpoints, recorded heads);
+//   - every record decodes as a reservation event this build knows;
+//   - every stream replays through the state machine without an event that
+//     Decide could not have produced from the state before it;
+//   - after every event: refunded + in flight <= paid, and a SUCCEEDED or
+//     FAILED refund never changes again;
+//   - the indexes kept beside the events agree with them: each refund
+//     number and order number is claimed by exactly the stream whose event
+//     introduced it; the attention marks are exactly the refunds needing
+//     attention; every refund waiting on a due time has its due entry.
+//
+// Its memory does not grow with the journal: the file is checked in
+// global order in one goroutine (the chain) while workers replay one
+// reservation at a time, read through the per-stream index, and look its
+// index entries up; nothing is kept per reservation once it is checked.
+//
+// With Check.Since (a recorded head or checkpoint) only the records after
+// it are checked, and the rules of the events among them, in time
+// proportional to them; Since must lie on the chain (else the error wraps
+// journal.ErrNotOnChain). The index checks then cover the reservations
+// those events touched.
+//
+// The error is only for failures to read; problems are in the Report.
+func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, error) {
+	if opts.MaxProblems <= 0 {
+		opts.MaxProblems = 1000
+	}
+	if opts.Check.Visit != nil {
+		return nil, fmt.Errorf("%w: VerifyOptions.Check.Visit is Verify's own", ErrInvalid)
+	}
+	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}}
+	rep := &Report{}
+	if opts.Check.Since != nil {
+		if err := v.since(ctx, opts.Check, rep); err != nil {
+			return nil, err
+		}
+	} else if err := v.full(ctx, opts.Check, rep); err != nil {
+		return nil, err
+	}
+	rep.Reservations, rep.Refunds = v.reservations, v.refunds
+	rep.Problems, rep.Dropped = v.problems.sorted()
+	rep.Range.To = rep.Journal.LastGlobal
+	rep.Range.Records = rep.Journal.Records
+	return rep, nil
+}
+
+// verifier is one Verify's shared state; workers add to it under mu.
+type verifier struct {
+	db       *journal.DB
+	mu       sync.Mutex
+	problems problemList
+	// reservations and refunds count what was replayed.
+	reservations, refunds int
+	// claimsOwned and marksFound count the index entries the events imply
+	// that the journal holds: fewer entries in the journal than that means
+	// it holds some no event implies.
+	claimsOwned, marksFound int
+	// misclaimed are keys already reported as claimed by another stream.
+	misclaimed map[string]bool
+}
+
+// full checks the whole journal: the chain in one goroutine, the
+// reservations in a pool of workers beside it.
+func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Report) error {
+	var (
+		res  journal.CheckResult
+		cerr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { res, cerr = v.db.Check(ctx, &check) })
+	work := make(chan []journal.StreamRecords, runtime.GOMAXPROCS(0))
+	errs := make(chan error, runtime.GOMAXPROCS(0)+1)
+	var workers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		workers.Go(func() {
+			w := v.newWorker(0)
+			for batch := range work {
+				if err := w.batch(ctx, batch); err != nil {
+					errs <- err
+					for range work { // drain: the producer stops on ctx or the full channel
+					}
+					return
+				}
+			}
+		})
+	}
+	// Batches of streams, so a worker's lookups share a read transaction.
+	const batchRecords = 4096
+	var batch []journal.StreamRecords
+	n := 0
+	err := v.db.ForEachStream(ctx, func(sr journal.StreamRecords) error {
+		batch = append(batch, sr)
+		if n += len(sr.Records); n >= batchRecords {
+			work <- batch
+			batch, n = nil, 0
+		}
+		return nil
+	})
+	if len(batch) > 0 {
+		work <- batch
+	}
+	close(work)
+	workers.Wait()
+	wg.Wait()
+	close(errs)
+	err = errors.Join(err, <-errs, cerr)
+	if err != nil {
+		return err
+	}
+	rep.Journal = res
+	rep.Range.Streams = v.reservations
+	return v.extras(ctx)
+}
+
+// since checks what was appended after check.Since: the chain from there
+// (Check), then the reservations with events in that range, each replayed
+// from its start with only the new events checked.
+func (v *verifier) since(ctx context.Context, check journal.CheckOptions, rep *Report) error {
+	first := map[string]uint64{} // stream -> its first seq after Since
+	check.Visit = func(r journal.Record) error {
+		if _, ok := first[r.Stream]; !ok {
+			first[r.Stream] = r.Seq
+		}
+		return nil
+	}
+	res, err := v.db.Check(ctx, &check)
+	if err != nil {
+		return err
+	}
+	rep.Journal = res
+	rep.Range.From = check.Since.Global
+	rep.Range.Streams = len(first)
+	ids := make([]string, 0, len(first))
+	for id := range first {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	w := v.newWorker(0)
+	for _, id := range ids {
+		recs, err := v.db.Load(ctx, id, 0)
+		if err != nil && !errors.Is(err, journal.ErrCorrupt) {
+			return err
+		}
+		sr := journal.StreamRecords{Stream: id, Records: recs}
+		if err != nil {
+			sr.Unreadable = 1 // Check names the record
+		}
+		w.rp.checkFrom = first[id]
+		if err := w.batch(ctx, []journal.StreamRecords{sr}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// worker replays reservations one at a time.
+type worker struct {
+	v     *verifier
+	rp    *replayer
+	found []Problem
+}
+
+func (v *verifier) newWorker(checkFrom uint64) *worker {
+	w := &worker{v: v}
+	w.rp = newReplayer(func(p Problem) { w.found = append(w.found, p) })
+	w.rp.indexes = newImplied()
+	w.rp.checkFrom = checkFrom
+	return w
+}
+
+// batch replays each stream of the batch and checks its index entries in
+// one read transaction.
+func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error {
+	var reservations, refunds, claims, marks int
+	var misclaimed []string
+	err := w.v.db.Read(ctx, func(rd *journal.Reader) error {
+		for _, sr := range batch {
+			st, broken := w.replay(sr)
+			if st != nil {
+				reservations++
+				refunds += len(st.Refunds)
+			}
+			c, m, mis := w.checkIndexes(rd, sr.Stream, st, broken)
+			claims += c
+			marks += m
+			misclaimed = append(misclaimed, mis...)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v := w.v
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.reservations += reservations
+	v.refunds += refunds
+	v.claimsOwned += claims
+	v.marksFound += marks
+	for _, k := range misclaimed {
+		if v.misclaimed == nil {
+			v.misclaimed = map[string]bool{}
+		}
+		v.misclaimed[k] = true
+	}
+	for _, p := range w.found {
+		v.problems.add(p)
+	}
+	w.found = w.found[:0]
+	return nil
+}
+
+// replay folds one stream and returns its state (nil when no event
+// decoded) and whether it is broken (an event that does not decode or a
+// record that cannot be read: its state is incomplete).
+func (w *worker) replay(sr journal.StreamRecords) (*reservation.State, bool) {
+	w.rp.reset()
+	if sr.Unreadable > 0 {
+		w.rp.broken[sr.Stream] = true
+	}
+	for _, r := range sr.Records {
+		w.rp.apply(r)
+	}
+	return w.rp.states[sr.Stream], w.rp.broken[sr.Stream]
+}
+
+// checkIndexes looks up the entries the stream's events imply: each claim
+// is owned by the stream, each attention mark is there, each refund waiting
+// on a due time has its due entry. It returns how many claims and marks
+// were found as implied (Verify compares them with the journal's totals)
+// and the keys found claimed by another stream.
+func (w *worker) checkIndexes(rd *journal.Reader, id string, st *reservation.State, broken bool) (claims, marks int, misclaimed []string) {
+	im := w.rp.indexes
+	add := func(format string, args ...any) {
+		w.found = append(w.found, Problem{Stream: id, Kind: "index", Message: fmt.Sprintf(format, args...)})
+	}
+	keys := make([]string, 0, len(im.claims))
+	for k := range im.claims {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		ns, key, _ := strings.Cut(k, "\x00")
+		switch owner := rd.Owner(ns, key); owner {
+		case id:
+			claims++
+		case "":
+			add("%s %s has no claim: a second stream could take it", ns, key)
+		default:
+			add("%s %s is claimed by %s, its events are in %s", ns, key, owner, id)
+			misclaimed = append(misclaimed, k)
+		}
+	}
+	if broken || st == nil {
+		return claims, 0, misclaimed
+	}
+	mk := make([]string, 0, len(im.marks[id]))
+	for k := range im.marks[id] {
+		mk = append(mk, k)
+	}
+	slices.Sort(mk)
+	for _, k := range mk {
+		if rd.HasMark(k) {
+			marks++
+		} else {
+			add("attention mark %s is missing", k)
+		}
+	}
+	// Due entries: every refund waiting on a due time has one, or no timer
+	// would ever act on it again. Extra entries are normal (stale timers
+	// are dropped when they fire), and so is a missing one of a refund
+	// that no timer acts on (final or REJECTED: its timer fired already).
+	for _, r := range st.Refunds {
+		if r.State.Terminal() || r.State == reservation.Rejected {
+			continue
+		}
+		for _, at := range im.dues[dueKey{id, r.No}] {
+			if !rd.HasDue(journal.Due{At: at, Stream: id, Key: r.No}) {
+				add("refund %s (%s) is due at %s but has no due entry: no timer will act on it",
+					r.No, r.State, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+			}
+		}
+	}
+	return claims, marks, misclaimed
+}
+
+// extras finds claims and attention marks no event implies. The workers
+// found the implied ones; when the journal holds more, the extra ones are
+// looked for entry by entry (only then: a sound journal costs two counts).
+func (v *verifier) extras(ctx context.Context) error {
+	var claims, marks int
+	if err := v.db.Read(ctx, func(rd *journal.Reader) error {
+		claims = rd.CountClaims(reservation.ClaimOutTradeNo) + rd.CountClaims(reservation.ClaimRefundNo)
+		marks = rd.CountMarks(eventstore.AttentionPrefix)
+		return nil
+	}); err != nil {
+		return err
+	}
+	w := v.newWorker(0)
+	owner := "" // the stream w last replayed
+	var ownerState *reservation.State
+	var ownerBroken bool
+	replayOwner := func(id string) error {
+		if id == owner {
+			return nil
+		}
+		recs, err := v.db.Load(ctx, id, 0)
+		if err != nil && !errors.Is(err, journal.ErrCorrupt) {
+			return err
+		}
+		sr := journal.StreamRecords{Stream: id, Records: recs}
+		if err != nil {
+			sr.Unreadable = 1
+		}
+		ownerState, ownerBroken = w.replay(sr)
+		owner = id
+		return nil
+	}
+	if extra := claims - v.claimsOwned; extra > 0 {
+		for _, ns := range []string{reservation.ClaimOutTradeNo, reservation.ClaimRefundNo} {
+			err := v.db.ForEachClaim(ctx, ns, func(c journal.OwnedClaim) error {
+				if extra == 0 {
+					return errDone
+				}
+				k := c.Namespace + "\x00" + c.Key
+				if err := replayOwner(c.Owner); err != nil {
+					return err
+				}
+				if w.rp.indexes.claims[k] == c.Owner {
+					return nil
+				}
+				extra--
+				if !v.misclaimed[k] {
+					v.problems.add(Problem{Stream: c.Owner, Kind: "index", Message: fmt.Sprintf("%s %s is claimed by %s but no event introduced it", c.Namespace, c.Key, c.Owner)})
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errDone) {
+				return err
+			}
+		}
+	}
+	if extra := marks - v.marksFound; extra > 0 {
+		after := ""
+		for extra > 0 {
+			keys, err := v.db.Marks(ctx, eventstore.AttentionPrefix, after, 1024)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				id := markStream(k)
+				if err := replayOwner(id); err != nil {
+					return err
+				}
+				if ownerState != nil && !ownerBroken && w.rp.indexes.marks[id][k] {
+					continue
+				}
+				extra--
+				v.problems.add(Problem{Kind: "index", Message: fmt.Sprintf("attention mark %s does not match the refund's state", k)})
+			}
+			if len(keys) < 1024 {
+				break
+			}
+			after = keys[len(keys)-1]
+		}
+	}
+	return nil
+}
+
+var errDone = errors.New("done")
+
+// markStream returns the reservation of an attention mark
+// (attention/KIND/RESERVATION/REFUND_NO), or "" when it has none.
+func markStream(key string) string {
+	rest := strings.TrimPrefix(key, eventstore.AttentionPrefix)
+	_, rest, _ = strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(rest, '/'); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
+// problemList keeps the first max problems in (global, stream) order,
+// whatever order the workers find them in, and counts the rest.
+type problemList struct {
+	max     int
+	list    []Problem
+	dropped int
+}
+
+func (l *problemList) add(p Problem) {
+	l.list = append(l.list, p)
+	if len(l.list) >= 2*l.max {
+		l.trim()
+	}
+}
+
+func (l *problemList) trim() {
+	slices.SortStableFunc(l.list, compareProblems)
+	if len(l.list) > l.max {
+		l.dropped += len(l.list) - l.max
+		l.list = l.list[:l.max]
+	}
+}
+
+func (l *problemList) sorted() ([]Problem, int) {
+	l.trim()
+	if l.list == nil {
+		l.list = []Problem{}
+	}
+	return l.list, l.dropped
+}
+
+// compareProblems orders problems of records by global, then the index
+// problems (global 0) by stream.
+func compareProblems(a, b Problem) int {
+	if (a.Global == 0) != (b.Global == 0) {
+		if a.Global == 0 {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(cmp.Compare(a.Global, b.Global), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Seq, b.Seq))
+}
