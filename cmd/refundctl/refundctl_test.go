@@ -207,7 +207,11 @@ type verifyJSON struct {
 		} `json:"journal"`
 		Reservations int `json:"reservations"`
 		Refunds      int `json:"refunds"`
-		Problems     []struct {
+		Range        struct {
+			From, To, Records uint64
+			Streams           int
+		} `json:"range"`
+		Problems []struct {
 			Global  uint64 `json:"global"`
 			Stream  string `json:"stream"`
 			Kind    string `json:"kind"`
@@ -344,6 +348,111 @@ func TestVerify_RecordedHead(t *testing.T) {
 		if r.code != exitProblems || !found {
 			t.Fatalf("%v: the recorded head at %d must fail: %s", args, recorded.Global, r)
 		}
+	}
+}
+
+// TestVerify_Since: with --since a recorded head, verify checks the chain
+// and the rules of what was appended after it, and only that: a record
+// changed before the head goes unseen (it is not read), one after it is
+// found, and a head that is not on the chain is refused.
+func TestVerify_Since(t *testing.T) {
+	sb := audittest.NewSandbox(t)
+	dir := t.TempDir()
+	live := filepath.Join(dir, "refundd.db")
+	w := audittest.New(t, audittest.Options{Path: live, Prefix: "R", Sandbox: sb})
+	w.Register("r1", 10000)
+	w.Settle("r1", w.Refund("r1", 4000))
+	w.Close()
+	r := ctl(t, "journal", "head", "--file", live, "--json")
+	if r.code != exitOK {
+		t.Fatal(r)
+	}
+	headFile := filepath.Join(dir, "head.json")
+	if err := os.WriteFile(headFile, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := decode[api.HeadView](t, r).Head
+	w = audittest.New(t, audittest.Options{Path: live, Prefix: "R", Sandbox: sb})
+	w.Register("r2", 5000)
+	w.Settle("r2", w.Refund("r2", 5000))
+	w.Close()
+	full := decode[verifyJSON](t, ctl(t, "journal", "verify", "--file", live, "--json"))
+	last := full.Report.Journal.Head.Global
+	if !full.OK || head.Global < 3 || last <= head.Global {
+		t.Fatalf("setup: head %d, last %d, full verify %+v", head.Global, last, full)
+	}
+	sinceHead := fmt.Sprintf("%d:%s", head.Global, head.Hash)
+
+	copyOf := func(t *testing.T, mutate func(tx *bolt.Tx) error) string {
+		p := filepath.Join(t.TempDir(), "j.db")
+		b, _ := os.ReadFile(live)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if mutate != nil {
+			patch(t, p, mutate)
+		}
+		return p
+	}
+	flip := func(g uint64) func(tx *bolt.Tx) error {
+		return func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte("log"))
+			v := append([]byte{}, b.Get(be64(g))...)
+			v[len(v)/2] ^= 0x20
+			return b.Put(be64(g), v)
+		}
+	}
+	tests := []struct {
+		name    string
+		since   string
+		mutate  func(tx *bolt.Tx) error
+		code    int
+		problem uint64 // the global of the one file problem expected; 0 for none
+		stderr  string
+	}{
+		{"the new records", sinceHead, nil, exitOK, 0, ""},
+		{"a head file", headFile, nil, exitOK, 0, ""},
+		{"a record changed before the head is not read", sinceHead, flip(2), exitOK, 0, ""},
+		{"a record changed after the head", sinceHead, flip(head.Global + 2), exitProblems, head.Global + 2, ""},
+		{"a forged head", fmt.Sprintf("%d:%s", head.Global, strings.Repeat("ab", 32)), nil, exitProblems, 0, "not on the chain"},
+		{"a head beyond the end", fmt.Sprintf("%d:%s", last+5, head.Hash), nil, exitProblems, 0, "not on the chain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := copyOf(t, tt.mutate)
+			r := ctl(t, "journal", "verify", "--file", p, "--since", tt.since, "--json")
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d: %s", r.code, tt.code, r)
+			}
+			if tt.stderr != "" {
+				if !strings.Contains(r.stderr, tt.stderr) || r.stdout != "" {
+					t.Fatalf("want a refusal mentioning %q and no report: %s", tt.stderr, r)
+				}
+				return
+			}
+			v := decode[verifyJSON](t, r)
+			rg := v.Report.Range
+			if rg.From != head.Global || rg.To != last || rg.Records != last-head.Global || v.Report.Journal.Records != last-head.Global || rg.Streams != 1 {
+				t.Fatalf("range %+v (records %d), want %d..%d, %d records of 1 reservation: %s", rg, v.Report.Journal.Records, head.Global, last, last-head.Global, r)
+			}
+			var globals []uint64
+			for _, pr := range v.Report.Journal.Problems {
+				globals = append(globals, pr.Global)
+			}
+			switch {
+			case tt.problem == 0 && (len(globals) > 0 || len(v.Report.Problems) > 0):
+				t.Fatalf("problems %+v, want none", v.Report)
+			case tt.problem != 0 && (len(globals) == 0 || globals[0] != tt.problem):
+				t.Fatalf("file problems at %v, want one at %d: %s", globals, tt.problem, r)
+			}
+		})
+	}
+	h := ctl(t, "journal", "verify", "--file", live, "--since", sinceHead)
+	if want := fmt.Sprintf("verified     globals %d..%d: %d records, 1 reservations", head.Global+1, last, last-head.Global); h.code != exitOK || !strings.Contains(h.stdout, want) {
+		t.Fatalf("human output: want %q: %s", want, h)
+	}
+	if r := ctl(t, "journal", "verify", "--file", copyOf(t, flip(2))); r.code != exitProblems {
+		t.Fatalf("a full verify must find the record changed before the head: %s", r)
 	}
 }
 

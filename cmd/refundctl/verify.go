@@ -93,6 +93,7 @@ type verifyOptions struct {
 	maxProblems int
 	pgURL       string
 	pgSchema    string
+	since       string
 }
 
 func (o *verifyOptions) register(fs *flag.FlagSet, c *cli) {
@@ -104,6 +105,7 @@ func (o *verifyOptions) register(fs *flag.FlagSet, c *cli) {
 	fs.IntVar(&o.maxProblems, "max-problems", 1000, "list at most this many problems of each kind (the rest are counted)")
 	fs.StringVar(&o.pgURL, "journal", "", "cluster mode: the PostgreSQL journal's URL (postgres://...; password in PGPASSWORD), instead of a file")
 	fs.StringVar(&o.pgSchema, "journal-schema", "", "with --journal: the journal's schema; empty: public")
+	fs.StringVar(&o.since, "since", "", "check only what was appended after this recorded head: GLOBAL:HASH, or a file as for --checkpoint")
 }
 
 func (o *verifyOptions) run(c *cli, args []string) int {
@@ -112,7 +114,7 @@ func (o *verifyOptions) run(c *cli, args []string) int {
 		return c.usageError(name, "unexpected argument %q", args[0])
 	}
 	if o.pgURL != "" {
-		if o.src.file != "" || o.src.data != "" || o.src.server != "" || len(o.heads) > 0 || len(o.cpFiles) > 0 || o.pubFile != "" {
+		if o.src.file != "" || o.src.data != "" || o.src.server != "" || len(o.heads) > 0 || len(o.cpFiles) > 0 || o.pubFile != "" || o.since != "" {
 			return c.usageError(name, "--journal goes alone: recorded heads, checkpoints and signatures are for the file journal")
 		}
 		return verifyPostgres(c, name, o.pgURL, o.pgSchema, o.maxProblems, o.asJSON)
@@ -136,6 +138,16 @@ func (o *verifyOptions) run(c *cli, args []string) int {
 			return c.usageError(name, "--public-key %s: %v", o.pubFile, err)
 		}
 	}
+	if o.since != "" {
+		var h headList
+		if err := h.Set(o.since); err == nil {
+			opts.Check.Since = &h[0]
+		} else if cp, ferr := readCheckpointFile(o.since); ferr == nil {
+			opts.Check.Since = &cp
+		} else {
+			return c.usageError(name, "--since: want GLOBAL:HASH or a head file: %v", ferr)
+		}
+	}
 	db, done, code := c.openOrExit(name, &o.src)
 	if db == nil {
 		return code
@@ -145,6 +157,12 @@ func (o *verifyOptions) run(c *cli, args []string) int {
 	opts.Check.Progress = p.report
 	rep, err := audit.Verify(c.ctx, db, opts)
 	p.done()
+	if errors.Is(err, journal.ErrNotOnChain) {
+		// A head that is not on the chain is forged, or the journal was
+		// changed up to it: either way nothing after it can be trusted.
+		fmt.Fprintf(c.stderr, "refundctl %s: --since %d:%s: %v\n", name, opts.Check.Since.Global, opts.Check.Since.Hash, err)
+		return exitProblems
+	}
 	if err != nil {
 		return c.fail(name, err)
 	}
@@ -244,7 +262,13 @@ func printVerify(c *cli, path string, rep *audit.Report) {
 		}
 	}
 	fmt.Fprintf(w, "journal %s\n", path)
-	fmt.Fprintf(w, "  records      %d (last global %d; %s), %d streams, epoch %d\n", j.Records, j.LastGlobal, strings.Join(formats, ", "), j.Streams, j.Epoch)
+	if j.Since != nil {
+		fmt.Fprintf(w, "  since        %d:%s (on the chain; nothing before it was read)\n", j.Since.Global, j.Since.Hash)
+		fmt.Fprintf(w, "  verified     globals %d..%d: %d records, %d reservations; epoch %d\n", rep.Range.From+1, rep.Range.To, rep.Range.Records, rep.Range.Streams, j.Epoch)
+	} else {
+		fmt.Fprintf(w, "  records      %d (last global %d; %s), %d streams, epoch %d\n", j.Records, j.LastGlobal, strings.Join(formats, ", "), j.Streams, j.Epoch)
+		fmt.Fprintf(w, "  verified     globals 1..%d\n", rep.Range.To)
+	}
 	fmt.Fprintf(w, "  chain head   %d:%s\n", j.Head.Global, j.Head.Hash)
 	if j.LastCheckpoint != nil {
 		fmt.Fprintf(w, "  checkpoints  %d (%d signed), last at global %d, %s\n", j.Checkpoints, j.SignedCheckpoints,
