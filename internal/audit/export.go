@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"strconv"
 	"time"
 
@@ -171,34 +170,24 @@ type InFlightRefund struct {
 
 // ComputeStats reads the whole journal once.
 func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*Stats, error) {
-	st := &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}}
-	undecoded := 0
-	rp := newReplayer(func(p Problem) {
-		if p.Kind == "decode" {
-			undecoded++
-		}
-	})
-	err := scanAll(ctx, db, progress, func(r journal.Record) error {
-		st.Records++
-		st.EventTypes[r.Type]++
-		if e, _, ok := rp.apply(r); ok && e.At.After(st.AsOf) {
-			st.AsOf = e.At
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	// Each worker sums its reservations; the sums are merged after.
+	parts := make([]*Stats, foldWorkers())
+	for i := range parts {
+		parts[i] = &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}}
 	}
-	st.Undecoded = undecoded
-	ids := make([]string, 0, len(rp.states))
-	for id := range rp.states {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		s := rp.states[id]
-		if !s.Registered() {
-			continue
+	err := foldStreams(ctx, db, progress, func(w int, f folded) {
+		st := parts[w]
+		st.Records += uint64(len(f.Records) + f.Unreadable)
+		for _, r := range f.Records {
+			st.EventTypes[r.Type]++
+		}
+		st.Undecoded += f.Undecoded
+		if f.Latest.After(st.AsOf) {
+			st.AsOf = f.Latest
+		}
+		s := f.State
+		if s == nil || !s.Registered() {
+			return
 		}
 		st.Reservations++
 		if s.Status == reservation.StatusCanceled {
@@ -213,11 +202,39 @@ func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*
 			if r.State == reservation.Failed {
 				st.Released += r.Amount
 			}
-			if r.State.Holds() && r.State != reservation.Succeeded &&
-				(st.OldestInFlight == nil || r.CreatedAt.Before(st.OldestInFlight.CreatedAt)) {
-				st.OldestInFlight = &InFlightRefund{ReservationID: id, RefundNo: r.No, State: string(r.State),
-					Amount: r.Amount, CreatedAt: r.CreatedAt}
+			if r.State.Holds() && r.State != reservation.Succeeded {
+				o := &InFlightRefund{ReservationID: f.Stream, RefundNo: r.No, State: string(r.State), Amount: r.Amount, CreatedAt: r.CreatedAt}
+				if st.OldestInFlight == nil || olderInFlight(o, st.OldestInFlight) {
+					st.OldestInFlight = o
+				}
 			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := parts[0]
+	for _, p := range parts[1:] {
+		st.Records += p.Records
+		st.Undecoded += p.Undecoded
+		st.Reservations += p.Reservations
+		st.Canceled += p.Canceled
+		st.Refunds += p.Refunds
+		st.Paid += p.Paid
+		st.Refunded += p.Refunded
+		st.InFlight += p.InFlight
+		st.Released += p.Released
+		for k, n := range p.EventTypes {
+			st.EventTypes[k] += n
+		}
+		for k, n := range p.RefundStates {
+			st.RefundStates[k] += n
+		}
+		if p.AsOf.After(st.AsOf) {
+			st.AsOf = p.AsOf
+		}
+		if p.OldestInFlight != nil && (st.OldestInFlight == nil || olderInFlight(p.OldestInFlight, st.OldestInFlight)) {
+			st.OldestInFlight = p.OldestInFlight
 		}
 	}
 	if st.OldestInFlight != nil {
@@ -238,6 +255,15 @@ func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*
 		st.LastCheckpoint = &cp
 	}
 	return st, nil
+}
+
+// olderInFlight orders refunds in flight by request time, then
+// reservation, so the oldest is the same whichever worker found it.
+func olderInFlight(a, b *InFlightRefund) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ReservationID < b.ReservationID
 }
 
 func itoa(v uint64) string  { return strconv.FormatUint(v, 10) }
