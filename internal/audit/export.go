@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -105,9 +106,19 @@ type ExportOptions struct {
 // range. Events that do not decode are exported with their raw type and no
 // data (Verify reports them).
 func Export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(Row) error) error {
-	rp := newReplayer(nil)
+	return export(ctx, db, opts, emit, exportCacheStates)
+}
+
+// export is Export keeping at most cached states.
+func export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(Row) error, cached int) error {
+	sc := newStateCache(db, cached)
 	return scanAll(ctx, db, opts.Progress, func(r journal.Record) error {
+		rp, err := sc.before(ctx, r)
+		if err != nil {
+			return err
+		}
 		e, st, ok := rp.apply(r)
+		defer sc.after(r)
 		if !ok {
 			return emit(Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, Type: r.Type, Version: r.Version,
 				Summary: "cannot decode", Data: json.RawMessage("null")})
@@ -134,6 +145,76 @@ func Export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 }
 
 // Stats are the journal's figures.
+// exportCacheStates is how many reservations Export keeps the state of.
+const exportCacheStates = 1 << 16
+
+// stateCache keeps the states of the reservations a walk in global order
+// is in the middle of, at most max: a reservation leaves it after its last
+// event (its stream's head), or, when more than max are open at once, the
+// one least recently used does, and is replayed again from the journal if
+// it has more events. Memory is bounded whatever the journal's size.
+type stateCache struct {
+	db    *journal.DB
+	max   int
+	rp    *replayer
+	heads map[string]uint64
+	lru   *list.List // of stream ids, most recent at the front
+	elems map[string]*list.Element
+}
+
+func newStateCache(db *journal.DB, max int) *stateCache {
+	return &stateCache{db: db, max: max, rp: newReplayer(nil), heads: map[string]uint64{}, lru: list.New(), elems: map[string]*list.Element{}}
+}
+
+// before makes the replayer hold r's stream's state before r and returns
+// it.
+func (c *stateCache) before(ctx context.Context, r journal.Record) (*replayer, error) {
+	if el, ok := c.elems[r.Stream]; ok {
+		c.lru.MoveToFront(el)
+		return c.rp, nil
+	}
+	head, err := c.db.Head(ctx, r.Stream)
+	if err != nil {
+		return nil, err
+	}
+	if r.Seq > 1 {
+		// Evicted while it still had events to come: replay it up to r.
+		recs, err := c.db.Load(ctx, r.Stream, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range recs {
+			if p.Seq >= r.Seq {
+				break
+			}
+			c.rp.apply(p)
+		}
+	}
+	c.heads[r.Stream] = head
+	c.elems[r.Stream] = c.lru.PushFront(r.Stream)
+	for c.lru.Len() > c.max {
+		c.forget(c.lru.Back().Value.(string))
+	}
+	return c.rp, nil
+}
+
+// after drops r's stream once r is its last event.
+func (c *stateCache) after(r journal.Record) {
+	if r.Seq >= c.heads[r.Stream] {
+		c.forget(r.Stream)
+	}
+}
+
+func (c *stateCache) forget(id string) {
+	if el, ok := c.elems[id]; ok {
+		c.lru.Remove(el)
+		delete(c.elems, id)
+	}
+	delete(c.heads, id)
+	delete(c.rp.states, id)
+	delete(c.rp.broken, id)
+}
+
 type Stats struct {
 	Records      uint64         `json:"records"`
 	Undecoded    int            `json:"undecoded"`
