@@ -214,32 +214,12 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 		return code
 	}
 	defer done()
-	p := c.progress("records replayed")
-	states, undecoded, err := audit.Replay(c.ctx, db, p.report)
-	p.done()
-	if err != nil {
-		return c.fail(name, err)
-	}
-	if undecoded > 0 {
-		fmt.Fprintf(c.stderr, "refundctl %s: WARNING: %d records could not be decoded; run \"refundctl journal verify\"\n", name, undecoded)
-	}
-	facts := audit.Facts(states)
 	out := reconcileOutput{Journal: db.Path()}
-
-	if o.query {
-		out.Mode = "query"
-		qp := c.progress("refunds queried")
-		rng.Progress = func(done, _ int) { qp.report(uint64(done)) }
-		rep, err := audit.ReconcileProvider(c.ctx, facts, client, rng)
-		qp.done()
-		if err != nil {
-			return c.fail(name, err)
-		}
-		out.Provider, out.OK = rep, rep.OK()
-		if o.fix {
-			out.Fixed = c.fixRefunds(o.src.server, o.src.tokenOr(c), append(append([]audit.Mismatch{}, rep.Mismatches...), rep.Failed...))
-		}
-	} else {
+	// Only the refunds the comparison looks at are kept: the bill's and
+	// the day's, or those requested in the range.
+	keep := audit.RangeFacts(rng.From, rng.To)
+	var bill *wechatpay.Bill
+	if !o.query {
 		out.Mode = "bill"
 		var raw []byte
 		if o.billFile != "" {
@@ -256,10 +236,37 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 		if err != nil {
 			return c.fail(name, err)
 		}
-		bill, err := wechatpay.ParseBill(raw)
+		if bill, err = wechatpay.ParseBill(raw); err != nil {
+			return c.fail(name, err)
+		}
+		if keep, err = audit.BillFacts(bill, o.date); err != nil {
+			return c.fail(name, err)
+		}
+	}
+	p := c.progress("records replayed")
+	facts, undecoded, err := audit.RefundFacts(c.ctx, db, keep, p.report)
+	p.done()
+	if err != nil {
+		return c.fail(name, err)
+	}
+	if undecoded > 0 {
+		fmt.Fprintf(c.stderr, "refundctl %s: WARNING: %d records could not be decoded; run \"refundctl journal verify\"\n", name, undecoded)
+	}
+
+	if o.query {
+		out.Mode = "query"
+		qp := c.progress("refunds queried")
+		rng.Progress = func(done, _ int) { qp.report(uint64(done)) }
+		rep, err := audit.ReconcileProvider(c.ctx, facts, client, rng)
+		qp.done()
 		if err != nil {
 			return c.fail(name, err)
 		}
+		out.Provider, out.OK = rep, rep.OK()
+		if o.fix {
+			out.Fixed = c.fixRefunds(o.src.server, o.src.tokenOr(c), append(append([]audit.Mismatch{}, rep.Mismatches...), rep.Failed...))
+		}
+	} else {
 		opts := audit.BillOptions{Date: o.date, Slack: o.slack, MchID: o.prov.mchID}
 		if o.prefix != "" {
 			epoch, err := db.Epoch(c.ctx)

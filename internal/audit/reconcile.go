@@ -10,6 +10,7 @@ import (
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/journal"
 )
 
 // RefundFact is a refund as the journal knows it at its end.
@@ -31,18 +32,26 @@ func Facts(states map[string]*reservation.State) []RefundFact {
 	var out []RefundFact
 	for id, s := range states {
 		for _, r := range s.Refunds {
-			out = append(out, RefundFact{ReservationID: id, RefundNo: r.No, OutTradeNo: s.OutTradeNo, Amount: r.Amount,
-				State: r.State, ProviderID: r.ProviderID, Attempts: r.Attempts, CreatedAt: r.CreatedAt,
-				SubmittedAt: r.SubmittedAt, UpdatedAt: r.UpdatedAt})
+			out = append(out, factOf(id, s, r))
 		}
 	}
+	sortFacts(out)
+	return out
+}
+
+func factOf(id string, s *reservation.State, r *reservation.Refund) RefundFact {
+	return RefundFact{ReservationID: id, RefundNo: r.No, OutTradeNo: s.OutTradeNo, Amount: r.Amount,
+		State: r.State, ProviderID: r.ProviderID, Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+		SubmittedAt: r.SubmittedAt, UpdatedAt: r.UpdatedAt}
+}
+
+func sortFacts(out []RefundFact) {
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
 		}
 		return out[i].RefundNo < out[j].RefundNo
 	})
-	return out
 }
 
 // Mismatch is one disagreement between the journal and WeChat Pay.
@@ -131,19 +140,9 @@ func ReconcileBill(facts []RefundFact, bill *wechatpay.Bill, opts BillOptions) (
 			}
 		}
 	}
-	date := opts.Date
-	if date == "" {
-		for _, r := range rows {
-			d := r.RequestedAt.In(beijing).Format(time.DateOnly)
-			if r.RequestedAt.IsZero() || (date != "" && d != date) {
-				return nil, fmt.Errorf("%w: cannot tell the bill's date from its rows; give it", ErrInvalid)
-			}
-			date = d
-		}
-	}
-	day, err := time.ParseInLocation(time.DateOnly, date, beijing)
+	date, day, err := billDay(rows, opts.Date)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bill date %q is not yyyy-MM-dd", ErrInvalid, date)
+		return nil, err
 	}
 	end := day.AddDate(0, 0, 1)
 	rep := &BillReport{Date: date, BillRefunds: len(rows), Mismatches: []Mismatch{}, Notes: []Mismatch{}}
@@ -229,6 +228,87 @@ func ReconcileBill(facts []RefundFact, bill *wechatpay.Bill, opts BillOptions) (
 			sum.Count, Yuan(sum.RefundTotal), len(bill.Rows), Yuan(rep.BillTotal))})
 	}
 	return rep, nil
+}
+
+// billDay is the bill's date: given, or the one day all its rows were
+// requested on (Beijing time).
+func billDay(rows []wechatpay.BillRefund, date string) (string, time.Time, error) {
+	if date == "" {
+		for _, r := range rows {
+			d := r.RequestedAt.In(beijing).Format(time.DateOnly)
+			if r.RequestedAt.IsZero() || (date != "" && d != date) {
+				return "", time.Time{}, fmt.Errorf("%w: cannot tell the bill's date from its rows; give it", ErrInvalid)
+			}
+			date = d
+		}
+	}
+	day, err := time.ParseInLocation(time.DateOnly, date, beijing)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%w: bill date %q is not yyyy-MM-dd", ErrInvalid, date)
+	}
+	return date, day, nil
+}
+
+// BillFacts says which refunds ReconcileBill looks at for this bill: those
+// the bill lists and those submitted on its day. Collecting only these
+// (RefundFacts) keeps a reconciliation's memory to a day's refunds.
+func BillFacts(bill *wechatpay.Bill, date string) (func(*RefundFact) bool, error) {
+	rows, err := bill.Refunds()
+	if err != nil {
+		return nil, err
+	}
+	_, day, err := billDay(rows, date)
+	if err != nil {
+		return nil, err
+	}
+	end := day.AddDate(0, 0, 1)
+	inBill := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		inBill[r.OutRefundNo] = true
+	}
+	return func(f *RefundFact) bool {
+		return inBill[f.RefundNo] || (!f.SubmittedAt.IsZero() && !f.SubmittedAt.Before(day) && f.SubmittedAt.Before(end))
+	}, nil
+}
+
+// RangeFacts says which refunds ReconcileProvider looks at: those requested
+// in [from, to) (a zero bound is open).
+func RangeFacts(from, to time.Time) func(*RefundFact) bool {
+	return func(f *RefundFact) bool {
+		return (from.IsZero() || !f.CreatedAt.Before(from)) && (to.IsZero() || f.CreatedAt.Before(to))
+	}
+}
+
+// RefundFacts replays the journal one reservation at a time, on every
+// core, and returns the facts of the refunds keep accepts (nil: all),
+// oldest request first, as Facts does; and how many records did not
+// decode. Its memory is the facts kept, not the journal.
+func RefundFacts(ctx context.Context, db *journal.DB, keep func(*RefundFact) bool, progress func(uint64)) ([]RefundFact, int, error) {
+	parts := make([][]RefundFact, foldWorkers())
+	undecoded := make([]int, len(parts))
+	err := foldStreams(ctx, db, progress, func(w int, f folded) {
+		undecoded[w] += f.Undecoded
+		if f.State == nil {
+			return
+		}
+		for _, r := range f.State.Refunds {
+			fact := factOf(f.Stream, f.State, r)
+			if keep == nil || keep(&fact) {
+				parts[w] = append(parts[w], fact)
+			}
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []RefundFact
+	n := 0
+	for i, p := range parts {
+		out = append(out, p...)
+		n += undecoded[i]
+	}
+	sortFacts(out)
+	return out, n, nil
 }
 
 // billStatusAgrees explains a disagreement between a bill's 退款状态 and

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/refundd/refundd/internal/audit"
 	"github.com/refundd/refundd/internal/audit/audittest"
@@ -270,5 +271,55 @@ func TestBackup_UnderLoadReplaysToServiceState(t *testing.T) {
 	}
 	if len(backupStates) != len(ids) {
 		t.Fatalf("%d reservations in the backup", len(backupStates))
+	}
+}
+
+// TestRefundFacts_AsFactsOfTheReplay: the facts folded one reservation at
+// a time on every core are those of the whole replay, and a bill's
+// reconciliation on only the facts BillFacts keeps is the same as on all.
+func TestRefundFacts_AsFactsOfTheReplay(t *testing.T) {
+	w, facts, bill, date := disagreeingWorld(t)
+	db := openRO(t, w.Path)
+	all, undecoded, err := audit.RefundFacts(bg, db, nil, nil)
+	if err != nil || undecoded != 0 {
+		t.Fatal(err, undecoded)
+	}
+	if !reflect.DeepEqual(all, facts) {
+		t.Fatalf("RefundFacts %+v\nFacts of the replay %+v", all, facts)
+	}
+	keep, err := audit.BillFacts(bill, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := audit.RefundFacts(bg, db, keep, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := audit.BillOptions{Prefixes: []string{"T"}, Slack: 1}
+	want, err := audit.ReconcileBill(facts, bill, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := audit.ReconcileBill(kept, bill, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("on the kept facts %+v\non all %+v", got, want)
+	}
+	day, _ := time.ParseInLocation(time.DateOnly, date, time.FixedZone("CST", 8*3600))
+	for _, tt := range []struct {
+		name string
+		f    audit.RefundFact
+		want bool
+	}{
+		{"in the bill", audit.RefundFact{RefundNo: "T-a-2"}, true},
+		{"submitted that day", audit.RefundFact{RefundNo: "X-1", SubmittedAt: day.Add(time.Hour)}, true},
+		{"submitted the day before", audit.RefundFact{RefundNo: "X-2", SubmittedAt: day.Add(-time.Hour)}, false},
+		{"never submitted", audit.RefundFact{RefundNo: "X-3"}, false},
+	} {
+		if got := keep(&tt.f); got != tt.want {
+			t.Errorf("%s: kept %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
