@@ -163,7 +163,9 @@ type stateCache struct {
 }
 
 func newStateCache(db *journal.DB, max int) *stateCache {
-	return &stateCache{db: db, max: max, rp: newReplayer(nil), heads: map[string]uint64{}, lru: list.New(), elems: map[string]*list.Element{}}
+	rp := newReplayer(nil)
+	rp.foldOnly = true
+	return &stateCache{db: db, max: max, rp: rp, heads: map[string]uint64{}, lru: list.New(), elems: map[string]*list.Element{}}
 }
 
 // before makes the replayer hold r's stream's state before r and returns

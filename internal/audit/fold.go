@@ -38,6 +38,7 @@ func foldStreams(ctx context.Context, db *journal.DB, progress func(uint64), fn 
 	for i := range n {
 		wg.Go(func() {
 			rp := newReplayer(nil)
+			rp.foldOnly = true
 			for batch := range work {
 				for _, sr := range batch {
 					rp.reset()

@@ -46,6 +46,9 @@ type replayer struct {
 	// checkFrom, when set, is the first seq whose event is checked: the
 	// events before it only build the state (Verify --since).
 	checkFrom uint64
+	// foldOnly skips the rule checks: stats, export and reconcile only
+	// want the states (Verify checks the rules).
+	foldOnly bool
 }
 
 // reset forgets every stream, keeping the maps' room: Verify replays one
@@ -87,7 +90,7 @@ func (p *replayer) apply(r journal.Record) (reservation.Event, *reservation.Stat
 	if p.indexes != nil {
 		p.indexes.add(r.Stream, s, e)
 	}
-	if p.broken[r.Stream] || r.Seq < p.checkFrom {
+	if p.broken[r.Stream] || r.Seq < p.checkFrom || p.foldOnly {
 		reservation.Apply(s, e)
 		return e, s, true
 	}
