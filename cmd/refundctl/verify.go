@@ -78,7 +78,9 @@ journal earlier (--head, or --checkpoint with the JSON saved from
 "refundctl journal head --json" or GET /v1/audit/head) proves that
 nothing up to it was changed since: the chain must pass through it.
 --public-key checks the signatures of the journal's checkpoints and of a
-signed recorded head. See docs/AUDIT.md.`,
+signed recorded head. --since a head verified before checks only what was
+appended after it (exit 1 if the head is not on the chain). See
+docs/AUDIT.md.`,
 		options: func() options { return &verifyOptions{} },
 	}
 }
