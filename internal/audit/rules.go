@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
@@ -42,7 +43,8 @@ type replayer struct {
 	broken map[string]bool
 	// indexes, when set, gathers what each event implies for the
 	// journal's indexes (Verify checks them).
-	indexes *implied
+	indexes  *implied
+	terminal []terminalRefund // reused by apply
 	// checkFrom, when set, is the first seq whose event is checked: the
 	// events before it only build the state (Verify --since).
 	checkFrom uint64
@@ -97,27 +99,35 @@ func (p *replayer) apply(r journal.Record) (reservation.Event, *reservation.Stat
 	for _, msg := range checkEvent(r.Stream, s, e) {
 		p.report(Problem{Global: r.Global, Stream: r.Stream, Seq: r.Seq, Kind: "transition", Message: msg})
 	}
-	before := terminalStates(s)
+	p.terminal = terminalStates(p.terminal[:0], s)
 	reservation.Apply(s, e)
-	for _, msg := range checkInvariants(s, before) {
+	for _, msg := range checkInvariants(s, p.terminal) {
 		p.report(Problem{Global: r.Global, Stream: r.Stream, Seq: r.Seq, Kind: "invariant", Message: msg})
 	}
 	return e, s, true
 }
 
-func terminalStates(s *reservation.State) map[string]reservation.RefundState {
-	m := map[string]reservation.RefundState{}
+// terminalRefund is a refund in a terminal state before an event.
+type terminalRefund struct {
+	no    string
+	state reservation.RefundState
+}
+
+// terminalStates appends the refunds of s in a terminal state to buf (a
+// slice, not a map: a reservation has few refunds, and this runs for every
+// event replayed).
+func terminalStates(buf []terminalRefund, s *reservation.State) []terminalRefund {
 	for _, r := range s.Refunds {
 		if r.State.Terminal() {
-			m[r.No] = r.State
+			buf = append(buf, terminalRefund{r.No, r.State})
 		}
 	}
-	return m
+	return buf
 }
 
 // checkInvariants holds after every event: money never goes beyond what
 // was paid, and a refund that reached SUCCEEDED or FAILED stays there.
-func checkInvariants(s *reservation.State, terminalBefore map[string]reservation.RefundState) []string {
+func checkInvariants(s *reservation.State, terminalBefore []terminalRefund) []string {
 	var out []string
 	if got := s.Refunded() + s.InFlight(); got > s.Amount {
 		out = append(out, fmt.Sprintf("refunded %d + in flight %d = %d fen exceeds the paid %d", s.Refunded(), s.InFlight(), got, s.Amount))
@@ -126,8 +136,10 @@ func checkInvariants(s *reservation.State, terminalBefore map[string]reservation
 		// The one way out of a terminal state: WeChat Pay paid a refund
 		// refundd had closed as FAILED, and the books count the money.
 		paidLate := r.State == reservation.Succeeded && r.PaidAfterFailed
-		if was, ok := terminalBefore[r.No]; ok && r.State != was && !(was == reservation.Failed && paidLate) {
-			out = append(out, fmt.Sprintf("refund %s left the terminal state %s for %s", r.No, was, r.State))
+		if i := slices.IndexFunc(terminalBefore, func(t terminalRefund) bool { return t.no == r.No }); i >= 0 {
+			if was := terminalBefore[i].state; r.State != was && !(was == reservation.Failed && paidLate) {
+				out = append(out, fmt.Sprintf("refund %s left the terminal state %s for %s", r.No, was, r.State))
+			}
 		}
 		if r.Amount <= 0 {
 			out = append(out, fmt.Sprintf("refund %s has amount %d", r.No, r.Amount))
