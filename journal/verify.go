@@ -68,6 +68,11 @@ type CheckOptions struct {
 	// (bbolt pages, the streams index and heads as a whole, claims, due
 	// keys) are not.
 	Since *Checkpoint
+	// PagesDone, if set, is called once bbolt's page check is over (at
+	// once with Since, which skips it). That check loads bbolt's freelist
+	// into a read-only DB unsynchronized with other transactions ending
+	// (the race detector shows it): start concurrent reads after it.
+	PagesDone func()
 }
 
 // CheckResult is what Check found.
@@ -226,6 +231,10 @@ func (c *checker) run() error {
 			// Drain the whole channel so the checker goroutine ends.
 			c.add("bbolt", 0, ErrCorrupt, "bbolt: %v", err)
 		}
+	}
+	if c.opts.PagesDone != nil {
+		c.opts.PagesDone()
+		c.opts.PagesDone = nil
 	}
 	b := txBuckets(tx)
 	meta := tx.Bucket(bucketMeta)
