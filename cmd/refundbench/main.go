@@ -43,9 +43,15 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/refundd/refundd/internal/version"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.Get().String("refundbench"))
+		return
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "compare":

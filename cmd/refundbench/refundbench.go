@@ -146,6 +146,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	for _, d := range defs {
 		env(d.name, d.env)
 	}
+	fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp

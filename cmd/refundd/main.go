@@ -17,9 +17,14 @@ import (
 	"syscall"
 
 	"github.com/refundd/refundd/internal/gctune"
+	"github.com/refundd/refundd/internal/version"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.Get().String("refundd"))
+		return
+	}
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		if errors.Is(err, errHelp) {

@@ -27,6 +27,7 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/version"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal"
 )
@@ -211,8 +212,8 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if err := m.serveHTTP(m.ln, srv); err != nil {
 		return err
 	}
-	m.log.Info(be.started, append([]any{"listen", m.ln.Addr().String(), "provider", m.provider.describe, "refund_prefix", policy.RefundNoPrefix},
-		be.logAttrs...)...)
+	m.log.Info(be.started, append([]any{"listen", m.ln.Addr().String(), "provider", m.provider.describe, "refund_prefix", policy.RefundNoPrefix,
+		"version", version.Get().Version}, be.logAttrs...)...)
 	scheme := "http"
 	if c.TLSCert != "" {
 		scheme = "https"

@@ -32,9 +32,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/refundd/refundd/internal/version"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.Get().String("wxpaysim"))
+		return
+	}
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		if errors.Is(err, errHelp) {

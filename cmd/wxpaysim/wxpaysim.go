@@ -105,6 +105,7 @@ func (m *Main) ParseFlags(args []string) error {
 		func(v string) error { c.SubMchIDs = splitList(v); return nil })
 	fs.StringVar(&c.StateDir, "state-dir", "", "with several merchants: keep each merchant's books in its own file in this directory (must exist)")
 	fs.StringVar(&c.RefunddURL, "refundd-url", c.RefunddURL, "with several merchants: refundd's base URL, for the notify_url of the printed merchants file")
+	fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp

@@ -28,6 +28,7 @@
 //	webhook_parked{endpoint}                             gauge
 //	webhook_delivered_total{endpoint}                    counter
 //	webhook_failed_attempts_total{endpoint}              counter
+//	build_info{version,revision,goversion}               gauge; always 1, the running build (internal/version)
 //
 // plus the Go runtime and process collectors.
 //

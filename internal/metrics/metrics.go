@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/refundd/refundd/internal/version"
 )
 
 const namespace = "refundd"
@@ -129,6 +131,13 @@ func New(opts Options) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "actor_activations_total",
 			Help: "Reservation actor activations; each loads the reservation from the journal."},
 			func() float64 { return float64(m.activations.Load()) }))
+	// Always 1; its labels say which build answers, so that a dashboard can
+	// show a rollout and join the version onto other series.
+	v := version.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "The running build: version, VCS revision and Go version; always 1."}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	m.reg.MustRegister(build)
 	if !opts.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/version"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal/journaltest"
 )
@@ -284,6 +286,14 @@ func TestObserveCommit(t *testing.T) {
 	want(t, text, `refundd_journal_commit_duration_seconds_sum`, 0.004)
 	want(t, text, `refundd_journal_sync_duration_seconds_sum`, 0.003)
 	want(t, text, `refundd_journal_commit_errors_total`, 1)
+}
+
+// TestNew_BuildInfo: one refundd_build_info series, value 1, naming the
+// build (the usual Prometheus pattern: join on it to label other series).
+func TestNew_BuildInfo(t *testing.T) {
+	v := version.Get()
+	text := scrape(t, metrics.New(metrics.Options{NoRuntime: true}))
+	want(t, text, fmt.Sprintf(`refundd_build_info{goversion=%q,revision=%q,version=%q}`, v.GoVersion, v.Revision, v.Version), 1)
 }
 
 func TestNew_RuntimeCollectors(t *testing.T) {
