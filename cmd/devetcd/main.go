@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/refundd/refundd/internal/devetcd"
+	"github.com/refundd/refundd/internal/version"
 )
 
 func main() {
@@ -27,8 +29,16 @@ func main() {
 	listen := fs.String("listen", "127.0.0.1:2379", "client address (host:port); port 0 picks a free one")
 	peer := fs.String("peer", "", "peer address (host:port); empty picks a free loopback port")
 	noFsync := fs.Bool("no-fsync", false, "do not fsync etcd's log (tests: a throwaway etcd on a busy disk)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0) // asked for: the usage is printed, nothing went wrong
+		}
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println(version.Get().String("devetcd"))
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
