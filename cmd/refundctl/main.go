@@ -11,7 +11,8 @@
 // Exit status: 0 all is well; 1 the journal or the reconciliation has
 // problems (they are listed); 2 bad usage; 3 the work could not be done (a
 // file that cannot be opened or is held by a running refundd, a server that
-// does not answer).
+// does not answer); 4 reconcile had nothing to compare (no refund in the
+// range on either side).
 //
 // Run "refundctl help" for the commands, "refundctl COMMAND --help" for
 // one.

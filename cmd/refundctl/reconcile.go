@@ -102,6 +102,9 @@ type reconcileOutput struct {
 	Bill     *audit.BillReport     `json:"bill,omitempty"`
 	Provider *audit.ProviderReport `json:"provider,omitempty"`
 	Fixed    []fixResult           `json:"fixed,omitempty"`
+	// NothingCompared: the range held no refund on either side, which
+	// proves nothing (a wrong --from or --bill-date looks the same).
+	NothingCompared bool `json:"nothing_compared,omitempty"`
 }
 
 type fixResult struct {
@@ -129,7 +132,9 @@ disagrees and is not final (POST .../reconcile); the journal file is
 never written by this tool.
 
 Credentials: --wechatpay-* flags (or REFUNDD_WECHATPAY_* variables), or
---sandbox-keys DIR for a sandbox. Exit status 1 when anything disagrees.`,
+--sandbox-keys DIR for a sandbox. Exit status 1 when anything disagrees,
+4 when there was nothing to compare (no refund in the range on either
+side: that is not agreement, and often a wrong range or date).`,
 		options: func() options { return &reconcileOptions{} },
 	}
 }
@@ -282,14 +287,21 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 			return c.fail(name, err)
 		}
 		out.Bill, out.OK = rep, rep.OK()
+		out.NothingCompared = rep.OK() && rep.BillRefunds == 0 && rep.JournalRefunds == 0
+	}
+	if out.Provider != nil {
+		out.NothingCompared = out.Provider.Queried == 0
 	}
 	if o.asJSON {
 		c.printJSON(out)
 	} else {
 		printReconcile(c, out)
 	}
-	if !out.OK {
+	switch {
+	case !out.OK:
 		return exitProblems
+	case out.NothingCompared:
+		return exitNothing
 	}
 	return exitOK
 }
@@ -322,7 +334,9 @@ func printReconcile(c *cli, out reconcileOutput) {
 			fmt.Fprintf(w, "fix      %s: reconcile requested (HTTP %d)\n", f.RefundNo, f.Status)
 		}
 	}
-	if out.OK {
+	if out.OK && out.NothingCompared {
+		fmt.Fprintf(w, "NOTHING COMPARED: no refunds in the range on either side; check the range (exit status %d)\n", exitNothing)
+	} else if out.OK {
 		fmt.Fprintln(w, "OK: the journal and WeChat Pay agree")
 	} else {
 		fmt.Fprintf(w, "DISAGREE: %d mismatches, %d queries without an answer\n", len(mism), len(failed))

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundd/refundd/internal/version"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -23,6 +24,7 @@ const (
 	exitProblems = 1 // the data has problems; they were reported
 	exitUsage    = 2
 	exitFailed   = 3 // the work could not be done
+	exitNothing  = 4 // reconcile: nothing to compare (an empty range is no agreement)
 )
 
 // command is one subcommand.
@@ -77,11 +79,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return exitOK
 	}
+	if args[0] == "version" || version.Requested(args[:1]) {
+		fmt.Fprintln(stdout, version.Get().String("refundctl"))
+		return exitOK
+	}
 	// Commands are one or two words ("journal verify", "backup").
 	for _, cmd := range commands() {
 		words := strings.Fields(cmd.name)
 		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == cmd.name {
 			return c.runCommand(cmd, args[len(words):])
+		}
+	}
+	// A group's name alone ("journal") lists the group's commands.
+	if len(args) == 1 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+		if code, ok := c.groupUsage(args[0], len(args) > 1); ok {
+			return code
 		}
 	}
 	fmt.Fprintf(stderr, "refundctl: unknown command %q\n\n", strings.Join(args[:min(2, len(args))], " "))
@@ -99,8 +111,34 @@ func (c *cli) usage(w io.Writer) {
 	fmt.Fprintln(w, "  --file PATH    a backup, or a refundd.db nobody is writing")
 	fmt.Fprintln(w, "  --data DIR     the data directory of a stopped refundd (DIR/refundd.db)")
 	fmt.Fprintln(w, "  --server URL   a running refundd: a hot backup is taken (operator token in --token or REFUNDCTL_TOKEN)")
-	fmt.Fprintln(w, "\nExit status: 0 all is well, 1 problems found (listed), 2 bad usage, 3 the work could not be done.")
+	fmt.Fprintln(w, "  version                          print the version")
+	fmt.Fprintln(w, "\nExit status: 0 all is well, 1 problems found (listed), 2 bad usage, 3 the work could not be done,")
+	fmt.Fprintln(w, "4 reconcile found nothing to compare.")
 	fmt.Fprintln(w, "Run \"refundctl COMMAND --help\" for a command's flags.")
+}
+
+// groupUsage prints the commands of group ("journal"); help says it was
+// asked for (stdout, exit 0) rather than a command left out (stderr, 2).
+func (c *cli) groupUsage(group string, help bool) (int, bool) {
+	w, code := c.stderr, exitUsage
+	if help {
+		w, code = c.stdout, exitOK
+	}
+	found := false
+	for _, cmd := range commands() {
+		if rest, ok := strings.CutPrefix(cmd.name, group+" "); ok {
+			if !found {
+				fmt.Fprintf(w, "usage: refundctl %s COMMAND [flags] [args]\n\nCommands:\n", group)
+				found = true
+			}
+			fmt.Fprintf(w, "  %-32s %s\n", strings.TrimSpace(group+" "+rest+" "+cmd.args), cmd.summary)
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	fmt.Fprintf(w, "\nRun \"refundctl %s COMMAND --help\" for a command's flags.\n", group)
+	return code, true
 }
 
 func (c *cli) runCommand(cmd command, args []string) int {

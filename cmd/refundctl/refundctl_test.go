@@ -826,6 +826,63 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestGroupAndVersion: "journal" alone names a group, so its commands are
+// listed (not "unknown command"); version is a command and a flag.
+func TestGroupAndVersion(t *testing.T) {
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+	}{
+		{[]string{"journal"}, exitUsage, ""},
+		{[]string{"journal", "--help"}, exitOK, "usage: refundctl journal COMMAND"},
+		{[]string{"journal", "-h"}, exitOK, "journal state RESERVATION"},
+		{[]string{"version"}, exitOK, "refundctl "},
+		{[]string{"--version"}, exitOK, "refundctl "},
+	}
+	for _, tt := range tests {
+		r := ctl(t, tt.args...)
+		out := r.stdout
+		if tt.code != exitOK {
+			out = r.stderr
+		}
+		if r.code != tt.code || !strings.Contains(out, tt.stdout) || strings.Contains(r.stderr, "unknown command") ||
+			(tt.args[0] == "journal" && (!strings.Contains(out, "journal verify") || strings.Contains(out, "keygen"))) {
+			t.Errorf("refundctl %v: want exit %d, %q and the journal commands only; got %s", tt.args, tt.code, tt.stdout, r)
+		}
+	}
+}
+
+// TestReconcile_NothingCompared: a range with no refunds in it is not
+// agreement; the tool says nothing was compared and exits exitNothing.
+func TestReconcile_NothingCompared(t *testing.T) {
+	w := audittest.New(t, audittest.Options{Prefix: "T"})
+	w.Register("a", 10000)
+	w.Settle("a", w.Refund("a", 3000))
+	keyDir := t.TempDir()
+	if _, err := w.Sandbox.Keys.WriteDir(keyDir, w.Sandbox.HTTP.URL); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, w)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		text string
+	}{
+		{"empty range", []string{"--from", "2000-01-01", "--to", "2000-01-02"}, exitNothing, "NOTHING COMPARED"},
+		{"whole journal", nil, exitOK, "OK: the journal and WeChat Pay agree"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"reconcile", "--server", srv.URL, "--query", "--sandbox-keys", keyDir}, tt.args...)
+			if r := ctl(t, args...); r.code != tt.code || !strings.Contains(r.stdout, tt.text) {
+				t.Errorf("refundctl %v: want exit %d and %q; got %s", args, tt.code, tt.text, r)
+			}
+		})
+	}
+}
+
 func TestFixtures_AllFormats(t *testing.T) {
 	for _, f := range []string{"format1", "format2"} {
 		src := filepath.Join("..", "..", "internal", "audit", "testdata", f+".db")
