@@ -23,7 +23,10 @@
 // cover the --duration after --warmup. At the end every reservation used
 // is read back and checked: refunded + in flight <= paid, every accepted
 // refund present with its amount, accepted amounts never above paid. A
-// failed check exits with status 1.
+// failed check exits with status 1, and so does a run in which more than
+// --max-error-rate of the operations failed (default 1%) or none
+// succeeded: like a load tool's thresholds, so that a script cannot
+// mistake a run against a service that refused everything for a result.
 //
 // Every flag has a REFUNDBENCH_* variable; --token falls back to
 // REFUNDD_TOKEN and is sent as "Authorization: Bearer".
@@ -41,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,8 +91,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refundbench:", err)
 		os.Exit(1)
 	}
-	if !rep.Check.OK {
-		fmt.Fprintln(os.Stderr, "refundbench: correctness check FAILED")
+	if len(rep.Failures) > 0 {
+		fmt.Fprintln(os.Stderr, "refundbench: FAILED:", strings.Join(rep.Failures, "; "))
 		os.Exit(1)
 	}
 }

@@ -53,6 +53,10 @@ type Config struct {
 	Settle       float64 // seconds to wait for accepted refunds to become final before the check
 	CPUPids      string  // processes of the service whose CPU time is measured, comma-separated
 	CPUUser      string  // every process of this user counts too (postgres)
+	// MaxErrorRate is the share of failed operations (0.01 = 1%) above
+	// which the run fails, as a load tool's threshold would: a benchmark
+	// of a service that refused everything measured nothing.
+	MaxErrorRate float64
 }
 
 // Main is the program, split so tests can run it in-process.
@@ -70,7 +74,7 @@ func NewMain() *Main {
 			Target: "http://127.0.0.1:8080", Scenario: scenarioLifecycle, Clients: 16, MaxOpen: 4096,
 			Duration: 10 * time.Second, Warmup: 2 * time.Second, Timeout: 10 * time.Second, Wait: 5 * time.Second,
 			Output: "table", Amount: 10000, RefundAmount: 700, Shared: 8, Duplicates: 5,
-			Mix: "lifecycle=6,claims=2,read=2", Check: true, Settle: 10,
+			Mix: "lifecycle=6,claims=2,read=2", Check: true, Settle: 10, MaxErrorRate: 0.01,
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -138,6 +142,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	num(&c.CheckMax, "check-max", "check at most this many reservations, chosen at random (0: all)")
 	fs.Float64Var(&c.Settle, "settle", c.Settle, "seconds to wait for accepted refunds to become final before checking (env REFUNDBENCH_SETTLE)")
 	defs = append(defs, def{"settle", "REFUNDBENCH_SETTLE"})
+	fs.Float64Var(&c.MaxErrorRate, "max-error-rate", c.MaxErrorRate,
+		"fail the run (exit 1) when more than this share of operations failed, 0.01 = 1% (env REFUNDBENCH_MAX_ERROR_RATE)")
+	defs = append(defs, def{"max-error-rate", "REFUNDBENCH_MAX_ERROR_RATE"})
 	str(&c.CPUPids, "cpu-pids", "process ids of the service; their CPU time over the window is reported per operation")
 	str(&c.CPUUser, "cpu-user", "count the CPU time of every process of this user too (e.g. postgres)")
 	if v := getenv("REFUNDD_TOKEN"); v != "" {
@@ -191,6 +198,9 @@ func (c *Config) validate() error {
 	}
 	if c.Shared < 1 || c.Duplicates < 1 || c.Refunds < 0 || c.CheckMax < 0 || c.Settle < 0 {
 		return errors.New("--shared and --duplicates must be at least 1; --refunds, --check-max and --settle not negative")
+	}
+	if c.MaxErrorRate < 0 || c.MaxErrorRate > 1 {
+		return errors.New("--max-error-rate must be between 0 and 1 (0.01 = 1%)")
 	}
 	if c.Output != "table" && c.Output != "json" {
 		return errors.New("--output must be table or json")
@@ -257,7 +267,7 @@ func randomRunID() string {
 
 // Run sets the scenario up, drives the load, checks the result and prints
 // the report. An error means the run could not be made at all; a failed
-// correctness check is in the report (Report.Check.OK).
+// correctness check or threshold is in the report (Report.Failures).
 func (m *Main) Run(ctx context.Context) (*Report, error) {
 	c := m.Config
 	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

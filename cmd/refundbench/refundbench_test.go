@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,5 +395,51 @@ func TestCPUWatch_CountsBusyProcess(t *testing.T) {
 	}
 	if _, err := newCPUWatch("12,abc", ""); err == nil {
 		t.Fatal("a bad pid list was accepted")
+	}
+}
+
+// TestExit_Thresholds runs the built command: a run in which operations
+// fail beyond --max-error-rate exits 1 even when the correctness check has
+// nothing to object to, like a load tool's thresholds; a healthy run
+// exits 0.
+func TestExit_Thresholds(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "refundbench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"code":"internal","message":"down"}}`, http.StatusInternalServerError)
+	}))
+	t.Cleanup(broken.Close)
+	healthy := startServer(t, simprovider.Options{}, false)
+	tests := []struct {
+		name   string
+		target string
+		extra  []string
+		code   int
+		text   string
+	}{
+		{"every request fails", broken.URL, nil, 1, "FAILED"},
+		{"every request fails, threshold 100%", broken.URL, []string{"--max-error-rate", "1"}, 1, "no operation succeeded"},
+		{"healthy", healthy.url, nil, 0, "check: OK"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--target", tt.target, "--scenario", "lifecycle", "--clients", "2",
+				"--duration", "300ms", "--warmup", "0s", "--settle", "2"}, tt.extra...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "REFUNDD_TOKEN="+testToken)
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || !strings.Contains(string(out), tt.text) {
+				t.Errorf("refundbench %v: exit %d, want %d and %q in:\n%s", args, code, tt.code, tt.text, out)
+			}
+		})
 	}
 }

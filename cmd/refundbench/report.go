@@ -34,6 +34,11 @@ type Report struct {
 	Dropped   int64              `json:"dropped,omitempty"`
 	Notify    map[string]int64   `json:"notify_outcomes,omitempty"` // the target's own counters, during the run
 	Check     CheckResult        `json:"check"`
+	// ErrorRate is failed operations over all operations in the window.
+	ErrorRate float64 `json:"error_rate"`
+	// Failures says why the run failed (a threshold or the check); the
+	// command exits 1 when it is not empty.
+	Failures []string `json:"failures,omitempty"`
 	// The service's CPU over the measured window (--cpu-pids, --cpu-user):
 	// seconds, milliseconds per headline operation, and the load
 	// generator's own seconds. LoadAvg is /proc/loadavg at its start and end.
@@ -119,6 +124,20 @@ func (b *bench) report(window time.Duration) *Report {
 	case scenarioMixed:
 		rep.Headline = "all"
 	}
+	var ok, failed int64
+	for _, s := range rep.Ops {
+		ok, failed = ok+s.Count, failed+s.Failed
+	}
+	if ok+failed > 0 {
+		rep.ErrorRate = float64(failed) / float64(ok+failed)
+	}
+	switch {
+	case ok == 0:
+		rep.Failures = append(rep.Failures, fmt.Sprintf("no operation succeeded (%d failed)", failed))
+	case rep.ErrorRate > c.MaxErrorRate:
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%.2f%% of operations failed (%d of %d), above --max-error-rate %.2f%%",
+			100*rep.ErrorRate, failed, ok+failed, 100*c.MaxErrorRate))
+	}
 	if rep.Headline == "all" {
 		for _, s := range rep.Ops {
 			rep.PerSecond += s.PerSecond
@@ -195,6 +214,9 @@ func (rep *Report) writeTable(w io.Writer) error {
 		for _, e := range ck.Examples {
 			fmt.Fprintln(w, "  ", e)
 		}
+	}
+	for _, f := range rep.Failures {
+		fmt.Fprintln(w, "FAILED:", f)
 	}
 	return nil
 }

@@ -115,6 +115,9 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if c.Check {
 		b.log.Info("checking", "reservations", b.ledger.size())
 		rep.Check = b.check(ctx)
+		if !rep.Check.OK {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("correctness check: %d violations", rep.Check.Violations))
+		}
 	} else {
 		rep.Check = CheckResult{OK: true, Skipped: true}
 	}
