@@ -4,7 +4,6 @@ package gctune
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // Config sets Go's garbage collector for refundd's heap, which is a small
@@ -103,19 +104,28 @@ func parseSize(v string) (int64, error) {
 }
 
 // readMemory is the memory this process may use: its cgroup's limit when
-// one is set, else the machine's.
+// one is set and below the machine's memory, else the machine's.
+//
+// The cgroup is found as the kernel describes it (/proc/self/cgroup and
+// /proc/self/mountinfo), in the v2 hierarchy or the v1 memory controller
+// (older hosts and container runtimes, hybrid set-ups): automemlimit's
+// reading of both, rather than one more hand-written parser of mountinfo.
 func readMemory() (int64, error) {
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil && n > 0 {
-			return n, nil
-		}
-	}
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	return memTotal(f)
+	machine, err := memTotal(f)
+	if err != nil {
+		return 0, err
+	}
+	// An error here means no cgroup limit (none set, not Linux, no
+	// controller mounted): the machine's memory is the bound then.
+	if n, err := memlimit.FromCgroup(); err == nil && n > 0 && n < uint64(machine) {
+		return int64(n), nil
+	}
+	return machine, nil
 }
 
 // memTotal reads MemTotal from /proc/meminfo's format, in bytes.

@@ -1,8 +1,15 @@
 package gctune
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,4 +93,78 @@ func TestApplyGC(t *testing.T) {
 	if !strings.Contains(note, "GOGC=150") || !strings.Contains(note, "GOMEMLIMIT=1GiB") {
 		t.Errorf("note = %q", note)
 	}
+}
+
+// TestReadMemory_CgroupV1 puts a child process in a memory cgroup of the
+// v1 hierarchy with a 512 MiB limit and asks it what readMemory sees:
+// --memory-limit auto must halve the cgroup's limit there too, not the
+// machine's memory. It needs root and a v1 memory controller (this
+// project's machines have one); elsewhere it skips.
+func TestReadMemory_CgroupV1(t *testing.T) {
+	if os.Getenv("REFUNDD_TEST_READMEMORY_CHILD") == "1" {
+		// The child: wait until the parent has moved it, then answer.
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			fmt.Println("stdin:", err)
+			os.Exit(1)
+		}
+		n, err := readMemory()
+		fmt.Println(n, err)
+		os.Exit(0)
+	}
+	parent := cgroupV1MemoryDir(t)
+	dir := filepath.Join(parent, fmt.Sprintf("refundd-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup (%v): needs root", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	const limit = 512 << 20
+	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.Itoa(limit)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReadMemory_CgroupV1$")
+	cmd.Env = append(os.Environ(), "REFUNDD_TEST_READMEMORY_CHILD=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	moveErr := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	waitErr := cmd.Wait()
+	if moveErr != nil {
+		t.Fatalf("moving the child into %s: %v", dir, moveErr)
+	}
+	if waitErr != nil {
+		t.Fatalf("child: %v\n%s", waitErr, out.String())
+	}
+	if got, want := strings.TrimSpace(out.String()), fmt.Sprintf("%d <nil>", limit); got != want {
+		t.Fatalf("readMemory in a v1 cgroup limited to 512 MiB = %q, want %q", got, want)
+	}
+}
+
+// cgroupV1MemoryDir is this process's directory in the v1 memory
+// hierarchy, or skips the test when there is none.
+func cgroupV1MemoryDir(t *testing.T) string {
+	t.Helper()
+	const root = "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
+		t.Skipf("no cgroup v1 memory controller at %s", root)
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// "4:memory:/some/path"
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[1] == "memory" {
+			return filepath.Join(root, parts[2])
+		}
+	}
+	t.Skip("no memory line in /proc/self/cgroup")
+	return ""
 }
