@@ -50,7 +50,7 @@ type options interface {
 func commands() []command {
 	return []command{
 		verifyCommand(), showCommand(), stateCommand(), exportCommand(), statsCommand(), headCommand(),
-		backupCommand(), restoreCommand(), reconcileCommand(), keygenCommand(),
+		backupCommand(), restoreCommand(), reconcileCommand(), keygenCommand(), probeCommand(),
 	}
 }
 

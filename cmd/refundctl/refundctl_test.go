@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -849,6 +850,40 @@ func TestGroupAndVersion(t *testing.T) {
 		if r.code != tt.code || !strings.Contains(out, tt.stdout) || strings.Contains(r.stderr, "unknown command") ||
 			(tt.args[0] == "journal" && (!strings.Contains(out, "journal verify") || strings.Contains(out, "keygen"))) {
 			t.Errorf("refundctl %v: want exit %d, %q and the journal commands only; got %s", tt.args, tt.code, tt.stdout, r)
+		}
+	}
+}
+
+// TestProbe: the image's health check is "refundctl probe": ready on a
+// 2xx, not ready (1) on another status, no answer (3) when nothing listens.
+func TestProbe(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer ready.Close()
+	unready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
+	}))
+	defer unready.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	tests := []struct {
+		args []string
+		code int
+		text string
+	}{
+		{[]string{"probe", ready.URL + "/readyz"}, exitOK, "ready: HTTP 200"},
+		{[]string{"probe", unready.URL + "/readyz"}, exitProblems, "not ready: HTTP 503"},
+		{[]string{"probe", gone.URL + "/readyz"}, exitFailed, "refused"},
+		{[]string{"probe", "a", "b"}, exitUsage, "at most one URL"},
+	}
+	for _, tt := range tests {
+		if r := ctl(t, tt.args...); r.code != tt.code || !strings.Contains(r.stdout+r.stderr, tt.text) {
+			t.Errorf("refundctl %v: want exit %d and %q; got %s", tt.args, tt.code, tt.text, r)
 		}
 	}
 }
