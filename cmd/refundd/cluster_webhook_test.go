@@ -203,9 +203,18 @@ func TestCluster_WebhookFailover(t *testing.T) {
 			took := time.Since(sent)
 			// Say when (if ever) the refund finished after all, so that a
 			// failure tells a wait that ended early from a slow recovery.
-			after := ""
+			after, state := "", ""
 			if no, _ := out["refund_no"].(string); no != "" {
-				after = "; " + followRefund(base(i), id, no, sent)
+				state, after = followRefund(base(i), id, no, sent)
+				after = "; " + after
+			}
+			// A 202 is what ?wait= promises when the wait ends first: a node
+			// starved of CPU may lose its membership lease and stop watching
+			// ("retry through another node"). The refund must still finish,
+			// and exactly once; the deliveries below check the latter.
+			if err == nil && code == http.StatusAccepted && state == "SUCCEEDED" {
+				t.Logf("refund %s %s via node%d answered 202 after %s%s", id, key, i, took.Round(time.Millisecond), after)
+				return nil
 			}
 			failedRes.Add(id)
 			return fmt.Errorf("refund %s %s via node%d (sent %s, answered after %s): %d %v %v%s", id, key, i,
@@ -476,7 +485,7 @@ func (s *idSet) list() []string {
 
 // followRefund polls a refund for up to 15s and says when it reached a
 // terminal state, counted from sent, or what it was when polling gave up.
-func followRefund(base, id, no string, sent time.Time) string {
+func followRefund(base, id, no string, sent time.Time) (state, desc string) {
 	deadline := time.Now().Add(15 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
@@ -485,9 +494,9 @@ func followRefund(base, id, no string, sent time.Time) string {
 		cancel()
 		last = fmt.Sprint(code, " ", out, " ", err)
 		if state, _ := out["state"].(string); code == http.StatusOK && (state == "SUCCEEDED" || state == "FAILED") {
-			return fmt.Sprintf("it was %s %s after it was sent (%v)", state, time.Since(sent).Round(time.Millisecond), out)
+			return state, fmt.Sprintf("it was %s %s after it was sent (%v)", state, time.Since(sent).Round(time.Millisecond), out)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a separate process: nothing to wait on
 	}
-	return "it was still not final 15s after it was sent: " + last
+	return "", "it was still not final 15s after it was sent: " + last
 }
