@@ -112,7 +112,7 @@ func checkMoments(t *testing.T, db *journal.DB, moments []moment) {
 }
 
 func TestFixtures_Replay(t *testing.T) {
-	for _, f := range []string{"format1", "format2"} {
+	for _, f := range []string{"format1", "format2", "premerchant"} {
 		t.Run(f, func(t *testing.T) {
 			path := copyFile(t, filepath.Join("testdata", f+".db"))
 			before := sum(t, path)
@@ -124,9 +124,9 @@ func TestFixtures_Replay(t *testing.T) {
 			if !rep.OK() || rep.Reservations != 5 || rep.Refunds != 7 {
 				t.Fatalf("Verify: reservations %d refunds %d, journal problems %v, problems %v", rep.Reservations, rep.Refunds, rep.Journal.Problems, rep.Problems)
 			}
-			wantFormat := uint8(1)
-			if f == "format2" {
-				wantFormat = 2
+			wantFormat := uint8(2)
+			if f == "format1" {
+				wantFormat = 1
 			}
 			if rep.Journal.Formats[wantFormat] != rep.Journal.Records {
 				t.Fatalf("formats %v, want all %d records in format %d", rep.Journal.Formats, rep.Journal.Records, wantFormat)
