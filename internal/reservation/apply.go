@@ -9,6 +9,7 @@ func Apply(s *State, e Event) {
 	case Registered:
 		s.ID, s.UserID, s.OutTradeNo, s.TransactionID = d.ReservationID, d.UserID, d.OutTradeNo, d.TransactionID
 		s.Amount, s.Currency, s.PaidAt = d.Amount, d.Currency, d.PaidAt
+		s.Merchant = MerchantOf(d.Merchant)
 		s.Status = StatusAccepted
 		s.RegisteredAt, s.RegisteredBy = e.At, e.By
 	case Canceled:

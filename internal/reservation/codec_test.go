@@ -22,7 +22,7 @@ func sampleEvents() map[string]Event {
 	due := at.Add(30 * time.Second)
 	return map[string]Event{
 		"registered full": {At: at, By: "system:booking", Data: Registered{ReservationID: "resv-1", UserID: "用户-42",
-			OutTradeNo: "OT|1*", TransactionID: "4200001234", Amount: 10000, Currency: "CNY", PaidAt: at.Add(-time.Hour)}},
+			OutTradeNo: "OT|1*", TransactionID: "4200001234", Amount: 10000, Currency: "CNY", PaidAt: at.Add(-time.Hour), Merchant: "hotel-sh"}},
 		"registered minimal": {At: at, By: "system:booking", Data: Registered{ReservationID: "r", UserID: "u",
 			OutTradeNo: "o", Amount: 1, Currency: "CNY"}},
 		"canceled": {At: at, By: "provider:wechatpay", Data: Canceled{Refunded: 10000}},

@@ -17,6 +17,9 @@ type Register struct {
 	Amount        int64  // paid, fen, > 0
 	Currency      string // "CNY"
 	PaidAt        time.Time
+	// Merchant names the merchant the reservation belongs to; empty means
+	// DefaultMerchant. It never changes once registered.
+	Merchant string
 }
 
 // RequestRefund claims an amount for a new refund. Amount nil means

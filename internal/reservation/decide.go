@@ -55,10 +55,14 @@ func decideRegister(s *State, c Register) ([]EventData, error) {
 	if err := validateRegister(c); err != nil {
 		return nil, err
 	}
+	merchant := MerchantOf(c.Merchant)
 	if s.Registered() {
+		// The merchant is part of the registration: another merchant's
+		// registration of the same id is a conflict, and the merchant never
+		// changes.
 		if s.ID == c.ReservationID && s.UserID == c.UserID && s.OutTradeNo == c.OutTradeNo &&
 			s.TransactionID == c.TransactionID && s.Amount == c.Amount && s.Currency == c.Currency &&
-			s.PaidAt.Equal(c.PaidAt) {
+			s.PaidAt.Equal(c.PaidAt) && s.Merchant == merchant {
 			return nil, nil
 		}
 		return nil, ErrConflict
@@ -66,6 +70,7 @@ func decideRegister(s *State, c Register) ([]EventData, error) {
 	return []EventData{Registered{
 		ReservationID: c.ReservationID, UserID: c.UserID, OutTradeNo: c.OutTradeNo,
 		TransactionID: c.TransactionID, Amount: c.Amount, Currency: c.Currency, PaidAt: c.PaidAt.UTC(),
+		Merchant: merchant,
 	}}, nil
 }
 

@@ -299,7 +299,8 @@ func TestRegister_Valid(t *testing.T) {
 	want := Registered{
 		ReservationID: c.ReservationID, UserID: c.UserID, OutTradeNo: c.OutTradeNo,
 		TransactionID: c.TransactionID, Amount: c.Amount, Currency: "CNY",
-		PaidAt: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC),
+		PaidAt:   time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC),
+		Merchant: DefaultMerchant,
 	}
 	if !reflect.DeepEqual(ev[0].Data, want) {
 		t.Fatalf("event = %+v, want %+v (PaidAt in UTC)", ev[0].Data, want)
@@ -327,6 +328,8 @@ func TestRegister_Boundaries(t *testing.T) {
 		"paid_at zero (not known)": func(c *Register) { c.PaidAt = time.Time{} },
 		"paid_at year 9999":        func(c *Register) { c.PaidAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC) },
 		"paid_at year 1":           func(c *Register) { c.PaidAt = time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC) },
+		"merchant 32 chars":        func(c *Register) { c.Merchant = strings.Repeat("m-_9", 8) },
+		"merchant default named":   func(c *Register) { c.Merchant = DefaultMerchant },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -335,7 +338,8 @@ func TestRegister_Boundaries(t *testing.T) {
 			s := &State{}
 			assertTypes(t, run(t, s, c, testEnv(t0, "system")), TypeRegistered)
 			if s.ID != c.ReservationID || s.UserID != c.UserID || s.OutTradeNo != c.OutTradeNo ||
-				s.TransactionID != c.TransactionID || s.Amount != c.Amount || !s.PaidAt.Equal(c.PaidAt) {
+				s.TransactionID != c.TransactionID || s.Amount != c.Amount || !s.PaidAt.Equal(c.PaidAt) ||
+				s.Merchant != MerchantOf(c.Merchant) {
 				t.Fatalf("state %s does not hold %+v", dump(s), c)
 			}
 		})
@@ -353,6 +357,9 @@ func TestRegister_Invalid(t *testing.T) {
 		{"id space", func(c *Register) { c.ReservationID = "resv 1" }, "id"},
 		{"id dot", func(c *Register) { c.ReservationID = "resv.1" }, "id"},
 		{"id non-ascii", func(c *Register) { c.ReservationID = "预订1" }, "id"},
+		{"merchant with the claim separator", func(c *Register) { c.Merchant = "hotel/sh" }, "merchant"},
+		{"merchant 33 chars", func(c *Register) { c.Merchant = strings.Repeat("m", 33) }, "merchant"},
+		{"merchant space", func(c *Register) { c.Merchant = "hotel sh" }, "merchant"},
 		{"user empty", func(c *Register) { c.UserID = "" }, "user_id"},
 		{"user 65 bytes", func(c *Register) { c.UserID = strings.Repeat("u", 65) }, "user_id"},
 		{"user control char", func(c *Register) { c.UserID = "u\n42" }, "user_id"},
@@ -411,19 +418,84 @@ func TestRegister_ConflictingRepeat(t *testing.T) {
 		"transaction_id added": func(c *Register) {},
 		"other amount":         func(c *Register) { c.Amount = testPaid + 1 },
 		"other paid_at":        func(c *Register) { c.PaidAt = c.PaidAt.Add(time.Second) },
+		"other merchant":       func(c *Register) { c.Merchant = "hotel-sh" },
+		"merchant dropped":     func(c *Register) {},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := &State{}
 			first := validRegister()
-			if name == "transaction_id added" {
+			switch name {
+			case "transaction_id added":
 				first.TransactionID = ""
+			case "merchant dropped":
+				first.Merchant = "hotel-bj"
 			}
 			run(t, s, first, testEnv(t0, "system"))
 			c := validRegister()
 			mutate(&c)
 			mustFail(t, s, c, testEnv(t0, "system"), ErrConflict)
 		})
+	}
+}
+
+// TestRegister_Merchant: the merchant is journaled with the registration
+// and never changes; a registration journaled before reservations had
+// merchants belongs to the default merchant, and repeating it, naming the
+// default merchant or none, changes nothing.
+func TestRegister_Merchant(t *testing.T) {
+	old := validRegister()
+	oldEvent := Event{At: t0, By: "system:booking", Data: Registered{
+		ReservationID: old.ReservationID, UserID: old.UserID, OutTradeNo: old.OutTradeNo, TransactionID: old.TransactionID,
+		Amount: old.Amount, Currency: old.Currency, PaidAt: old.PaidAt.UTC(),
+	}}
+	tests := []struct {
+		name      string
+		journaled func(t *testing.T) *State
+		repeat    string // the repeat's merchant
+		want      string // the state's merchant
+		conflict  bool
+	}{
+		{"old journal, repeated without a merchant", func(*testing.T) *State { return Replay([]Event{oldEvent}) }, "", DefaultMerchant, false},
+		{"old journal, repeated naming the default", func(*testing.T) *State { return Replay([]Event{oldEvent}) }, DefaultMerchant, DefaultMerchant, false},
+		{"old journal, repeated for another merchant", func(*testing.T) *State { return Replay([]Event{oldEvent}) }, "hotel-sh", DefaultMerchant, true},
+		{"registered for a merchant, repeated for it", registeredFor("hotel-sh"), "hotel-sh", "hotel-sh", false},
+		{"registered for a merchant, repeated for the default", registeredFor("hotel-sh"), DefaultMerchant, "hotel-sh", true},
+		{"registered for a merchant, repeated for another", registeredFor("hotel-sh"), "hotel-bj", "hotel-sh", true},
+		{"registered without one, repeated naming the default", registeredFor(""), DefaultMerchant, DefaultMerchant, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.journaled(t)
+			before := s.Clone()
+			c := validRegister()
+			c.Merchant = tt.repeat
+			if tt.conflict {
+				mustFail(t, s, c, testEnv(t0.Add(time.Hour), "system:booking"), ErrConflict)
+			} else {
+				mustNoop(t, s, c, testEnv(t0.Add(time.Hour), "system:booking"))
+			}
+			assertSameState(t, before, s)
+			if s.Merchant != tt.want {
+				t.Fatalf("merchant %q, want %q", s.Merchant, tt.want)
+			}
+		})
+	}
+}
+
+// registeredFor registers validRegister for merchant and checks that the
+// event names the merchant (the default one when none is named).
+func registeredFor(merchant string) func(t *testing.T) *State {
+	return func(t *testing.T) *State {
+		t.Helper()
+		s := &State{}
+		c := validRegister()
+		c.Merchant = merchant
+		ev := run(t, s, c, testEnv(t0, "system:booking"))
+		if d := ev[0].Data.(Registered); d.Merchant != MerchantOf(merchant) {
+			t.Fatalf("journaled merchant %q for %q", d.Merchant, merchant)
+		}
+		return s
 	}
 }
 

@@ -38,6 +38,9 @@ type Registered struct {
 	Amount        int64     `json:"amount"`
 	Currency      string    `json:"currency"`
 	PaidAt        time.Time `json:"paid_at,omitzero"`
+	// Merchant is the merchant the reservation belongs to. Events written
+	// before reservations had merchants lack it: empty is DefaultMerchant.
+	Merchant string `json:"merchant,omitempty"`
 }
 
 // Canceled: refunds that succeeded now add up to the paid amount.

@@ -7,6 +7,19 @@ const (
 	ClaimRefundNo   = "refund_no"
 )
 
+// OutTradeNoKey is the key of the out_trade_no claim of an order of
+// merchant: order numbers are unique per merchant. The default merchant's
+// key is the order number alone, the key every journal written before
+// reservations had merchants holds; another merchant's is "MERCHANT/NO",
+// which no order number alone can be ('/' is in neither a merchant name
+// nor an order number).
+func OutTradeNoKey(merchant, outTradeNo string) string {
+	if merchant == "" || merchant == DefaultMerchant {
+		return outTradeNo
+	}
+	return merchant + "/" + outTradeNo
+}
+
 // Claim is one unique key an event takes for its reservation.
 type Claim struct {
 	Namespace string // ClaimOutTradeNo or ClaimRefundNo
@@ -45,7 +58,7 @@ func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
 	for _, e := range events {
 		switch d := e.Data.(type) {
 		case Registered:
-			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: d.OutTradeNo})
+			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: OutTradeNoKey(d.Merchant, d.OutTradeNo)})
 		case RefundRequested:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimRefundNo, Key: d.RefundNo})
 		case RefundRecovered:

@@ -30,6 +30,7 @@ func appendData(dst []byte, d EventData) (out []byte, ok bool) {
 		w.int(`,"amount":`, d.Amount)
 		w.str(`,"currency":`, d.Currency)
 		w.timeOmit(`,"paid_at":`, d.PaidAt)
+		w.strOmit(`,"merchant":`, d.Merchant)
 	case Canceled:
 		w.int(`{"refunded":`, d.Refunded)
 	case RefundRequested:
@@ -109,8 +110,9 @@ func appendData(dst []byte, d EventData) (out []byte, ok bool) {
 func dataSizeHint(d EventData) int {
 	switch d := d.(type) {
 	case Registered:
-		return len(`{"reservation_id":"","user_id":"","out_trade_no":"","transaction_id":"","amount":,"currency":"","paid_at":}`) +
-			len(d.ReservationID) + len(d.UserID) + len(d.OutTradeNo) + len(d.TransactionID) + intLen(d.Amount) + len(d.Currency) + timeLen(d.PaidAt)
+		return len(`{"reservation_id":"","user_id":"","out_trade_no":"","transaction_id":"","amount":,"currency":"","paid_at":,"merchant":""}`) +
+			len(d.ReservationID) + len(d.UserID) + len(d.OutTradeNo) + len(d.TransactionID) + intLen(d.Amount) + len(d.Currency) + timeLen(d.PaidAt) +
+			len(d.Merchant)
 	case Canceled:
 		return len(`{"refunded":}`) + intLen(d.Refunded)
 	case RefundRequested:

@@ -114,7 +114,7 @@ func randomEvent(r *rand.Rand) Event {
 	var d EventData
 	switch r.IntN(12) {
 	case 0:
-		d = Registered{ReservationID: s(r), UserID: s(r), OutTradeNo: s(r), TransactionID: s(r), Amount: n(r), Currency: s(r), PaidAt: ts(r)}
+		d = Registered{ReservationID: s(r), UserID: s(r), OutTradeNo: s(r), TransactionID: s(r), Amount: n(r), Currency: s(r), PaidAt: ts(r), Merchant: s(r)}
 	case 1:
 		d = Canceled{Refunded: n(r)}
 	case 2:
@@ -210,7 +210,7 @@ func FuzzEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s, by string, p []byte, n, unix int64, offset int32) {
 		ts := time.Unix(unix, n%1e9).In(time.FixedZone("F", int(offset)))
 		events := []EventData{
-			Registered{ReservationID: s, UserID: by, OutTradeNo: s + by, TransactionID: s, Amount: n, Currency: by, PaidAt: ts},
+			Registered{ReservationID: s, UserID: by, OutTradeNo: s + by, TransactionID: s, Amount: n, Currency: by, PaidAt: ts, Merchant: by},
 			Canceled{Refunded: n},
 			RefundRequested{RefundNo: s, Number: int(n), IdempotencyKey: by, Fingerprint: s, Amount: -n, Reason: by},
 			SubmissionStarted{RefundNo: s, Attempt: int(n), Request: p, DueAt: ts},
@@ -249,7 +249,7 @@ func TestEncodedSizeHint_Exact(t *testing.T) {
 		time.Date(2025, 3, 1, 10, 0, 0, 5, time.UTC),
 	} {
 		full := map[string]EventData{
-			"registered": Registered{ReservationID: "resv-1", UserID: "u", OutTradeNo: "OT1", TransactionID: "42", Amount: 10000, Currency: "CNY", PaidAt: at},
+			"registered": Registered{ReservationID: "resv-1", UserID: "u", OutTradeNo: "OT1", TransactionID: "42", Amount: 10000, Currency: "CNY", PaidAt: at, Merchant: "m-1"},
 			"canceled":   Canceled{Refunded: -5},
 			"requested":  RefundRequested{RefundNo: "R-1", Number: 12, IdempotencyKey: "k", Fingerprint: "fp", Amount: 100, Reason: "r"},
 			"submission": SubmissionStarted{RefundNo: "R-1", Attempt: 1, Request: []byte("{}x"), DueAt: at.Add(time.Second)},

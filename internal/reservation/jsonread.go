@@ -49,6 +49,9 @@ func decodeCanonical(typ string, data []byte) (ev Event, ok bool) {
 		if r.member("paid_at") {
 			d.PaidAt = r.time()
 		}
+		if r.member("merchant") {
+			d.Merchant = r.str()
+		}
 		ev.Data = d
 	case TypeCanceled:
 		var d Canceled

@@ -24,6 +24,7 @@ import (
 type model struct {
 	registered bool
 	amount     int64
+	merchant   string // the merchant registered, for good
 	canceled   bool
 	refunds    []*modelRefund
 	byKey      map[string]int
@@ -54,6 +55,15 @@ type modelRefund struct {
 }
 
 // succeeded is the money the model believes went back.
+// modelMerchant is the merchant a registration names: none is the
+// deployment's default, "default".
+func modelMerchant(c Register) string {
+	if c.Merchant == "" {
+		return "default"
+	}
+	return c.Merchant
+}
+
 func (m *model) succeeded() int64 {
 	var n int64
 	for _, r := range m.refunds {
@@ -301,11 +311,15 @@ func (h *sim) predict(cmd Command) expectation {
 	case Register:
 		if !m.registered {
 			return expectation{types: []string{TypeRegistered}, commit: func([]Event) {
-				m.registered, m.amount, h.reg = true, c.Amount, c
+				m.registered, m.amount, m.merchant, h.reg = true, c.Amount, modelMerchant(c), c
 			}}
 		}
+		// Another merchant's registration of the same reservation is a
+		// conflict, naming the registered merchant or leaving it to the
+		// default alike.
 		if c.ReservationID == h.reg.ReservationID && c.Amount == h.reg.Amount && c.UserID == h.reg.UserID &&
-			c.OutTradeNo == h.reg.OutTradeNo && c.TransactionID == h.reg.TransactionID && c.PaidAt.Equal(h.reg.PaidAt) {
+			c.OutTradeNo == h.reg.OutTradeNo && c.TransactionID == h.reg.TransactionID && c.PaidAt.Equal(h.reg.PaidAt) &&
+			modelMerchant(c) == m.merchant {
 			return expectation{}
 		}
 		return fail(CodeConflict)
@@ -811,6 +825,9 @@ func (h *sim) check() {
 	if !m.registered {
 		return
 	}
+	if s.Merchant != m.merchant {
+		t.Fatalf("merchant %q, model %q", s.Merchant, m.merchant)
+	}
 	// Money.
 	if s.Refunded()+s.InFlight() > s.Amount || s.Refundable() < 0 {
 		t.Fatalf("over-claimed: refunded %d + in-flight %d > paid %d", s.Refunded(), s.InFlight(), s.Amount)
@@ -919,7 +936,9 @@ func (h *sim) drain() {
 var (
 	propIDs  = []string{"r1", "resv-2025-000001", "a-" + strings.Repeat("Z9_-", 9) + "xy"}
 	propKeys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}
-	reasons  = []string{"", "trip canceled", "重复预订"}
+	// Merchants: none named (the default), the default by name, others.
+	propMerchants = []string{"", "default", "hotel-sh", "hotel-bj"}
+	reasons       = []string{"", "trip canceled", "重复预订"}
 )
 
 // uniform draws 0..n-1 with even odds. rapid's own integers and SampledFrom
@@ -994,6 +1013,9 @@ func (h *sim) step(t *rapid.T) {
 		c := h.reg
 		if chance(t, "conflicting", 1, 2) {
 			c.Amount++
+		}
+		if chance(t, "otherMerchant", 1, 3) {
+			c.Merchant = oneOf(t, "merchant", propMerchants...)
 		}
 		h.exec(c, "system:booking")
 
@@ -1176,6 +1198,7 @@ func TestDecide_Properties(t *testing.T) {
 			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
+				Merchant:      oneOf(t, "merchant", propMerchants...),
 				UserID:        "u-42", OutTradeNo: "OT-1", Currency: "CNY",
 				// Unknown, recent, or close to the default year's end.
 				PaidAt: oneOf(t, "paidAt", t0.Add(-time.Hour), time.Time{}, t0.Add(-365*24*time.Hour+12*time.Hour)),

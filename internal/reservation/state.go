@@ -105,6 +105,7 @@ type State struct {
 	Amount        int64 // paid, fen
 	Currency      string
 	PaidAt        time.Time
+	Merchant      string // never empty once registered (DefaultMerchant for old journals)
 	Status        Status
 	RegisteredAt  time.Time
 	RegisteredBy  string

@@ -10,6 +10,7 @@ const (
 	MaxOutTradeNoLen    = 32
 	MaxTransactionIDLen = 32
 	MaxIdempotencyKey   = 64
+	MaxMerchantLen      = 32
 	MaxReasonBytes      = 80 // WeChat: reason up to 80 bytes
 	// MaxAmount is 10^12 fen (10 billion CNY); 99 refunds of it stay far
 	// below int64's limit.
@@ -33,6 +34,11 @@ func isToken(s string, max int) bool {
 
 // ValidReservationID reports whether id is an acceptable reservation id.
 func ValidReservationID(id string) bool { return isToken(id, MaxReservationIDLen) }
+
+// ValidMerchant reports whether name is an acceptable merchant name. Its
+// characters never include '/', which separates it from the order number
+// in the out_trade_no claim (OutTradeNoKey).
+func ValidMerchant(name string) bool { return isToken(name, MaxMerchantLen) }
 
 // ValidIdempotencyKey reports whether k is an acceptable idempotency key.
 func ValidIdempotencyKey(k string) bool { return isToken(k, MaxIdempotencyKey) }
@@ -80,6 +86,8 @@ func validateRegister(c Register) error {
 	switch {
 	case !ValidReservationID(c.ReservationID):
 		return invalid("id", "must be 1..40 characters of [0-9A-Za-z_-]")
+	case c.Merchant != "" && !ValidMerchant(c.Merchant):
+		return invalid("merchant", "must be 1..32 characters of [0-9A-Za-z_-]")
 	case !validText(c.UserID, MaxUserIDLen):
 		return invalid("user_id", "must be 1..64 bytes of printable UTF-8")
 	case !validOutTradeNo(c.OutTradeNo):
