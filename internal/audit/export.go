@@ -69,6 +69,7 @@ func Replay(ctx context.Context, db *journal.DB, progress func(uint64)) (map[str
 type Row struct {
 	Global      uint64          `json:"global"`
 	Reservation string          `json:"reservation_id"`
+	Merchant    string          `json:"merchant,omitempty"` // the reservation's; empty only for an event that does not decode
 	Seq         uint64          `json:"seq"`
 	At          time.Time       `json:"at"`
 	Type        string          `json:"type"`
@@ -126,7 +127,7 @@ func export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 		if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) {
 			return nil
 		}
-		row := Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
+		row := Row{Global: r.Global, Reservation: r.Stream, Merchant: st.Merchant, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
 			By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
 		row.Data, _ = json.Marshal(e.Data)
 		switch {

@@ -107,7 +107,8 @@ func Describe(e reservation.Event) string {
 	ts := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 	switch d := e.Data.(type) {
 	case reservation.Registered:
-		return fmt.Sprintf("registered: paid %s %s (%d fen), order %s", Yuan(d.Amount), d.Currency, d.Amount, d.OutTradeNo)
+		return fmt.Sprintf("registered: paid %s %s (%d fen), order %s of merchant %s", Yuan(d.Amount), d.Currency, d.Amount,
+			d.OutTradeNo, reservation.MerchantOf(d.Merchant))
 	case reservation.Canceled:
 		return fmt.Sprintf("canceled: refunds reached the paid amount (%s)", Yuan(d.Refunded))
 	case reservation.RefundRequested:

@@ -16,6 +16,7 @@ import (
 // RefundFact is a refund as the journal knows it at its end.
 type RefundFact struct {
 	ReservationID string                  `json:"reservation_id"`
+	Merchant      string                  `json:"merchant"`
 	RefundNo      string                  `json:"refund_no"`
 	OutTradeNo    string                  `json:"out_trade_no"`
 	Amount        int64                   `json:"amount"`
@@ -40,7 +41,7 @@ func Facts(states map[string]*reservation.State) []RefundFact {
 }
 
 func factOf(id string, s *reservation.State, r *reservation.Refund) RefundFact {
-	return RefundFact{ReservationID: id, RefundNo: r.No, OutTradeNo: s.OutTradeNo, Amount: r.Amount,
+	return RefundFact{ReservationID: id, Merchant: s.Merchant, RefundNo: r.No, OutTradeNo: s.OutTradeNo, Amount: r.Amount,
 		State: r.State, ProviderID: r.ProviderID, Attempts: r.Attempts, CreatedAt: r.CreatedAt,
 		SubmittedAt: r.SubmittedAt, UpdatedAt: r.UpdatedAt}
 }

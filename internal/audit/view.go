@@ -10,6 +10,7 @@ import (
 // StateView is a reservation's state for tools and reports.
 type StateView struct {
 	ID             string       `json:"id"`
+	Merchant       string       `json:"merchant"`
 	UserID         string       `json:"user_id"`
 	OutTradeNo     string       `json:"out_trade_no"`
 	TransactionID  string       `json:"transaction_id,omitempty"`
@@ -56,7 +57,7 @@ type RefundView struct {
 // View returns the view of st.
 func View(st *reservation.State) StateView {
 	v := StateView{
-		ID: st.ID, UserID: st.UserID, OutTradeNo: st.OutTradeNo, TransactionID: st.TransactionID,
+		ID: st.ID, Merchant: st.Merchant, UserID: st.UserID, OutTradeNo: st.OutTradeNo, TransactionID: st.TransactionID,
 		Status: string(st.Status), Amount: st.Amount, AmountYuan: Yuan(st.Amount), Currency: st.Currency,
 		PaidAt: st.PaidAt, RegisteredAt: st.RegisteredAt, Refunded: st.Refunded(), InFlight: st.InFlight(),
 		Refundable: st.Refundable(), Version: st.Version, Refunds: []RefundView{},
