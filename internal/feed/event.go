@@ -52,8 +52,10 @@ type Event struct {
 	// event: the feed cursor just after this event.
 	Global        uint64 `json:"global"`
 	ReservationID string `json:"reservation_id"`
-	UserID        string `json:"user_id"`
-	OutTradeNo    string `json:"out_trade_no"`
+	// Merchant is the merchant the reservation belongs to.
+	Merchant   string `json:"merchant"`
+	UserID     string `json:"user_id"`
+	OutTradeNo string `json:"out_trade_no"`
 	// RefundNo is the refund's out_refund_no; empty for reservation.canceled.
 	RefundNo string `json:"refund_no,omitempty"`
 	// Amount is the refund's amount; 0 for reservation.canceled.
@@ -149,7 +151,7 @@ func derive(id string, global uint64, e reservation.Event, st *reservation.State
 	}
 	ev = Event{
 		ID: id, SchemaVersion: SchemaVersion, Global: global,
-		ReservationID: st.ID, UserID: st.UserID, OutTradeNo: st.OutTradeNo,
+		ReservationID: st.ID, Merchant: st.Merchant, UserID: st.UserID, OutTradeNo: st.OutTradeNo,
 		Refunded: st.Refunded(), Paid: st.Amount, Currency: st.Currency,
 		At: e.At.UTC(),
 	}

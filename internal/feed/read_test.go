@@ -141,6 +141,40 @@ func TestRead_Fields(t *testing.T) {
 // WeChat Pay paid a refund refundd had abandoned: consumers hear that it
 // succeeded after all, with the money counted, and that the reservation is
 // canceled when that completes the paid amount.
+// TestRead_Merchant: every consumer event names its reservation's
+// merchant; one registered without a merchant (a journal written before
+// reservations had merchants) belongs to the default merchant.
+func TestRead_Merchant(t *testing.T) {
+	db := journaltest.Open(t)
+	h := feedtest.New(t, db, 1)
+	want := map[string]string{"r-old": reservation.DefaultMerchant, "r-default": reservation.DefaultMerchant, "r-sh": "hotel-sh"}
+	h.Register("r-old", 1000)
+	h.RegisterFor("r-default", reservation.DefaultMerchant, 1000)
+	h.RegisterFor("r-sh", "hotel-sh", 1000)
+	for _, id := range []string{"r-old", "r-default", "r-sh"} {
+		no := h.Request(id, 1000)
+		h.Result(id, no, reservation.Succeeded) // and canceled: the paid amount went back
+	}
+	got := readAll(t, db, 0, 0, nil)
+	checkWant(t, got, h.Want)
+	if len(got) != 9 {
+		t.Fatalf("%d events, want 9", len(got))
+	}
+	for _, e := range got {
+		if e.Merchant != want[e.ReservationID] {
+			t.Errorf("%s %s of %s: merchant %q, want %q", e.ID, e.Type, e.ReservationID, e.Merchant, want[e.ReservationID])
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil || m["merchant"] != want[e.ReservationID] {
+			t.Errorf("%s: JSON %s does not name merchant %q", e.ID, b, want[e.ReservationID])
+		}
+	}
+}
+
 func TestRead_PaidAfterFailed(t *testing.T) {
 	db := journaltest.Open(t)
 	h := feedtest.New(t, db, 1)

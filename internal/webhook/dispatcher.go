@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -212,6 +213,9 @@ func (ep *endpoint) readParked(ctx context.Context) ([]*ParkedEvent, error) {
 		if err := json.Unmarshal(kv.Value, p); err != nil {
 			return nil, fmt.Errorf("webhook: %s: stored %s: %w", ep.cfg.Name, kv.Key, err)
 		}
+		// Parked before events named their merchant: every reservation
+		// then belonged to the default one.
+		p.Event.Merchant = reservation.MerchantOf(p.Event.Merchant)
 		out = append(out, p)
 	}
 	return out, nil

@@ -113,8 +113,17 @@ func (h *History) appendEvents(id string, data ...reservation.EventData) []uint6
 	return globals
 }
 
-// Register registers reservation id, paid amount fen. No consumer event.
+// Register registers reservation id, paid amount fen, naming no merchant
+// (as registrations were journaled before reservations had merchants: the
+// default merchant's). No consumer event.
 func (h *History) Register(id string, paid int64) {
+	h.t.Helper()
+	h.RegisterFor(id, "", paid)
+}
+
+// RegisterFor registers reservation id for merchant, paid amount fen. No
+// consumer event.
+func (h *History) RegisterFor(id, merchant string, paid int64) {
 	h.t.Helper()
 	if _, ok := h.res[id]; ok {
 		h.t.Fatalf("feedtest: %s registered twice", id)
@@ -122,7 +131,7 @@ func (h *History) Register(id string, paid int64) {
 	h.res[id] = &res{paid: paid}
 	h.ids = append(h.ids, id)
 	h.appendEvents(id, reservation.Registered{
-		ReservationID: id, UserID: "u-" + id, OutTradeNo: "ORD-" + id, Amount: paid, Currency: "CNY",
+		ReservationID: id, UserID: "u-" + id, OutTradeNo: "ORD-" + id, Amount: paid, Currency: "CNY", Merchant: merchant,
 	})
 }
 
