@@ -50,7 +50,7 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rf := st.Refund(ref.RefundNo); rf != nil {
-			out.Refunds = append(out.Refunds, viewRefund(ref.ReservationID, rf))
+			out.Refunds = append(out.Refunds, viewRefund(st, rf))
 		}
 	}
 	if len(refs) == limit {

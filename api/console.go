@@ -58,7 +58,9 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		out = append(out, timelineEntry{Seq: i + 1, Type: e.Data.EventType(), At: e.At.UTC(),
 			By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Data: data})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "events": out})
+	// The merchant is the state's: a registration journaled before
+	// reservations had merchants names none, and belongs to the default.
+	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "merchant": reservation.Replay(events).Merchant, "events": out})
 }
 
 func timelineData(d reservation.EventData) (json.RawMessage, error) {

@@ -258,6 +258,8 @@ func (q *registerRequest) member(key, val []byte, quoted bool) bool {
 			q.PaidAt = new(string)
 		}
 		*q.PaidAt = string(val)
+	case "merchant":
+		q.Merchant = string(val)
 	default:
 		return false
 	}
@@ -308,13 +310,13 @@ func writeEncoded(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// writeRefund answers viewRefund(reservationID, ref).
-func (s *Server) writeRefund(w http.ResponseWriter, status int, reservationID string, ref *reservation.Refund) {
+// writeRefund answers viewRefund(st, ref).
+func (s *Server) writeRefund(w http.ResponseWriter, status int, st *reservation.State, ref *reservation.Refund) {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
-	b, ok := appendRefund(buf.b, reservationID, ref)
+	b, ok := appendRefund(buf.b, st, ref)
 	if !ok {
-		writeJSON(w, status, viewRefund(reservationID, ref))
+		writeJSON(w, status, viewRefund(st, ref))
 		return
 	}
 	buf.b = append(b, '\n')
@@ -365,6 +367,8 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"id":`...)
 	b = jsontext.AppendString(b, st.ID)
+	b = append(b, `,"merchant":`...)
+	b = jsontext.AppendString(b, st.Merchant)
 	b = append(b, `,"user_id":`...)
 	b = jsontext.AppendString(b, st.UserID)
 	b = append(b, `,"out_trade_no":`...)
@@ -395,7 +399,7 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 			b = append(b, ',')
 		}
 		var rok bool
-		b, rok = appendRefund(b, st.ID, r)
+		b, rok = appendRefund(b, st, r)
 		ok = ok && rok
 	}
 	b = append(b, `],"registered_at":`...)
@@ -403,13 +407,15 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 	return append(b, '}'), ok
 }
 
-// appendRefund encodes viewRefund(reservationID, r).
-func appendRefund(b []byte, reservationID string, r *reservation.Refund) ([]byte, bool) {
+// appendRefund encodes viewRefund(st, r).
+func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"refund_no":`...)
 	b = jsontext.AppendString(b, r.No)
 	b = append(b, `,"reservation_id":`...)
-	b = jsontext.AppendString(b, reservationID)
+	b = jsontext.AppendString(b, st.ID)
+	b = append(b, `,"merchant":`...)
+	b = jsontext.AppendString(b, st.Merchant)
 	b = append(b, `,"amount":`...)
 	b = strconv.AppendInt(b, r.Amount, 10)
 	b = append(b, `,"state":`...)

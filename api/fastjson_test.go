@@ -146,8 +146,8 @@ func TestAppendViews_AgreeWithEncodingJSON(t *testing.T) {
 	plain := &reservation.Refund{No: "R2", Amount: 1, State: reservation.Processing, CreatedAt: at, UpdatedAt: at}
 	bad := &reservation.Refund{No: "R3", CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	states := []*reservation.State{
-		{ID: "r1", UserID: "u1", OutTradeNo: "O1", Amount: 10000, Currency: "CNY", Status: reservation.Status("ACCEPTED"), RegisteredAt: at},
-		{ID: "r2", UserID: "用户\xff", OutTradeNo: "O|3*", TransactionID: "4200", Amount: 10000, Currency: "CNY",
+		{ID: "r1", Merchant: "default", UserID: "u1", OutTradeNo: "O1", Amount: 10000, Currency: "CNY", Status: reservation.Status("ACCEPTED"), RegisteredAt: at},
+		{ID: "r2", Merchant: "hotel-<sh>&", UserID: "用户\xff", OutTradeNo: "O|3*", TransactionID: "4200", Amount: 10000, Currency: "CNY",
 			PaidAt: east, Status: reservation.Status("ACCEPTED"), RegisteredAt: at, Refunds: []*reservation.Refund{full, plain}},
 		{ID: "r3", RegisteredAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{ID: "r4", RegisteredAt: at, Refunds: []*reservation.Refund{plain, bad}},
@@ -159,8 +159,8 @@ func TestAppendViews_AgreeWithEncodingJSON(t *testing.T) {
 			t.Errorf("reservation %s:\n got %s (%v)\nwant %s (%v)", st.ID, got, ok, want, wantErr)
 		}
 		for _, r := range st.Refunds {
-			want, wantErr := json.Marshal(viewRefund(st.ID, r))
-			got, ok := appendRefund(nil, st.ID, r)
+			want, wantErr := json.Marshal(viewRefund(st, r))
+			got, ok := appendRefund(nil, st, r)
 			if ok != (wantErr == nil) || ok && !bytes.Equal(got, want) {
 				t.Errorf("refund %s:\n got %s (%v)\nwant %s (%v)", r.No, got, ok, want, wantErr)
 			}

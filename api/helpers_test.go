@@ -215,6 +215,7 @@ func (e *testEnv) doBytes(t testing.TB, method, path string, body []byte, hdr ..
 // Views as the spec describes them, decoded independently of api/views.go.
 type reservationJSON struct {
 	ID            string       `json:"id"`
+	Merchant      string       `json:"merchant"`
 	UserID        string       `json:"user_id"`
 	OutTradeNo    string       `json:"out_trade_no"`
 	TransactionID string       `json:"transaction_id"`
@@ -232,6 +233,7 @@ type reservationJSON struct {
 type refundJSON struct {
 	RefundNo      string     `json:"refund_no"`
 	ReservationID string     `json:"reservation_id"`
+	Merchant      string     `json:"merchant"`
 	Amount        int64      `json:"amount"`
 	State         string     `json:"state"`
 	Reason        string     `json:"reason"`
@@ -337,7 +339,7 @@ func decodeReservation(t testing.TB, r response, status int) reservationJSON {
 // checkReservation asserts the invariants every reservation view must keep.
 func checkReservation(t testing.TB, v reservationJSON, raw []byte) {
 	t.Helper()
-	if !reservation.ValidReservationID(v.ID) || v.Amount <= 0 || v.Currency != "CNY" {
+	if !reservation.ValidReservationID(v.ID) || !reservation.ValidMerchant(v.Merchant) || v.Amount <= 0 || v.Currency != "CNY" {
 		t.Fatalf("malformed reservation: %s", raw)
 	}
 	if v.Status != "ACCEPTED" && v.Status != "CANCELED" {
@@ -355,6 +357,9 @@ func checkReservation(t testing.TB, v reservationJSON, raw []byte) {
 	var refunded, held int64
 	for _, rf := range v.Refunds {
 		checkRefund(t, rf, v.ID, raw)
+		if rf.Merchant != v.Merchant {
+			t.Fatalf("refund %s of merchant %q in a reservation of %q: %s", rf.RefundNo, rf.Merchant, v.Merchant, raw)
+		}
 		switch rf.State {
 		case "SUCCEEDED":
 			refunded += rf.Amount
@@ -387,7 +392,7 @@ func decodeRefund(t testing.TB, r response, status int) refundJSON {
 
 func checkRefund(t testing.TB, v refundJSON, reservationID string, raw []byte) {
 	t.Helper()
-	if !refundNoRE.MatchString(v.RefundNo) || v.ReservationID != reservationID || v.Amount <= 0 ||
+	if !refundNoRE.MatchString(v.RefundNo) || v.ReservationID != reservationID || !reservation.ValidMerchant(v.Merchant) || v.Amount <= 0 ||
 		!refundStates[v.State] || v.CreatedAt.IsZero() || v.UpdatedAt.Before(v.CreatedAt) {
 		t.Fatalf("malformed refund: %s", raw)
 	}

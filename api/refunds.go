@@ -64,7 +64,7 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 	if created && !ref.State.Terminal() {
 		status = http.StatusAccepted
 	}
-	s.writeRefund(w, status, id, ref)
+	s.writeRefund(w, status, st, ref)
 }
 
 // awaitRefund waits (bounded by wait and by ctx's deadline) for a refund to
@@ -146,7 +146,7 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 		st = s.awaitRefund(ctx, r, vars["id"], ref.No, wait, st)
 		ref = st.Refund(ref.No)
 	}
-	s.writeRefund(w, http.StatusOK, vars["id"], ref)
+	s.writeRefund(w, http.StatusOK, st, ref)
 }
 
 // operatorRequest is the optional body of resubmit and abandon.
@@ -207,5 +207,5 @@ func (s *Server) operatorExec(w http.ResponseWriter, r *http.Request, exec execu
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeRefund(w, http.StatusOK, vars["id"], st.Refund(vars["refund_no"]))
+	s.writeRefund(w, http.StatusOK, st, st.Refund(vars["refund_no"]))
 }

@@ -19,6 +19,9 @@ type registerRequest struct {
 	// PaidAt is parsed by the handler, not the decoder, so that a malformed
 	// time is reported as the field "paid_at".
 	PaidAt *string `json:"paid_at"`
+	// Merchant names the merchant the reservation belongs to; it may be
+	// left out while a single one is configured.
+	Merchant string `json:"merchant"`
 }
 
 func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
@@ -35,9 +38,14 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("id", "must be 1..40 characters of [0-9A-Za-z_-]"))
 		return
 	}
+	merchant, err := s.registrationMerchant(req.Merchant)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	cmd := reservation.Register{
 		ReservationID: req.ID, UserID: req.UserID, OutTradeNo: req.OutTradeNo, TransactionID: req.TransactionID,
-		Amount: *req.Amount, Currency: req.Currency,
+		Amount: *req.Amount, Currency: req.Currency, Merchant: merchant,
 	}
 	if req.PaidAt != nil {
 		var paid time.Time
@@ -61,6 +69,20 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	s.writeReservation(w, status, st)
+}
+
+// registrationMerchant is the merchant a registration naming name belongs
+// to: a configured one, or the only one when it names none.
+func (s *Server) registrationMerchant(name string) (string, error) {
+	switch {
+	case name == "" && s.soleMerchant != "":
+		return s.soleMerchant, nil
+	case name == "":
+		return "", badRequest("merchant", "is required: several merchants are configured")
+	case !s.merchants[name]:
+		return "", badRequest("merchant", "is not a configured merchant")
+	}
+	return name, nil
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {

@@ -89,6 +89,12 @@ type Options struct {
 	// (method, route template, status, duration, request id, principal,
 	// merchant); false, the default, logs it.
 	NoAccessLog bool
+	// Merchants names the merchants reservations may belong to
+	// (reservation.ValidMerchant names, distinct). A registration names
+	// one of them; with exactly one it may name none and gets that one.
+	// Empty means the single reservation.DefaultMerchant: a deployment of
+	// one merchant, where registrations need not name it.
+	Merchants []string
 }
 
 // Server routes HTTP requests to the engine.
@@ -112,6 +118,10 @@ type Server struct {
 	// per deployment, known from the notification settings), logged with
 	// each request; "" when none is configured.
 	merchant string
+	// merchants is the set of Options.Merchants; soleMerchant is the one
+	// a registration naming none gets, "" when there are several.
+	merchants    map[string]bool
+	soleMerchant string
 }
 
 // New builds the HTTP handler.
@@ -133,6 +143,17 @@ func New(engine Engine, opts Options) *Server {
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
 	if opts.Notify != nil {
 		s.merchant = opts.Notify.MchID
+	}
+	names := opts.Merchants
+	if len(names) == 0 {
+		names = []string{reservation.DefaultMerchant}
+	}
+	s.merchants = make(map[string]bool, len(names))
+	for _, m := range names {
+		s.merchants[m] = true
+	}
+	if len(s.merchants) == 1 {
+		s.soleMerchant = names[0]
 	}
 	r := s.router
 	// The router tries routes in order, a regexp each: the lifecycle's

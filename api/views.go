@@ -11,6 +11,7 @@ import (
 // (fastjson.go), which must agree with these views (fastjson_test.go).
 type reservationView struct {
 	ID            string       `json:"id"`
+	Merchant      string       `json:"merchant"`
 	UserID        string       `json:"user_id"`
 	OutTradeNo    string       `json:"out_trade_no"`
 	TransactionID string       `json:"transaction_id,omitempty"`
@@ -29,6 +30,7 @@ type reservationView struct {
 type refundView struct {
 	RefundNo         string     `json:"refund_no"`
 	ReservationID    string     `json:"reservation_id"`
+	Merchant         string     `json:"merchant"`
 	Amount           int64      `json:"amount"`
 	State            string     `json:"state"`
 	Reason           string     `json:"reason,omitempty"`
@@ -48,20 +50,21 @@ type refundView struct {
 
 func viewReservation(s *reservation.State) reservationView {
 	v := reservationView{
-		ID: s.ID, UserID: s.UserID, OutTradeNo: s.OutTradeNo, TransactionID: s.TransactionID,
+		ID: s.ID, Merchant: s.Merchant, UserID: s.UserID, OutTradeNo: s.OutTradeNo, TransactionID: s.TransactionID,
 		Amount: s.Amount, Currency: s.Currency, PaidAt: timePtr(s.PaidAt), Status: string(s.Status),
 		Refunded: s.Refunded(), InFlight: s.InFlight(), Refundable: s.Refundable(),
 		Refunds: make([]refundView, 0, len(s.Refunds)), RegisteredAt: s.RegisteredAt,
 	}
 	for _, r := range s.Refunds {
-		v.Refunds = append(v.Refunds, viewRefund(s.ID, r))
+		v.Refunds = append(v.Refunds, viewRefund(s, r))
 	}
 	return v
 }
 
-func viewRefund(reservationID string, r *reservation.Refund) refundView {
+// viewRefund is the view of refund r of the reservation s.
+func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
 	return refundView{
-		RefundNo: r.No, ReservationID: reservationID, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
+		RefundNo: r.No, ReservationID: s.ID, Merchant: s.Merchant, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck,
 		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}

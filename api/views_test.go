@@ -31,11 +31,12 @@ func TestViewRefund_SaysRecoveredAndPaidAfterFailed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.refund
 			r.CreatedAt, r.UpdatedAt = at, at
-			std, err := json.Marshal(viewRefund("a", &r))
+			st := &reservation.State{ID: "a", Merchant: reservation.DefaultMerchant}
+			std, err := json.Marshal(viewRefund(st, &r))
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, ok := appendRefund(nil, "a", &r)
+			fast, ok := appendRefund(nil, st, &r)
 			if !ok {
 				t.Fatal("appendRefund refused the refund")
 			}
