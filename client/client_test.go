@@ -46,14 +46,19 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 	ops := newClient(t, r.URL, operatorToken)
 
 	res, created, err := svc.RegisterReservation(ctx, client.Registration{ID: "r1", UserID: "u1", OutTradeNo: "OT1", Amount: 10000, Currency: "CNY"})
-	if err != nil || !created || res.Refundable != 10000 || res.Status == "" {
+	if err != nil || !created || res.Refundable != 10000 || res.Status == "" || res.Merchant != "default" {
 		t.Fatalf("register: %+v created=%v err=%v", res, created, err)
 	}
 	if _, created, err := svc.RegisterReservation(ctx, client.Registration{ID: "r1", UserID: "u1", OutTradeNo: "OT1", Amount: 10000, Currency: "CNY"}); err != nil || created {
 		t.Fatalf("register again: created=%v err=%v, want a replay", created, err)
 	}
+	// Naming the single merchant is the same registration.
+	if _, created, err := svc.RegisterReservation(ctx, client.Registration{ID: "r1", UserID: "u1", OutTradeNo: "OT1", Amount: 10000,
+		Currency: "CNY", Merchant: "default"}); err != nil || created {
+		t.Fatalf("register again naming the merchant: created=%v err=%v, want a replay", created, err)
+	}
 	rf, err := svc.RequestRefund(ctx, "r1", client.RefundRequest{UserID: "u1", Amount: amount(3000), Reason: "late", IdempotencyKey: "order-7-line-1", Wait: 2 * time.Second})
-	if err != nil || rf.State != client.StateSucceeded || rf.Amount != 3000 || !rf.Terminal() {
+	if err != nil || rf.State != client.StateSucceeded || rf.Amount != 3000 || !rf.Terminal() || rf.Merchant != "default" {
 		t.Fatalf("refund with wait: %+v err=%v", rf, err)
 	}
 	again, err := svc.RequestRefund(ctx, "r1", client.RefundRequest{UserID: "u1", Amount: amount(3000), Reason: "late", IdempotencyKey: "order-7-line-1"})
@@ -61,7 +66,7 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 		t.Fatalf("same key again: %+v err=%v, want refund %s", again, err, rf.RefundNo)
 	}
 	got, err := svc.GetRefund(ctx, "r1", rf.RefundNo, time.Second)
-	if err != nil || got.State != client.StateSucceeded {
+	if err != nil || got.State != client.StateSucceeded || got.Merchant != "default" {
 		t.Fatalf("get refund: %+v %v", got, err)
 	}
 	res, err = svc.GetReservation(ctx, "r1")
@@ -69,7 +74,7 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 		t.Fatalf("get reservation: %+v %v", res, err)
 	}
 	tl, err := ops.Timeline(ctx, "r1")
-	if err != nil || tl.ReservationID != "r1" || len(tl.Events) < 2 {
+	if err != nil || tl.ReservationID != "r1" || tl.Merchant != "default" || len(tl.Events) < 2 {
 		t.Fatalf("timeline: %+v %v", tl, err)
 	}
 	sum, err := ops.Summary(ctx)
@@ -81,7 +86,8 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 		t.Fatalf("attention: %+v %v", list, err)
 	}
 	page, err := svc.Events(ctx, client.EventsQuery{Types: []string{client.EventRefundSucceeded}})
-	if err != nil || len(page.Events) != 1 || page.Events[0].RefundNo != rf.RefundNo || page.Events[0].Amount != 3000 {
+	if err != nil || len(page.Events) != 1 || page.Events[0].RefundNo != rf.RefundNo || page.Events[0].Amount != 3000 ||
+		page.Events[0].Merchant != "default" {
 		t.Fatalf("events: %+v %v", page, err)
 	}
 	if err := svc.Healthz(ctx); err != nil {

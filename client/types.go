@@ -30,11 +30,17 @@ type Registration struct {
 	Amount        int64      `json:"amount"`
 	Currency      string     `json:"currency,omitempty"`
 	PaidAt        *time.Time `json:"paid_at,omitempty"`
+	// Merchant names the merchant the reservation belongs to; required
+	// when the service has more than one, empty for the only one.
+	Merchant string `json:"merchant,omitempty"`
 }
 
 // Reservation is a registered payment and its refunds.
 type Reservation struct {
-	ID            string     `json:"id"`
+	ID string `json:"id"`
+	// Merchant is the merchant it belongs to, for good ("default" in a
+	// single-merchant service).
+	Merchant      string     `json:"merchant"`
 	UserID        string     `json:"user_id"`
 	OutTradeNo    string     `json:"out_trade_no"`
 	TransactionID string     `json:"transaction_id,omitempty"`
@@ -68,6 +74,7 @@ type RefundRequest struct {
 type Refund struct {
 	RefundNo         string     `json:"refund_no"`
 	ReservationID    string     `json:"reservation_id"`
+	Merchant         string     `json:"merchant"`
 	Amount           int64      `json:"amount"`
 	State            string     `json:"state"`
 	Reason           string     `json:"reason,omitempty"`
@@ -119,6 +126,7 @@ type TimelineEvent struct {
 // Timeline is a reservation's journal, in order.
 type Timeline struct {
 	ReservationID string          `json:"reservation_id"`
+	Merchant      string          `json:"merchant"`
 	Events        []TimelineEvent `json:"events"`
 }
 
@@ -156,6 +164,7 @@ type Event struct {
 	SchemaVersion int       `json:"schema_version"`
 	Global        uint64    `json:"global"`
 	ReservationID string    `json:"reservation_id"`
+	Merchant      string    `json:"merchant"`
 	UserID        string    `json:"user_id"`
 	OutTradeNo    string    `json:"out_trade_no"`
 	RefundNo      string    `json:"refund_no,omitempty"`
