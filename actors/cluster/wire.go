@@ -251,6 +251,11 @@ func decodeState(r *reply) (*reservation.State, error) {
 			dst.Field(i).Set(src.Field(i))
 		}
 	}
+	// A node of a release before merchants sends no merchant: every
+	// reservation it knows is the default merchant's.
+	if st.Registered() {
+		st.Merchant = reservation.MerchantOf(st.Merchant)
+	}
 	return st, nil
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -57,11 +58,32 @@ func TestWire_StateRoundTrip(t *testing.T) {
 	}
 }
 
+// A state from a node of a release before merchants names none: it is the
+// default merchant's, as that release's journal is.
+func TestWire_StateWithoutMerchant(t *testing.T) {
+	st := sampleState()
+	r := &reply{}
+	if err := encodeState(st, r); err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(r.State, &fields); err != nil || fields["Merchant"] == nil {
+		t.Fatalf("encoded state %s: %v", r.State, err)
+	}
+	delete(fields, "Merchant")
+	r.State, _ = json.Marshal(fields)
+	got, err := decodeState(r)
+	if err != nil || got.Merchant != reservation.DefaultMerchant {
+		t.Fatalf("decoded %+v, %v; want the default merchant", got, err)
+	}
+}
+
 func TestWire_CommandRoundTrip(t *testing.T) {
 	amount := int64(5)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	for _, cmd := range []reservation.Command{
 		reservation.Register{ReservationID: "r", UserID: "u", OutTradeNo: "o", TransactionID: "t", Amount: 1, Currency: "CNY", PaidAt: at},
+		reservation.Register{ReservationID: "r", UserID: "u", OutTradeNo: "o", Amount: 1, Currency: "CNY", Merchant: "hotel-sh"},
 		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: &amount, Reason: "x"},
 		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k"},
 		reservation.StartSubmission{RefundNo: "n", Request: []byte{0, 1, 2}},
