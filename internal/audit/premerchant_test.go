@@ -11,6 +11,7 @@ import (
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/audit"
 	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
 	"github.com/refundd/refundd/journal"
@@ -25,7 +26,7 @@ import (
 // TestPremerchantFixture_DefaultMerchant: replayed by this build, the old
 // journal verifies (its out_trade_no claims are the keys the default
 // merchant's orders take now), and the default merchant shows in the
-// states, the tools' views, the refund facts and the export.
+// states, the tools' views, the refund facts, the export and the feed.
 func TestPremerchantFixture_DefaultMerchant(t *testing.T) {
 	path := copyFile(t, filepath.Join("testdata", "premerchant.db"))
 	before := sum(t, path)
@@ -65,6 +66,16 @@ func TestPremerchantFixture_DefaultMerchant(t *testing.T) {
 	})
 	if err != nil || rows == 0 {
 		t.Fatalf("Export: %d rows, %v", rows, err)
+	}
+	// The consumer feed (and the webhooks it drives).
+	events, _, err := feed.Read(bg, db, 0, 0, nil)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("feed: %d events, %v", len(events), err)
+	}
+	for _, e := range events {
+		if e.Merchant != reservation.DefaultMerchant {
+			t.Errorf("feed event %s (%s of %s): merchant %q", e.ID, e.Type, e.ReservationID, e.Merchant)
+		}
 	}
 	db.Close()
 	if sum(t, path) != before {
