@@ -114,17 +114,84 @@ func TestMerchant_InEveryView(t *testing.T) {
 	}
 }
 
-// TestPremerchantFixture_API: the journal written by the release before
+// TestPremerchantFixture_API: the journals written by the release before
 // reservations had merchants, served by this build: every reservation,
-// refund and timeline shows the default merchant, and a registration
-// repeated as that release's clients send it (no merchant) is the same
-// registration.
+// refund, timeline and attention list shows the default merchant, a
+// registration repeated as that release's clients send it (no merchant) is
+// the same registration, and its order number is still taken.
 func TestPremerchantFixture_API(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "internal", "audit", "testdata", "premerchant.db"))
+	tests := []struct {
+		name      string
+		ids       []string
+		refunds   int
+		attention []string // the lists holding one refund each
+	}{
+		{"premerchant", []string{"r1", "r2", "r3", "r4", "r5"}, 7, nil},
+		{"premerchant-open", []string{"o1", "o2", "o3"}, 4, []string{"REJECTED", "ABNORMAL", "UNKNOWN"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := fixtureEnv(t, tt.name)
+			refunds := 0
+			for _, id := range tt.ids {
+				v := e.get(t, id)
+				if v.Merchant != reservation.DefaultMerchant {
+					t.Fatalf("%s: merchant %q", id, v.Merchant)
+				}
+				for _, rf := range v.Refunds {
+					refunds++
+					got := e.do(t, http.MethodGet, "/v1/reservations/"+id+"/refunds/"+rf.RefundNo, "")
+					if r := decodeRefund(t, got, http.StatusOK); r.Merchant != reservation.DefaultMerchant {
+						t.Fatalf("refund %s: %s", rf.RefundNo, got.body)
+					}
+				}
+				tl := e.do(t, http.MethodGet, "/v1/reservations/"+id+"/events", "")
+				var body struct {
+					Merchant string `json:"merchant"`
+				}
+				if tl.status != http.StatusOK || json.Unmarshal(tl.body, &body) != nil || body.Merchant != reservation.DefaultMerchant {
+					t.Fatalf("timeline of %s: %d %s", id, tl.status, tl.body)
+				}
+			}
+			if refunds != tt.refunds {
+				t.Fatalf("%d refunds, the fixture holds %d", refunds, tt.refunds)
+			}
+			for _, state := range tt.attention {
+				list := e.do(t, http.MethodGet, "/v1/refunds?state="+state, "")
+				var att struct {
+					Refunds []refundJSON `json:"refunds"`
+				}
+				if list.status != http.StatusOK || json.Unmarshal(list.body, &att) != nil || len(att.Refunds) != 1 ||
+					att.Refunds[0].Merchant != reservation.DefaultMerchant {
+					t.Fatalf("attention list %s: %d %s", state, list.status, list.body)
+				}
+			}
+			// As that release's booking system sends it again: the same
+			// registration.
+			first := e.get(t, tt.ids[0])
+			repeat, _ := json.Marshal(map[string]any{"id": first.ID, "user_id": first.UserID, "out_trade_no": first.OutTradeNo,
+				"amount": first.Amount, "currency": "CNY", "paid_at": first.PaidAt})
+			if v := decodeReservation(t, e.do(t, http.MethodPost, "/v1/reservations", string(repeat)), http.StatusOK); v.Merchant != reservation.DefaultMerchant {
+				t.Fatalf("repeated registration: %+v", v)
+			}
+			// Its order number is still taken: the old claim holds.
+			wantError(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("n9", "", first.OutTradeNo)),
+				http.StatusConflict, "out_trade_no_taken", "")
+		})
+	}
+}
+
+// fixtureEnv serves a copy of the journal fixture internal/audit/testdata/
+// NAME.db with this build's engine and API. The clock stands still just
+// after the fixtures' last events and no scheduler runs, so their refunds
+// stay as the old release left them.
+func fixtureEnv(t *testing.T, name string) *testEnv {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "internal", "audit", "testdata", name+".db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "premerchant.db")
+	path := filepath.Join(t.TempDir(), name+".db")
 	if err := os.WriteFile(path, src, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +201,6 @@ func TestPremerchantFixture_API(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	store := eventstore.New(db)
-	// The clock stands still just after the fixture's last event, so its
-	// refunds stay as the old release left them.
 	end := time.Date(2026, 3, 1, 2, 10, 0, 0, time.UTC)
 	now := func() time.Time { return end }
 	engine, err := actors.New(actors.Config{Store: store, Provider: simprovider.New(simprovider.Options{Delay: time.Hour, Now: now}),
@@ -148,38 +213,5 @@ func TestPremerchantFixture_API(t *testing.T) {
 		defer cancel()
 		_ = engine.Close(ctx)
 	})
-	e := &testEnv{handler: api.New(engine, api.Options{Logger: quietLogger(), Timeline: store}), engine: engine}
-	refunds := 0
-	for _, id := range []string{"r1", "r2", "r3", "r4", "r5"} {
-		v := e.get(t, id)
-		if v.Merchant != reservation.DefaultMerchant {
-			t.Fatalf("%s: merchant %q", id, v.Merchant)
-		}
-		for _, rf := range v.Refunds {
-			refunds++
-			got := e.do(t, http.MethodGet, "/v1/reservations/"+id+"/refunds/"+rf.RefundNo, "")
-			if r := decodeRefund(t, got, http.StatusOK); r.Merchant != reservation.DefaultMerchant {
-				t.Fatalf("refund %s: %s", rf.RefundNo, got.body)
-			}
-		}
-		tl := e.do(t, http.MethodGet, "/v1/reservations/"+id+"/events", "")
-		var body struct {
-			Merchant string `json:"merchant"`
-		}
-		if tl.status != http.StatusOK || json.Unmarshal(tl.body, &body) != nil || body.Merchant != reservation.DefaultMerchant {
-			t.Fatalf("timeline of %s: %d %s", id, tl.status, tl.body)
-		}
-	}
-	if refunds != 7 {
-		t.Fatalf("%d refunds, the fixture holds 7", refunds)
-	}
-	// As that release's booking system sends it again: the same registration.
-	r1 := e.get(t, "r1")
-	repeat, _ := json.Marshal(map[string]any{"id": "r1", "user_id": r1.UserID, "out_trade_no": r1.OutTradeNo,
-		"amount": r1.Amount, "currency": "CNY", "paid_at": r1.PaidAt})
-	if v := decodeReservation(t, e.do(t, http.MethodPost, "/v1/reservations", string(repeat)), http.StatusOK); v.Merchant != reservation.DefaultMerchant {
-		t.Fatalf("repeated registration: %+v", v)
-	}
-	// Its order number is still taken: the old claim holds.
-	wantError(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("r9", "", r1.OutTradeNo)), http.StatusConflict, "out_trade_no_taken", "")
+	return &testEnv{handler: api.New(engine, api.Options{Logger: quietLogger(), Timeline: store}), engine: engine}
 }

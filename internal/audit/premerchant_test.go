@@ -17,30 +17,43 @@ import (
 	"github.com/refundd/refundd/journal"
 )
 
-// testdata/premerchant.db was written by the engine of the release before
-// reservations had merchants (commit "audit: commit a journal written by
-// the release before merchants", with runScenario and a generator that
-// commit holds). This build must open it unchanged, and every reservation
-// in it belongs to the default merchant.
+// testdata/premerchant.db and premerchant-open.db were written by the
+// engine of the release before reservations had merchants (commit "audit:
+// commit journals written by the release before merchants", with the
+// generators that commit holds). This build must open them unchanged, and
+// every reservation in them belongs to the default merchant.
 
 // TestPremerchantFixture_DefaultMerchant: replayed by this build, the old
 // journal verifies (its out_trade_no claims are the keys the default
 // merchant's orders take now), and the default merchant shows in the
 // states, the tools' views, the refund facts, the export and the feed.
 func TestPremerchantFixture_DefaultMerchant(t *testing.T) {
-	path := copyFile(t, filepath.Join("testdata", "premerchant.db"))
+	for _, f := range []struct {
+		name                  string
+		reservations, refunds int
+		moments               bool // a moments file beside it
+	}{{"premerchant", 5, 7, true}, {"premerchant-open", 3, 4, false}} {
+		t.Run(f.name, func(t *testing.T) { checkPremerchant(t, f.name, f.reservations, f.refunds, f.moments) })
+	}
+}
+
+func checkPremerchant(t *testing.T, name string, reservations, refunds int, moments bool) {
+	t.Helper()
+	path := copyFile(t, filepath.Join("testdata", name+".db"))
 	before := sum(t, path)
 	db := openRO(t, path)
 	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK() || rep.Reservations != 5 || rep.Refunds != 7 {
+	if !rep.OK() || rep.Reservations != reservations || rep.Refunds != refunds {
 		t.Fatalf("Verify: reservations %d refunds %d, journal problems %v, problems %v", rep.Reservations, rep.Refunds, rep.Journal.Problems, rep.Problems)
 	}
-	checkMoments(t, db, readMoments(t, filepath.Join("testdata", "premerchant.moments.json")))
+	if moments {
+		checkMoments(t, db, readMoments(t, filepath.Join("testdata", name+".moments.json")))
+	}
 	states, undecoded, err := audit.Replay(bg, db, nil)
-	if err != nil || undecoded != 0 || len(states) != 5 {
+	if err != nil || undecoded != 0 || len(states) != reservations {
 		t.Fatalf("Replay: %d states, %d undecoded, %v", len(states), undecoded, err)
 	}
 	for id, st := range states {
