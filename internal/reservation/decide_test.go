@@ -328,7 +328,7 @@ func TestRegister_Boundaries(t *testing.T) {
 		"paid_at zero (not known)": func(c *Register) { c.PaidAt = time.Time{} },
 		"paid_at year 9999":        func(c *Register) { c.PaidAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC) },
 		"paid_at year 1":           func(c *Register) { c.PaidAt = time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC) },
-		"merchant 32 chars":        func(c *Register) { c.Merchant = strings.Repeat("m-_9", 8) },
+		"merchant 64 chars":        func(c *Register) { c.Merchant = strings.Repeat("m-_9", 16) },
 		"merchant default named":   func(c *Register) { c.Merchant = DefaultMerchant },
 	}
 	for name, mutate := range cases {
@@ -358,7 +358,7 @@ func TestRegister_Invalid(t *testing.T) {
 		{"id dot", func(c *Register) { c.ReservationID = "resv.1" }, "id"},
 		{"id non-ascii", func(c *Register) { c.ReservationID = "预订1" }, "id"},
 		{"merchant with the claim separator", func(c *Register) { c.Merchant = "hotel/sh" }, "merchant"},
-		{"merchant 33 chars", func(c *Register) { c.Merchant = strings.Repeat("m", 33) }, "merchant"},
+		{"merchant 65 chars", func(c *Register) { c.Merchant = strings.Repeat("m", 65) }, "merchant"},
 		{"merchant space", func(c *Register) { c.Merchant = "hotel sh" }, "merchant"},
 		{"user empty", func(c *Register) { c.UserID = "" }, "user_id"},
 		{"user 65 bytes", func(c *Register) { c.UserID = strings.Repeat("u", 65) }, "user_id"},

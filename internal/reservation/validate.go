@@ -10,7 +10,7 @@ const (
 	MaxOutTradeNoLen    = 32
 	MaxTransactionIDLen = 32
 	MaxIdempotencyKey   = 64
-	MaxMerchantLen      = 32
+	MaxMerchantLen      = 64 // the merchant registry's names fit (internal/merchant)
 	MaxReasonBytes      = 80 // WeChat: reason up to 80 bytes
 	// MaxAmount is 10^12 fen (10 billion CNY); 99 refunds of it stay far
 	// below int64's limit.
@@ -87,7 +87,7 @@ func validateRegister(c Register) error {
 	case !ValidReservationID(c.ReservationID):
 		return invalid("id", "must be 1..40 characters of [0-9A-Za-z_-]")
 	case c.Merchant != "" && !ValidMerchant(c.Merchant):
-		return invalid("merchant", "must be 1..32 characters of [0-9A-Za-z_-]")
+		return invalid("merchant", "must be 1..64 characters of [0-9A-Za-z_-]")
 	case !validText(c.UserID, MaxUserIDLen):
 		return invalid("user_id", "must be 1..64 bytes of printable UTF-8")
 	case !validOutTradeNo(c.OutTradeNo):
