@@ -208,9 +208,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	var certs stringList
 	m.defineFlags(t, &certs)
 	fs.Usage = func() { t.printUsage(fs.Output()) }
-	w := &m.Config.Wechatpay
-	w.apiV3Key = []byte(getenv("REFUNDD_WECHATPAY_APIV3_KEY"))
-	w.apiV2Key = []byte(getenv("REFUNDD_WECHATPAY_APIV2_KEY"))
 	copts := envOptions
 	copts.Getenv = getenv
 	if err := config.ApplyEnv(fs, copts, "wechatpay-platform-cert"); err != nil {
@@ -227,6 +224,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	m.effective = config.Effective(fs, src, copts)
+	w := &m.Config.Wechatpay
 	w.PlatformCerts = certs
 	providerSet := false
 	fs.Visit(func(f *flag.Flag) { providerSet = providerSet || f.Name == "provider" })

@@ -19,6 +19,7 @@ func TestRun_BadConfigurationCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
+	const serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -30,11 +31,15 @@ func TestRun_BadConfigurationCreatesNothing(t *testing.T) {
 		{"missing webhooks file", []string{"--webhooks-file", missing}, "--webhooks-file"},
 		{"bad checkpoint key", []string{"--checkpoint-key", bad}, "--checkpoint-key"},
 		{"merchant account without its key", []string{"--provider", "wechatpay", "--wechatpay-base-url", "http://127.0.0.1:1",
-			"--wechatpay-mchid", "1900000001", "--wechatpay-serial", "S", "--wechatpay-private-key", missing,
+			"--wechatpay-mchid", "1900000001", "--wechatpay-serial", serial, "--wechatpay-private-key", missing,
 			"--wechatpay-public-key", missing, "--wechatpay-public-key-id", "PUB_KEY_ID_1", "--wechatpay-apiv3-key-file", missing}, "--wechatpay-apiv3-key-file"},
 		{"merchant private key unreadable", []string{"--provider", "wechatpay", "--wechatpay-base-url", "http://127.0.0.1:1",
-			"--wechatpay-mchid", "1900000001", "--wechatpay-serial", "S", "--wechatpay-private-key", missing,
+			"--wechatpay-mchid", "1900000001", "--wechatpay-serial", serial, "--wechatpay-private-key", missing,
 			"--wechatpay-public-key", missing, "--wechatpay-public-key-id", "PUB_KEY_ID_1"}, "--wechatpay-private-key"},
+		{"merchant serial not hex", []string{"--provider", "wechatpay", "--wechatpay-base-url", "http://127.0.0.1:1",
+			"--wechatpay-mchid", "1900000001", "--wechatpay-serial", "S", "--wechatpay-private-key", missing,
+			"--wechatpay-public-key", missing, "--wechatpay-public-key-id", "PUB_KEY_ID_1"}, "--wechatpay-serial"},
+		{"wechatpay without an account", []string{"--provider", "wechatpay"}, "--wechatpay-mchid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")

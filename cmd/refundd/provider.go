@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rsa"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
 	"github.com/refundd/refundd/internal/wechatpay"
@@ -27,9 +27,10 @@ const (
 	providerMemory    = "memory"    // in-memory stand-in without the protocol (fast demos)
 )
 
-// WechatpayConfig is the merchant's WeChat Pay configuration. Secrets are
-// read from files or REFUNDD_WECHATPAY_APIV3_KEY / _APIV2_KEY, never taken
-// as flag values (visible in ps), and never logged.
+// WechatpayConfig is the default merchant's WeChat Pay settings
+// (merchant.DefaultSettings). Secrets are read from files or
+// REFUNDD_WECHATPAY_APIV3_KEY / _APIV2_KEY, never taken as flag values
+// (visible in ps), and never logged.
 type WechatpayConfig struct {
 	BaseURL        string
 	MchID          string
@@ -41,8 +42,6 @@ type WechatpayConfig struct {
 	PlatformCerts  []string // platform certificate PEM files (switchover: both kinds at once)
 	APIv2KeyFile   string   // or REFUNDD_WECHATPAY_APIV2_KEY; enables the v2 endpoint
 	NotifyURL      string
-	apiV3Key       []byte
-	apiV2Key       []byte
 }
 
 // wiredProvider is what a provider mode gives the rest of the wiring.
@@ -77,14 +76,16 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-func (m *Main) wireProvider(notifyBase string) (*wiredProvider, error) {
+// wireProvider builds the provider; creds are the merchant's, checked by
+// check (nil unless --provider wechatpay).
+func (m *Main) wireProvider(notifyBase string, creds *merchant.Credentials) (*wiredProvider, error) {
 	switch m.Config.Provider {
 	case providerMemory:
 		return m.wireMemory(), nil
 	case providerSandbox:
 		return m.wireSandbox(notifyBase)
 	case providerWechatpay:
-		return m.wireWechatpay(notifyBase)
+		return m.wireWechatpay(notifyBase, creds)
 	}
 	return nil, fmt.Errorf("--provider must be sandbox, wechatpay or memory")
 }
@@ -176,118 +177,48 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 	}, nil
 }
 
-func (m *Main) wireWechatpay(notifyBase string) (*wiredProvider, error) {
-	c := &m.Config.Wechatpay
-	key, verifier, err := c.credentials()
-	if err != nil {
-		return nil, err
+func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*wiredProvider, error) {
+	cfg := creds.ClientConfig()
+	cfg.NotifyURL, cfg.Logger = m.Config.Wechatpay.NotifyURL, m.log.With("component", "wechatpay")
+	if cfg.NotifyURL == "" {
+		cfg.NotifyURL = notifyBase + "/v1/notify/wechatpay/refund"
 	}
-	notifyURL := c.NotifyURL
-	if notifyURL == "" {
-		notifyURL = notifyBase + "/v1/notify/wechatpay/refund"
-	}
-	client, err := wechatpay.NewClient(wechatpay.ClientConfig{
-		BaseURL: c.BaseURL, MchID: c.MchID, Signer: wechatpay.Signer{MchID: c.MchID, SerialNo: c.Serial, Key: key},
-		Verifier: verifier, NotifyURL: notifyURL, Logger: m.log.With("component", "wechatpay"),
-	})
+	client, err := wechatpay.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &wiredProvider{
 		provider: client,
 		encode:   client.RequestBody,
-		notify:   &api.NotifyConfig{MchID: c.MchID, Verifier: verifier, APIv3Key: c.apiV3Key, APIv2Key: c.apiV2Key},
+		notify:   &api.NotifyConfig{MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key},
 		close:    func() {},
-		describe: "WeChat Pay at " + c.BaseURL + " (mchid " + c.MchID + ")",
+		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
 	}, nil
 }
 
-// credentials reads and checks the merchant's key and WeChat Pay's keys
-// and certificates (refundd checks them before it creates anything).
-func (c *WechatpayConfig) credentials() (*rsa.PrivateKey, *wechatpay.Verifier, error) {
-	if err := c.load(); err != nil {
-		return nil, nil, err
-	}
-	keyPEM, err := os.ReadFile(c.PrivateKeyFile)
+// credentials checks the default merchant's settings and reads its keys
+// (internal/merchant), so refundd finds a mistake before it creates
+// anything; errors name the flags, never a secret.
+func (m *Main) credentials() (*merchant.Credentials, error) {
+	c := m.Config.Wechatpay
+	reg, err := merchant.NewDefault(merchant.DefaultSettings{
+		BaseURL: c.BaseURL, MchID: c.MchID, Serial: c.Serial, PrivateKeyFile: c.PrivateKeyFile,
+		APIv3KeyFile: c.APIv3KeyFile, APIv2KeyFile: c.APIv2KeyFile, PublicKeyFile: c.PublicKeyFile,
+		PublicKeyID: c.PublicKeyID, PlatformCerts: c.PlatformCerts, NotifyURL: c.NotifyURL,
+		RefundNoPrefix: m.Config.RefundNoPrefix,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--wechatpay-private-key: %w", err)
+		return nil, fmt.Errorf("wechatpay provider: %w", err)
 	}
-	key, err := wechatpay.ParsePrivateKey(keyPEM)
+	if _, ok := reg.Account(merchant.DefaultName); !ok {
+		return nil, errNoAccount
+	}
+	creds, err := reg.LoadCredentials(merchant.Sources{Getenv: m.env, ReadFile: os.ReadFile})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--wechatpay-private-key %s: %w", c.PrivateKeyFile, err)
+		return nil, fmt.Errorf("wechatpay provider: %w", err)
 	}
-	verifier := &wechatpay.Verifier{}
-	if c.PublicKeyFile != "" {
-		b, err := os.ReadFile(c.PublicKeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-public-key: %w", err)
-		}
-		pub, err := wechatpay.ParsePublicKey(b)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-public-key %s: %w", c.PublicKeyFile, err)
-		}
-		if err := verifier.AddPublicKey(c.PublicKeyID, pub); err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-public-key-id: %w", err)
-		}
-	}
-	for _, f := range c.PlatformCerts {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-platform-cert: %w", err)
-		}
-		cert, err := wechatpay.ParseCertificate(b)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
-		}
-		if err := verifier.AddCertificate(cert); err != nil {
-			return nil, nil, fmt.Errorf("--wechatpay-platform-cert %s: %w", f, err)
-		}
-	}
-	return key, verifier, nil
+	return creds[merchant.DefaultName], nil
 }
 
-// load checks the merchant configuration and reads its secrets, failing
-// with a message that names the setting and never the secret.
-func (c *WechatpayConfig) load() error {
-	var missing []string
-	for _, f := range []struct{ v, name string }{
-		{c.BaseURL, "--wechatpay-base-url"}, {c.MchID, "--wechatpay-mchid"}, {c.Serial, "--wechatpay-serial"},
-		{c.PrivateKeyFile, "--wechatpay-private-key"},
-	} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	if c.PublicKeyFile == "" && len(c.PlatformCerts) == 0 {
-		missing = append(missing, "--wechatpay-public-key or --wechatpay-platform-cert")
-	}
-	if c.PublicKeyFile != "" && c.PublicKeyID == "" {
-		missing = append(missing, "--wechatpay-public-key-id")
-	}
-	if c.APIv3KeyFile == "" && len(c.apiV3Key) == 0 {
-		missing = append(missing, "--wechatpay-apiv3-key-file (or REFUNDD_WECHATPAY_APIV3_KEY)")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("wechatpay provider: missing %s", strings.Join(missing, ", "))
-	}
-	if c.APIv3KeyFile != "" {
-		b, err := os.ReadFile(c.APIv3KeyFile)
-		if err != nil {
-			return fmt.Errorf("--wechatpay-apiv3-key-file: %w", err)
-		}
-		c.apiV3Key = b
-	}
-	key, err := wechatpay.ParseAPIv3Key(c.apiV3Key)
-	if err != nil {
-		return fmt.Errorf("APIv3 key: must be exactly 32 bytes: %w", err)
-	}
-	c.apiV3Key = key
-	if c.APIv2KeyFile != "" {
-		b, err := os.ReadFile(c.APIv2KeyFile)
-		if err != nil {
-			return fmt.Errorf("--wechatpay-apiv2-key-file: %w", err)
-		}
-		c.apiV2Key = []byte(strings.TrimSpace(string(b)))
-	}
-	return nil
-}
+var errNoAccount = errors.New("wechatpay provider: missing --wechatpay-base-url, --wechatpay-mchid, --wechatpay-serial, " +
+	"--wechatpay-private-key, --wechatpay-public-key or --wechatpay-platform-cert, --wechatpay-apiv3-key-file (or REFUNDD_WECHATPAY_APIV3_KEY)")

@@ -24,6 +24,7 @@ import (
 	"github.com/refundd/refundd/internal/config"
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
@@ -69,6 +70,7 @@ type checked struct {
 	signKey   ed25519.PrivateKey
 	tokens    *auth.Tokens // from --tokens-file and REFUNDD_TOKENS; empty: local tokens
 	endpoints []webhook.Endpoint
+	creds     *merchant.Credentials // --provider wechatpay: the merchant's keys
 }
 
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
@@ -153,7 +155,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if err := m.listen(); err != nil {
 		return err
 	}
-	if m.provider, err = m.wireProvider("http://" + m.ln.Addr().String()); err != nil {
+	if m.provider, err = m.wireProvider("http://"+m.ln.Addr().String(), pre.creds); err != nil {
 		return err
 	}
 	policy := pre.policy
@@ -274,7 +276,7 @@ func (m *Main) check() (*checked, error) {
 		}
 	}
 	if c.Provider == providerWechatpay {
-		if _, _, err := c.Wechatpay.credentials(); err != nil {
+		if pre.creds, err = m.credentials(); err != nil {
 			return nil, err
 		}
 	}
