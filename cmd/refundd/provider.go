@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,43 +116,27 @@ func (m *Main) pushOutcome(engine *actors.Engine, no string, o reservation.Outco
 // protocol: signed requests, signed answers, encrypted notifications. Its
 // keys are kept under the data directory.
 func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
-	keyDir := filepath.Join(m.Config.DataDir, "sandbox")
-	keys, err := sandbox.LoadKeys(keyDir)
-	if errors.Is(err, os.ErrNotExist) {
-		if keys, err = sandbox.GenerateKeys("1900000001"); err == nil {
-			_, err = keys.WriteDir(keyDir, "")
-		}
-	}
+	c := m.Config
+	sb, err := sandbox.StartLocal(filepath.Join(c.DataDir, "sandbox"), "1900000001", func(cfg *sandbox.Config) {
+		cfg.ProcessingDelay, cfg.TimeFactor, cfg.MinRefundSpacing = c.SandboxDelay, c.SandboxTimeFactor, c.RefundSpacing
+		cfg.NotifyURLV2 = notifyBase + "/v1/notify/wechatpay/v2/refund"
+		cfg.Logger = m.log.With("component", "sandbox")
+	})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox keys in %s: %w", keyDir, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("sandbox listener: %w", err)
-	}
-	cfg := keys.Config()
-	cfg.ProcessingDelay = m.Config.SandboxDelay
-	cfg.TimeFactor = m.Config.SandboxTimeFactor
-	cfg.NotifyURLV2 = notifyBase + "/v1/notify/wechatpay/v2/refund"
-	cfg.Logger = m.log.With("component", "sandbox")
-	cfg.StateFile = filepath.Join(keyDir, "state.json")
-	cfg.MinRefundSpacing = m.Config.RefundSpacing
-	sb, err := sandbox.New(cfg)
-	if err != nil {
-		ln.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: sb, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	keys := sb.Keys
 	verifier, err := keys.Verifier()
 	if err != nil {
+		sb.Close()
 		return nil, err
 	}
 	client, err := wechatpay.NewClient(wechatpay.ClientConfig{
-		BaseURL: "http://" + ln.Addr().String(), MchID: keys.MchID, Signer: keys.Signer(), Verifier: verifier,
+		BaseURL: sb.URL, MchID: keys.MchID, Signer: keys.Signer(), Verifier: verifier,
 		NotifyURL: notifyBase + "/v1/notify/wechatpay/refund", Logger: m.log.With("component", "wechatpay"),
 	})
 	if err != nil {
+		sb.Close()
 		return nil, err
 	}
 	return &wiredProvider{
@@ -166,14 +148,9 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 				m.log.Warn("sandbox did not record the paid order", "out_trade_no", c.OutTradeNo, "err", err)
 			}
 		},
-		close: func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-			sb.Close()
-		},
-		describe: "in-process WeChat Pay sandbox at http://" + ln.Addr().String(),
-		sandbox:  sb,
+		close:    sb.Close,
+		describe: "in-process WeChat Pay sandbox at " + sb.URL,
+		sandbox:  sb.Server,
 	}, nil
 }
 
