@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -89,26 +87,10 @@ func (m *Main) wireProvider(notifyBase string, creds *merchant.Credentials) (*wi
 }
 
 func (m *Main) wireMemory() *wiredProvider {
-	var engine *actors.Engine
-	p := simprovider.New(simprovider.Options{
-		Delay:  m.Config.SandboxDelay,
-		Notify: func(no string, o reservation.Outcome) { m.pushOutcome(engine, no, o) },
-	})
-	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { engine = e }, close: func() {},
+	push := &simprovider.Pusher{By: actors.ProviderPrincipal, Logger: m.log}
+	p := simprovider.New(simprovider.Options{Delay: m.Config.SandboxDelay, Notify: push.Notify})
+	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { push.SetRecorder(e) }, close: func() {},
 		describe: "in-memory stand-in (no WeChat Pay protocol)"}
-}
-
-// pushOutcome records an outcome the memory provider pushes as the
-// notification it stands for, through the engine's one notification call.
-func (m *Main) pushOutcome(engine *actors.Engine, no string, o reservation.Outcome) {
-	if engine == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := engine.RecordNotification(ctx, actors.ProviderPrincipal, reservation.Notification{RefundNo: no, Outcome: o}); err != nil {
-		m.log.Warn("provider outcome not applied; the refund's due time will query", "refund_no", no, "err", err)
-	}
 }
 
 // wireSandbox runs the WeChat Pay sandbox in-process on loopback and talks
