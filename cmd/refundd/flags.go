@@ -126,7 +126,9 @@ func (t *flagTable) def(p any, name, usage string) {
 
 // printUsage writes --help: the flags grouped by section.
 func (t *flagTable) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage of refundd: refundd [flags]\n\nEvery flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
+	fmt.Fprintf(w, "Usage of refundd: refundd [check-config] [flags]\n\n"+
+		"check-config checks the configuration and credentials, prints it with secrets masked, and exits.\n"+
+		"Every flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
 	config.PrintSections(w, t.fs, sections, func(name string) string { return t.section[name] })
 }
 

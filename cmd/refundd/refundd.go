@@ -283,6 +283,26 @@ func (m *Main) check() (*checked, error) {
 	return pre, nil
 }
 
+// CheckConfig makes the checks Run makes before it creates anything
+// (check) and writes the effective configuration to Stdout: flags as a
+// configuration file, secrets and URL passwords masked, and which secret
+// variables are set.
+func (m *Main) CheckConfig() error {
+	if _, err := m.effective.WriteTo(m.Stdout); err != nil {
+		return err
+	}
+	for _, v := range []string{"REFUNDD_TOKENS", merchant.EnvAPIv3Key, merchant.EnvAPIv2Key} {
+		if m.env(v) != "" {
+			fmt.Fprintf(m.Stdout, "# %s = %s  # env\n", v, config.MaskedValue)
+		}
+	}
+	if _, err := m.check(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(m.Stdout, "# configuration OK (provider %s)\n", m.Config.Provider)
+	return err
+}
+
 // openSingle opens the single node's bbolt journal under --data.
 func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	c := m.Config
