@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/refundd/refundd/internal/auth"
 )
@@ -21,9 +22,13 @@ func (m *Main) localTokens(ts *auth.Tokens) (*auth.Tokens, error) {
 	}
 	svc := filepath.Join(dir, "service.token")
 	fmt.Fprintf(m.Stdout, "no --tokens-file or REFUNDD_TOKENS: local tokens are in %s (service.token, operator.token), readable only by you\n", dir)
-	fmt.Fprintf(m.Stdout, "try: curl -s -H \"Authorization: Bearer $(cat %s)\" http://%s/v1/refunds?state=UNKNOWN\n", svc, m.ln.Addr())
+	// Quoted to paste into any shell: zsh refuses the URL's '?' bare.
+	fmt.Fprintf(m.Stdout, "try: curl -s -H \"Authorization: Bearer $(cat %s)\" %s\n", shellQuote(svc), shellQuote("http://"+m.ln.Addr().String()+"/v1/refunds?state=UNKNOWN"))
 	return ts, nil
 }
+
+// shellQuote quotes s as one word for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (m *Main) env(k string) string {
 	if m.getenv != nil {
