@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -91,46 +90,14 @@ var deprecatedEnv = map[string]string{
 	"REFUNDD_WECHATPAY_PLATFORM_CERTS": "REFUNDD_WECHATPAY_PLATFORM_CERT", // broke the naming rule
 }
 
-// flagTable defines flags, each in a --help section, its usage naming its
-// variable.
-type flagTable struct {
-	fs      *flag.FlagSet
-	section map[string]string
-	cur     string
-}
+// flagTable is config.Table under the short names defineFlags uses.
+type flagTable struct{ *config.Table }
 
-func (t *flagTable) in(section string) { t.cur = section }
+func (t flagTable) in(section string)             { t.In(section) }
+func (t flagTable) def(p any, name, usage string) { t.Def(p, name, usage) }
 
-// def defines the flag name over p in the current section, its usage
-// naming its variable.
-func (t *flagTable) def(p any, name, usage string) {
-	t.section[name] = t.cur
-	env := " (env " + envOptions.EnvName(name) + ")"
-	switch p := p.(type) {
-	case *string:
-		t.fs.StringVar(p, name, *p, usage+env)
-	case *time.Duration:
-		t.fs.DurationVar(p, name, *p, usage+env)
-	case *int:
-		t.fs.IntVar(p, name, *p, usage+env)
-	case *float64:
-		t.fs.Float64Var(p, name, *p, usage+env)
-	case *bool:
-		t.fs.BoolVar(p, name, *p, usage+env)
-	case *stringList:
-		t.fs.Var(p, name, usage+strings.TrimSuffix(env, ")")+", comma-separated)")
-	default:
-		panic(fmt.Sprintf("flag %s: no flag type for %T", name, p))
-	}
-}
-
-// printUsage writes --help: the flags grouped by section.
-func (t *flagTable) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage of refundd: refundd [check-config] [flags]\n\n"+
-		"check-config checks the configuration and credentials, prints it with secrets masked, and exits.\n"+
-		"Every flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
-	config.PrintSections(w, t.fs, sections, func(name string) string { return t.section[name] })
-}
+// stringList is a repeatable flag.
+type stringList = config.List
 
 // defineFlags is the table of refundd's flags.
 func (m *Main) defineFlags(t *flagTable, certs *stringList) {
@@ -206,10 +173,15 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	m.getenv = getenv
 	fs := flag.NewFlagSet("refundd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	t := &flagTable{fs: fs, section: map[string]string{}}
+	t := &flagTable{config.NewTable(fs, envOptions)}
 	var certs stringList
 	m.defineFlags(t, &certs)
-	fs.Usage = func() { t.printUsage(fs.Output()) }
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of refundd: refundd [check-config] [flags]\n\n"+
+			"check-config checks the configuration and credentials, prints it with secrets masked, and exits.\n"+
+			"Every flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
+		t.PrintSections(fs.Output(), sections)
+	}
 	copts := envOptions
 	copts.Getenv = getenv
 	if err := config.ApplyEnv(fs, copts, "wechatpay-platform-cert"); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/refundd/refundd/internal/config"
 )
 
 func TestParseFlags_GC(t *testing.T) {
@@ -50,7 +52,7 @@ func TestHelp_SectionsAndVariables(t *testing.T) {
 		at = i
 	}
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	tbl := &flagTable{fs: fs, section: map[string]string{}}
+	tbl := &flagTable{config.NewTable(fs, envOptions)}
 	var certs stringList
 	NewMain().defineFlags(tbl, &certs)
 	n := 0
@@ -59,7 +61,7 @@ func TestHelp_SectionsAndVariables(t *testing.T) {
 		if c := strings.Count(help, "\n  -"+f.Name+" "); c+strings.Count(help, "\n  -"+f.Name+"\n") != 1 {
 			t.Errorf("--%s listed %d times", f.Name, c)
 		}
-		if !slices.Contains(sections, tbl.section[f.Name]) {
+		if !slices.Contains(sections, tbl.Section(f.Name)) {
 			t.Errorf("--%s is in no section", f.Name)
 		}
 		want := "REFUNDD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

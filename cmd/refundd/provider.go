@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -65,12 +64,6 @@ func (w *wiredProvider) merchant() string {
 	}
 	return w.notify.MchID
 }
-
-// stringList is a repeatable flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // wireProvider builds the provider; creds are the merchant's, checked by
 // check (nil unless --provider wechatpay).
