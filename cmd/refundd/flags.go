@@ -13,6 +13,7 @@ import (
 	"github.com/refundd/refundd/internal/config"
 	"github.com/refundd/refundd/internal/gctune"
 	"github.com/refundd/refundd/internal/logs"
+	"github.com/refundd/refundd/internal/profiler"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -251,7 +252,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.Pprof != "" {
-		if err := loopbackAddr(c.Pprof); err != nil {
+		if err := profiler.CheckLoopback(c.Pprof); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 	}
