@@ -357,7 +357,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		}
 		be.engine, be.scheduler = engine, engine.RunScheduler
 		if w.onRegister != nil {
-			be.engine = registerHook{Engine: engine, after: w.onRegister}
+			be.engine = api.AfterRegister(engine, w.onRegister)
 		}
 		be.sources = metrics.Sources{Active: engine.Active, Attention: engine.Attention, DueBefore: store.DueBefore}
 		restored, err := gate.Check(ctx, db)
@@ -388,27 +388,6 @@ func (m *Main) gauge(name, help string, f func() float64) error {
 
 // Addr is the address the server listens on.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
-
-// registerHook runs a function after each registration that was journaled;
-// every other call goes to the engine unchanged.
-type registerHook struct {
-	api.Engine
-	after func(reservation.Register)
-}
-
-// Both single-node handles the API may be given.
-var (
-	_ api.Engine = (*actors.Engine)(nil)
-	_ api.Engine = registerHook{}
-)
-
-func (h registerHook) Execute(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
-	st, events, err := h.Engine.Execute(ctx, id, by, cmd)
-	if reg, ok := cmd.(reservation.Register); ok && err == nil {
-		h.after(reg) // also for a replayed registration: the hook is idempotent
-	}
-	return st, events, err
-}
 
 // Close stops accepting requests, drains in-flight requests and provider
 // calls, stops the actors and closes the journal.
