@@ -22,22 +22,12 @@ const (
 	providerMemory    = "memory"    // in-memory stand-in without the protocol (fast demos)
 )
 
-// WechatpayConfig is the default merchant's WeChat Pay settings
-// (merchant.DefaultSettings). Secrets are read from files or
+// WechatpayConfig is the default merchant's settings, from the
+// --wechatpay-* flags; its RefundNoPrefix is --refund-prefix, set when the
+// merchant is built. Secrets are read from files or
 // REFUNDD_WECHATPAY_APIV3_KEY / _APIV2_KEY, never taken as flag values
 // (visible in ps), and never logged.
-type WechatpayConfig struct {
-	BaseURL        string
-	MchID          string
-	Serial         string   // merchant certificate serial
-	PrivateKeyFile string   // merchant PKCS#8 PEM
-	APIv3KeyFile   string   // or REFUNDD_WECHATPAY_APIV3_KEY
-	PublicKeyFile  string   // WeChat Pay public key PEM
-	PublicKeyID    string   // its id, PUB_KEY_ID_...
-	PlatformCerts  []string // platform certificate PEM files (switchover: both kinds at once)
-	APIv2KeyFile   string   // or REFUNDD_WECHATPAY_APIV2_KEY; enables the v2 endpoint
-	NotifyURL      string
-}
+type WechatpayConfig = merchant.DefaultSettings
 
 // wiredProvider is what a provider mode gives the rest of the wiring.
 type wiredProvider struct {
@@ -152,13 +142,9 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 // (internal/merchant), so refundd finds a mistake before it creates
 // anything; errors name the flags, never a secret.
 func (m *Main) credentials() (*merchant.Credentials, error) {
-	c := m.Config.Wechatpay
-	reg, err := merchant.NewDefault(merchant.DefaultSettings{
-		BaseURL: c.BaseURL, MchID: c.MchID, Serial: c.Serial, PrivateKeyFile: c.PrivateKeyFile,
-		APIv3KeyFile: c.APIv3KeyFile, APIv2KeyFile: c.APIv2KeyFile, PublicKeyFile: c.PublicKeyFile,
-		PublicKeyID: c.PublicKeyID, PlatformCerts: c.PlatformCerts, NotifyURL: c.NotifyURL,
-		RefundNoPrefix: m.Config.RefundNoPrefix,
-	})
+	s := m.Config.Wechatpay
+	s.RefundNoPrefix = m.Config.RefundNoPrefix
+	reg, err := merchant.NewDefault(s)
 	if err != nil {
 		return nil, fmt.Errorf("wechatpay provider: %w", err)
 	}
