@@ -135,7 +135,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		// The others' view of a dead node's reservations changes only when
 		// the membership drops it; operators (and tests) see when that
 		// happened.
-		if err := m.gauge("cluster_members", "Members of the cluster in this node's view of the membership (0 while it rejoins).",
+		if err := m.metrics.Gauge("cluster_members", "Members of the cluster in this node's view of the membership (0 while it rejoins).",
 			func() float64 { return float64(node.Members()) }); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		if err != nil {
 			return dispatch{}, err
 		}
-		if err := m.gauge("webhook_leader", "1 while this node runs webhook dispatch (the cluster's webhook leader), else 0.", func() float64 {
+		if err := m.metrics.Gauge("webhook_leader", "1 while this node runs webhook dispatch (the cluster's webhook leader), else 0.", func() float64 {
 			if w.Leading() {
 				return 1
 			}

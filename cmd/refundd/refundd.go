@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/audit"
@@ -375,15 +373,6 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return dispatch{api: hooks, lag: hooks.Lag, run: hooks.Run, stopped: "webhook dispatcher stopped"}, nil
 	}
 	return be, nil
-}
-
-// gauge registers a refundd_NAME gauge read from f.
-func (m *Main) gauge(name, help string, f func() float64) error {
-	err := m.metrics.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "refundd", Name: name, Help: help}, f))
-	if err != nil {
-		return fmt.Errorf("%s gauge: %w", name, err)
-	}
-	return nil
 }
 
 // Addr is the address the server listens on.

@@ -304,3 +304,18 @@ func TestNew_RuntimeCollectors(t *testing.T) {
 		}
 	}
 }
+
+func TestGauge_ReadAtScrapeAndRegisteredOnce(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
+	v := 3.0
+	if err := m.Gauge("members", "Members.", func() float64 { return v }); err != nil {
+		t.Fatal(err)
+	}
+	v = 5
+	if out := scrape(t, m); !strings.Contains(out, "\nrefundd_members 5\n") {
+		t.Errorf("scrape lacks refundd_members 5:\n%s", out)
+	}
+	if err := m.Gauge("members", "Members.", func() float64 { return 0 }); err == nil || !strings.Contains(err.Error(), "members gauge") {
+		t.Errorf("registering refundd_members again: %v; want an error naming the gauge", err)
+	}
+}
