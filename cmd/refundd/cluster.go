@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +66,7 @@ func (c *Config) validateCluster() error {
 	if _, err := cluster.ParseMembership(cc.Membership); err != nil {
 		return fmt.Errorf("--cluster: %w", err)
 	}
-	if _, _, err := splitListen(cc.Listen); err != nil {
+	if _, _, err := cluster.SplitAddress(cc.Listen); err != nil {
 		return fmt.Errorf("--cluster-listen: %w", err)
 	}
 	if c.Provider != providerWechatpay {
@@ -79,18 +77,6 @@ func (c *Config) validateCluster() error {
 		return errors.New("--checkpoint-key is not supported in cluster mode yet (docs/CLUSTER.md)")
 	}
 	return nil
-}
-
-func splitListen(addr string) (string, int, error) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port in %q", addr)
-	}
-	return host, port, nil
 }
 
 // openCluster opens cluster mode's PostgreSQL journal; its start runs
@@ -120,7 +106,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		closeJournal: func(context.Context) error { return pg.Close() }}
 	var node *cluster.Node
 	be.start = func(ctx, _ context.Context, w *wiredProvider, policy reservation.Policy) error {
-		host, port, _ := splitListen(cc.Listen) // validated
+		host, port, _ := cluster.SplitAddress(cc.Listen) // validated
 		store := eventstore.New(pg)
 		var err error
 		node, err = cluster.Start(ctx, cluster.Config{
