@@ -41,7 +41,7 @@ type wiredProvider struct {
 	onRegister func(reservation.Register)
 	// setEngine hands the engine to a provider that pushes outcomes.
 	setEngine func(*actors.Engine)
-	close     func()
+	close     func() // nil: nothing to close
 	describe  string
 	sandbox   *sandbox.Server // the in-process sandbox, for tests; nil otherwise
 }
@@ -72,7 +72,7 @@ func (m *Main) wireProvider(notifyBase string, creds *merchant.Credentials) (*wi
 func (m *Main) wireMemory() *wiredProvider {
 	push := &simprovider.Pusher{By: actors.ProviderPrincipal, Logger: m.log}
 	p := simprovider.New(simprovider.Options{Delay: m.Config.SandboxDelay, Notify: push.Notify})
-	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { push.SetRecorder(e) }, close: func() {},
+	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { push.SetRecorder(e) },
 		describe: "in-memory stand-in (no WeChat Pay protocol)"}
 }
 
@@ -133,7 +133,6 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 		provider: client,
 		encode:   client.RequestBody,
 		notify:   &api.NotifyConfig{MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key},
-		close:    func() {},
 		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
 	}, nil
 }

@@ -405,7 +405,7 @@ func (m *Main) Close() error {
 	if m.be != nil && m.be.closeActors != nil {
 		errs = append(errs, m.be.closeActors(ctx))
 	}
-	if m.provider != nil {
+	if m.provider != nil && m.provider.close != nil {
 		m.provider.close()
 	}
 	if m.be != nil && m.be.closeJournal != nil {
