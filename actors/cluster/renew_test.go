@@ -30,7 +30,10 @@ func TestRenewLease_RenewsAtOnceWhenThePeriodIsPartlySpent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	ttl := 6 * time.Second // margin TTL/4 = 1.5s, interval TTL/3 = 2s
+	// margin TTL/4 = 3s, interval TTL/3 = 4s. The time left to renew in is
+	// seconds, not tenths: a loaded machine once took longer than 0.3s to
+	// renew, and the test failed though the renewer did right.
+	ttl := 12 * time.Second
 	o := &openedEtcd{cfg: Etcd{TTL: ttl}, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	cases := []struct {
@@ -38,7 +41,7 @@ func TestRenewLease_RenewsAtOnceWhenThePeriodIsPartlySpent(t *testing.T) {
 		spent time.Duration // of the lease, before the renewer starts
 	}{
 		{"half the interval spent", ttl/4 + ttl/6},
-		{"all but 0.3s of the period spent", ttl - ttl/4 - 300*time.Millisecond},
+		{"all but 2s of the period spent", ttl - ttl/4 - 2*time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
