@@ -178,7 +178,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	var certs stringList
 	m.defineFlags(t, &certs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage of refundd: refundd [check-config] [flags]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage of refundd: refundd [check-config] [flags] | refundd --version\n\n"+
+			"--version prints the version (from the build) and exits.\n"+
 			"check-config checks the configuration and credentials, prints it with secrets masked, and exits.\n"+
 			"Every flag may be set by its REFUNDD_* variable or in --config; flags win.\n")
 		t.PrintSections(fs.Output(), sections)
