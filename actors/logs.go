@@ -77,9 +77,14 @@ func (a *reservationActor) attentionAttrs(ev reservation.Event, mk reservation.M
 	return a.withMerchant(attrs)
 }
 
+// withMerchant adds the reservation's merchant (its name) and the WeChat
+// Pay merchant id refunds go out under.
 func (a *reservationActor) withMerchant(attrs []slog.Attr) []slog.Attr {
-	if m := a.e.cfg.Merchant; m != "" {
+	if m := a.state.Merchant; m != "" {
 		attrs = append(attrs, slog.String("merchant", m))
+	}
+	if id := a.e.cfg.Merchant; id != "" {
+		attrs = append(attrs, slog.String("mchid", id))
 	}
 	return attrs
 }

@@ -75,7 +75,7 @@ func TestEngine_LogsARefundThatNeedsAttention(t *testing.T) {
 			// The line is written by the actor before it handles the Get
 			// that sees the state.
 			waitFor(t, string(tc.state), func() bool { return h.refundState("r1", no) == tc.state })
-			want := map[string]string{"reservation": "r1", "refund_no": no, "merchant": testMerchant,
+			want := map[string]string{"reservation": "r1", "refund_no": no, "merchant": reservation.DefaultMerchant, "mchid": testMerchant,
 				"principal": actors.ProviderPrincipal, "attention": string(tc.state), "state": string(tc.state), "code": tc.outcome.Code,
 				"source": string(reservation.SourceResponse)}
 			if tc.attention != "" {
@@ -112,7 +112,7 @@ func TestEngine_LogsOperatorActions(t *testing.T) {
 	}
 	h.refundState("r1", no) // the actor logs after replying: this Get comes after
 	wantLine(t, rec, "INFO", "operator action", map[string]string{
-		"attention": "", "action": "abandon", "reservation": "r1", "refund_no": no, "merchant": testMerchant,
+		"attention": "", "action": "abandon", "reservation": "r1", "refund_no": no, "merchant": reservation.DefaultMerchant, "mchid": testMerchant,
 		"principal": "operator:alice", "state": string(reservation.Failed), "request_id": "req-abandon-1",
 	})
 }

@@ -60,7 +60,7 @@ func TestAccessLog_OneLinePerRequest(t *testing.T) {
 			}
 			l := lines[0]
 			want := map[string]any{"method": tc.method, "route": tc.route, "status": float64(tc.status),
-				"request_id": r.header.Get(api.HeaderRequestID), "merchant": "1900000109"}
+				"request_id": r.header.Get(api.HeaderRequestID), "mchid": "1900000109"}
 			if tc.principal != "" {
 				want["principal"] = tc.principal
 			}

@@ -100,7 +100,7 @@ func (s *Server) logRequest(r *http.Request, st *reqState, status int, d time.Du
 		attrs = append(attrs, slog.String("principal", s.principal(r)))
 	}
 	if s.merchant != "" {
-		attrs = append(attrs, slog.String("merchant", s.merchant))
+		attrs = append(attrs, slog.String("mchid", s.merchant))
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
