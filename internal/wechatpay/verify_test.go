@@ -333,3 +333,43 @@ func TestVerifier_ConcurrentRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Monitoring reads each certificate's NotAfter; a public key has no expiry
+// and is left out rather than given a made-up date.
+func TestVerifierCertificateExpiries(t *testing.T) {
+	notAfter := time.Date(2031, 6, 30, 12, 0, 0, 0, time.UTC)
+	cert := selfSigned(t, v5Key(t), big.NewInt(0x1234), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), notAfter)
+	for _, c := range []struct {
+		name      string
+		cert, pub bool
+		want      map[string]time.Time
+	}{
+		{"empty", false, false, map[string]time.Time{}},
+		{"public key only", false, true, map[string]time.Time{}},
+		{"certificate", true, false, map[string]time.Time{"1234": notAfter}},
+		{"both, during the switchover", true, true, map[string]time.Time{"1234": notAfter}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := &Verifier{}
+			if c.pub {
+				if err := v.AddPublicKey("PUB_KEY_ID_0114232134912410000000000012345678", &v6Key(t).PublicKey); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.cert {
+				if err := v.AddCertificate(cert); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := v.CertificateExpiries()
+			if len(got) != len(c.want) {
+				t.Fatalf("expiries = %v, want %v", got, c.want)
+			}
+			for s, at := range c.want {
+				if !got[s].Equal(at) {
+					t.Fatalf("expiries = %v, want %v", got, c.want)
+				}
+			}
+		})
+	}
+}
