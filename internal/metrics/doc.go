@@ -28,6 +28,7 @@
 //	webhook_parked{endpoint}                             gauge
 //	webhook_delivered_total{endpoint}                    counter
 //	webhook_failed_attempts_total{endpoint}              counter
+//	wechatpay_certificate_expiry_timestamp_seconds{serial,kind} gauge; NotAfter of each platform certificate (kind="platform"); none for a public key
 //	build_info{version,revision,goversion}               gauge; always 1, the running build (internal/version)
 //
 // plus the Go runtime and process collectors.

@@ -30,6 +30,10 @@ type Sources struct {
 	Notifications func() map[string]int64
 	// Webhooks returns each webhook endpoint's lag (webhook.Dispatcher.Lag).
 	Webhooks func(ctx context.Context) ([]webhook.EndpointLag, error)
+	// PlatformCertificates returns the NotAfter of each WeChat Pay platform
+	// certificate refundd verifies with, by serial
+	// (wechatpay.Verifier.CertificateExpiries).
+	PlatformCertificates func() map[string]time.Time
 	// Now is the clock for overdue timers; nil means time.Now.
 	Now func() time.Time
 }
@@ -65,6 +69,10 @@ var (
 	descHookParked   = prometheus.NewDesc(namespace+"_webhook_parked", "Events parked after exhausting retries.", []string{"endpoint"}, nil)
 	descHookDeliver  = prometheus.NewDesc(namespace+"_webhook_delivered_total", "Webhook deliveries that succeeded since start.", []string{"endpoint"}, nil)
 	descHookFailures = prometheus.NewDesc(namespace+"_webhook_failed_attempts_total", "Webhook delivery attempts that failed since start.", []string{"endpoint"}, nil)
+	descCertExpiry   = prometheus.NewDesc(namespace+"_wechatpay_certificate_expiry_timestamp_seconds",
+		"NotAfter of each WeChat Pay certificate refundd verifies with, as Unix seconds, by serial and kind (platform). "+
+			"A WeChat Pay public key (PUB_KEY_ID_...) does not expire and has no series.",
+		[]string{"serial", "kind"}, nil)
 )
 
 // sourceCollector reads Sources at scrape time.
@@ -78,7 +86,7 @@ type sourceCollector struct {
 
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descAttn, descOverdue, descNotify,
-		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures} {
+		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -116,6 +124,11 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		sort.Strings(outcomes)
 		for _, o := range outcomes {
 			ch <- prometheus.MustNewConstMetric(descNotify, prometheus.CounterValue, float64(counts[o]), o)
+		}
+	}
+	if c.src.PlatformCertificates != nil {
+		for serial, notAfter := range c.src.PlatformCertificates() {
+			ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(notAfter.Unix()), serial, "platform")
 		}
 	}
 	if c.src.Webhooks != nil {
