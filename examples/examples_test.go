@@ -57,6 +57,9 @@ func exported(t *testing.T) map[string]bool {
 		Webhooks: func(context.Context) ([]webhook.EndpointLag, error) {
 			return []webhook.EndpointLag{{Name: "orders"}}, nil
 		},
+		// One configured platform certificate: without one the expiry
+		// gauge has no series.
+		PlatformCertificates: func() map[string]time.Time { return map[string]time.Time{"5157F09E": time.Unix(1940587200, 0)} },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +84,8 @@ func exported(t *testing.T) map[string]bool {
 	// The instruments the examples rely on most must be there, or the
 	// exercise above has gone stale.
 	for _, want := range []string{"refundd_refunds_attention", "refundd_webhook_parked", "refundd_journal_commit_duration_seconds_bucket",
-		"refundd_notifications_total", "refundd_provider_calls_total", "process_resident_memory_bytes"} {
+		"refundd_notifications_total", "refundd_provider_calls_total", "process_resident_memory_bytes",
+		"refundd_wechatpay_certificate_expiry_timestamp_seconds"} {
 		if !out[want] {
 			t.Fatalf("the registry does not serve %s; exported: %v", want, keys(out))
 		}
