@@ -401,7 +401,8 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 		st, _ := h.engine.Get(ctx, "r1")
 		return st.Refund(no).ProviderID != ""
 	})
-	owner, err := actors.New(actors.Config{Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now,
+	queried := make(chan reservation.Outcome, 1)
+	owner, err := actors.New(actors.Config{Store: h.store, Provider: queryDone{h.provider, queried}, Encode: simprovider.Encode, Now: h.clock.Now,
 		Policy: reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -411,6 +412,17 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 	h.clock.Advance(2 * time.Minute)
 	if n, err := owner.FireDue(ctx, h.clock.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("new owner's FireDue = %d, %v; want 1 timer handled", n, err)
+	}
+	// Its query runs after FireDue returns. Answered after the clock moved
+	// on below, it would find the refund paid, and journal that before
+	// the old owner's turn, which then had no timer to handle.
+	select {
+	case o := <-queried:
+		if o.Kind != reservation.OutcomeProcessing {
+			t.Fatalf("new owner's query: %+v, want PROCESSING (the provider pays after an hour)", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new owner's query did not run")
 	}
 	ost, err := owner.Get(ctx, "r1")
 	if err != nil {
@@ -448,6 +460,21 @@ func TestEngine_StaleOwnerKeepsTheLiveTimer(t *testing.T) {
 		t.Fatalf("after the reload: %d queries, want %d", r.Queries, ost.Refund(no).Queries+1)
 	}
 	h.assertLiveDues("after the reload", "r1")
+}
+
+// queryDone is a provider that sends each query's answer on done.
+type queryDone struct {
+	*simprovider.Provider
+	done chan<- reservation.Outcome
+}
+
+func (q queryDone) Query(ctx context.Context, refundNo string) reservation.Outcome {
+	o := q.Provider.Query(ctx, refundNo)
+	select {
+	case q.done <- o:
+	default: // only the first answer is waited for
+	}
+	return o
 }
 
 // A refund that does not change, polled with short waits: the actor must
