@@ -14,6 +14,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // Role is what a token may do.
@@ -55,7 +57,19 @@ func (r Role) Can(p Permission) bool { return slices.Contains(grants[r], p) }
 type Principal struct {
 	Role Role
 	Name string
+	// Merchants, when not empty, limits the principal to the reservations
+	// of these merchants; empty means every merchant (unscoped). It is not
+	// journaled: String stays "role:name".
+	Merchants []string
 }
+
+// Scoped reports whether the principal is limited to some merchants.
+func (p Principal) Scoped() bool { return len(p.Merchants) > 0 }
+
+// Sees reports whether the principal may know of a reservation of merchant
+// m. It is the one rule of tenancy: the API hides what a principal does
+// not see exactly as it hides what does not exist.
+func (p Principal) Sees(m string) bool { return !p.Scoped() || slices.Contains(p.Merchants, m) }
 
 // String is the form recorded in events: "role:name".
 func (p Principal) String() string { return string(p.Role) + ":" + p.Name }
@@ -84,10 +98,11 @@ func (t *Tokens) Add(role Role, name, token string) error {
 	if len(token) < 16 {
 		return fmt.Errorf("%w: token for %s:%s is shorter than 16 characters", ErrConfig, role, name)
 	}
-	return t.addHash(role, name, sha256.Sum256([]byte(token)))
+	return t.addHash(Principal{Role: role, Name: name}, sha256.Sum256([]byte(token)))
 }
 
-func (t *Tokens) addHash(role Role, name string, h [sha256.Size]byte) error {
+func (t *Tokens) addHash(p Principal, h [sha256.Size]byte) error {
+	role, name := p.Role, p.Name
 	if !validName(name) {
 		return fmt.Errorf("%w: name %q must be 1..64 of [0-9A-Za-z_.-]", ErrConfig, name)
 	}
@@ -96,7 +111,7 @@ func (t *Tokens) addHash(role Role, name string, h [sha256.Size]byte) error {
 			return fmt.Errorf("%w: the same token is configured twice (%s and %s:%s)", ErrConfig, e.principal, role, name)
 		}
 	}
-	t.entries = append(t.entries, entry{hash: h, principal: Principal{Role: role, Name: name}})
+	t.entries = append(t.entries, entry{hash: h, principal: p})
 	return nil
 }
 
@@ -126,8 +141,24 @@ func (t *Tokens) Authenticate(token string) (Principal, bool) {
 	return found, ok == 1 && token != ""
 }
 
-// ParseFile reads lines "role sha256-hex-of-token name"; blank lines and
-// lines starting with # are ignored. Errors name the line, never a token.
+// Merchants lists the merchants that scoped tokens name, each once, so the
+// wiring can check them against the configured ones.
+func (t *Tokens) Merchants() []string {
+	var out []string
+	for _, e := range t.entries {
+		for _, m := range e.principal.Merchants {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// ParseFile reads lines "role sha256-hex-of-token name [merchants=a,b]";
+// blank lines and lines starting with # are ignored. The optional fourth
+// field limits the token to those merchants' reservations; without it the
+// token sees every merchant. Errors name the line, never a token.
 func ParseFile(r io.Reader, into *Tokens) error {
 	sc := bufio.NewScanner(r)
 	n := 0
@@ -138,8 +169,8 @@ func ParseFile(r io.Reader, into *Tokens) error {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 {
-			return fmt.Errorf("%w: line %d: want \"role sha256-hex name\"", ErrConfig, n)
+		if len(f) != 3 && len(f) != 4 {
+			return fmt.Errorf("%w: line %d: want \"role sha256-hex name [merchants=a,b]\"", ErrConfig, n)
 		}
 		raw, err := hex.DecodeString(f[1])
 		if err != nil || len(raw) != sha256.Size {
@@ -149,13 +180,39 @@ func ParseFile(r io.Reader, into *Tokens) error {
 		if _, ok := grants[role]; !ok {
 			return fmt.Errorf("%w: line %d: unknown role %q", ErrConfig, n, f[0])
 		}
+		p := Principal{Role: role, Name: f[2]}
+		if len(f) == 4 {
+			if p.Merchants, err = parseMerchants(f[3]); err != nil {
+				return fmt.Errorf("%w: line %d: %w", ErrConfig, n, err)
+			}
+		}
 		var h [sha256.Size]byte
 		copy(h[:], raw)
-		if err := into.addHash(role, f[2], h); err != nil {
+		if err := into.addHash(p, h); err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
 	}
 	return sc.Err()
+}
+
+// parseMerchants reads "merchants=a,b": distinct merchant names, at least
+// one.
+func parseMerchants(field string) ([]string, error) {
+	list, ok := strings.CutPrefix(field, "merchants=")
+	if !ok || list == "" {
+		return nil, errors.New("the fourth field must be merchants=NAME[,NAME...]")
+	}
+	var out []string
+	for m := range strings.SplitSeq(list, ",") {
+		switch {
+		case !reservation.ValidMerchant(m):
+			return nil, fmt.Errorf("merchant %q is not a valid merchant name", m)
+		case slices.Contains(out, m):
+			return nil, fmt.Errorf("merchant %q is named twice", m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // ParseEnv reads "role:token,role:token" (development and tests); each

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,8 @@ func TestTokens_AuthenticateAndRoles(t *testing.T) {
 	if err := ParseEnv("service:svc-token-0123456789,operator:op-token-0123456789", &ts); err != nil {
 		t.Fatal(err)
 	}
-	file := "# comment\n\nreader " + HashHex("reader-token-0123456789") + " ledger\n"
+	file := "# comment\n\nreader " + HashHex("reader-token-0123456789") + " ledger\n" +
+		"service " + HashHex("scoped-token-0123456789") + " hotels merchants=hotel-sh,hotel-bj\n"
 	if err := ParseFile(strings.NewReader(file), &ts); err != nil {
 		t.Fatal(err)
 	}
@@ -20,15 +22,16 @@ func TestTokens_AuthenticateAndRoles(t *testing.T) {
 		ok    bool
 		want  Principal
 	}{
-		{"svc-token-0123456789", true, Principal{RoleService, "service-1"}},
-		{"op-token-0123456789", true, Principal{RoleOperator, "operator-2"}},
-		{"reader-token-0123456789", true, Principal{RoleReader, "ledger"}},
+		{"svc-token-0123456789", true, Principal{Role: RoleService, Name: "service-1"}},
+		{"op-token-0123456789", true, Principal{Role: RoleOperator, Name: "operator-2"}},
+		{"reader-token-0123456789", true, Principal{Role: RoleReader, Name: "ledger"}},
+		{"scoped-token-0123456789", true, Principal{Role: RoleService, Name: "hotels", Merchants: []string{"hotel-sh", "hotel-bj"}}},
 		{"svc-token-012345678", false, Principal{}},
 		{"", false, Principal{}},
 	}
 	for _, tc := range cases {
 		p, ok := ts.Authenticate(tc.token)
-		if ok != tc.ok || p != tc.want {
+		if ok != tc.ok || !reflect.DeepEqual(p, tc.want) {
 			t.Errorf("Authenticate(%q) = %v %v, want %v %v", tc.token, p, ok, tc.want, tc.ok)
 		}
 	}
@@ -47,7 +50,7 @@ func TestTokens_AuthenticateAndRoles(t *testing.T) {
 			}
 		}
 	}
-	if got := (Principal{RoleService, "booking"}).String(); got != "service:booking" {
+	if got := (Principal{Role: RoleService, Name: "booking", Merchants: []string{"a"}}).String(); got != "service:booking" {
 		t.Fatalf("String = %q", got)
 	}
 }
@@ -59,11 +62,43 @@ func TestParse_Errors(t *testing.T) {
 			t.Errorf("ParseEnv(%q) = %v", v, err)
 		}
 	}
-	for _, f := range []string{"service abc x", "service " + HashHex("t") + "", "root " + HashHex("t") + " x", "service " + HashHex("t") + " bad/name"} {
+	h := HashHex("t")
+	for _, f := range []string{"service abc x", "service " + h + "", "root " + h + " x", "service " + h + " bad/name",
+		"service " + h + " x merchants=", "service " + h + " x shops=a", "service " + h + " x merchants=a,a",
+		"service " + h + " x merchants=a,,b", "service " + h + " x merchants=a/b", "service " + h + " x merchants=a extra"} {
 		var ts Tokens
 		err := ParseFile(strings.NewReader(f), &ts)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("ParseFile(%q) = %v", f, err)
 		}
+	}
+}
+
+// TestPrincipal_Sees: an unscoped principal sees every merchant, a scoped
+// one only its own.
+func TestPrincipal_Sees(t *testing.T) {
+	cases := []struct {
+		p        Principal
+		merchant string
+		want     bool
+	}{
+		{Principal{Role: RoleReader, Name: "all"}, "hotel-sh", true},
+		{Principal{Role: RoleReader, Name: "all"}, "default", true},
+		{Principal{Role: RoleReader, Name: "sh", Merchants: []string{"hotel-sh"}}, "hotel-sh", true},
+		{Principal{Role: RoleReader, Name: "sh", Merchants: []string{"hotel-sh"}}, "hotel-bj", false},
+		{Principal{Role: RoleReader, Name: "sh", Merchants: []string{"hotel-sh"}}, "", false},
+	}
+	for _, tc := range cases {
+		if got := tc.p.Sees(tc.merchant); got != tc.want {
+			t.Errorf("%v (merchants %v).Sees(%q) = %v, want %v", tc.p, tc.p.Merchants, tc.merchant, got, tc.want)
+		}
+	}
+	var ts Tokens
+	file := "reader " + HashHex("a") + " a merchants=m1,m2\nreader " + HashHex("b") + " b merchants=m2,m3\nreader " + HashHex("c") + " c\n"
+	if err := ParseFile(strings.NewReader(file), &ts); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Merchants(); !reflect.DeepEqual(got, []string{"m1", "m2", "m3"}) {
+		t.Errorf("Merchants() = %v", got)
 	}
 }
