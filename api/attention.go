@@ -34,7 +34,8 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	refs, err := s.engine.Attention(ctx, kind, after, limit)
+	engine := s.engineFor(r)
+	refs, err := engine.Attention(ctx, kind, after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -44,7 +45,7 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 		Next    string       `json:"next,omitempty"`
 	}{Refunds: []refundView{}}
 	for _, ref := range refs {
-		st, err := s.engine.Get(ctx, ref.ReservationID)
+		st, err := engine.Get(ctx, ref.ReservationID)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

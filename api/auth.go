@@ -13,31 +13,43 @@ const (
 	codeForbidden       = "forbidden"
 )
 
+// routeRule is what a route needs: a permission of the token's role, and
+// how it treats a token limited to some merchants (scope.go).
+type routeRule struct {
+	perm  auth.Permission
+	scope scopeRule
+}
+
 // routePerms is the one table of who may call what, keyed by method and
 // route template. A route missing here is refused to everyone (deny by
-// default), so a new route cannot be exposed by forgetting it.
-var routePerms = map[string]auth.Permission{
-	"POST /v1/reservations":                                    auth.PermWrite,
-	"GET /v1/reservations/{id}":                                auth.PermRead,
-	"POST /v1/reservations/{id}/refunds":                       auth.PermWrite,
-	"GET /v1/reservations/{id}/refunds/{refund_no}":            auth.PermRead,
-	"POST /v1/reservations/{id}/refunds/{refund_no}/resubmit":  auth.PermOperate,
-	"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":   auth.PermOperate,
-	"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile": auth.PermOperate,
-	"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":   auth.PermOperate,
-	"GET /v1/refunds":                                       auth.PermRead,
-	"GET /v1/events":                                        auth.PermRead,
-	"GET /v1/webhooks":                                      auth.PermRead,
-	"GET /v1/webhooks/{endpoint}/parked":                    auth.PermRead,
-	"POST /v1/webhooks/{endpoint}/parked/replay":            auth.PermOperate,
-	"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay": auth.PermOperate,
-	"GET /v1/notify/stats":                                  auth.PermRead,
-	"GET /v1/notify/quarantine":                             auth.PermOperate,
-	"GET /v1/audit/head":                                    auth.PermAudit,
-	"GET /v1/admin/backup":                                  auth.PermOperate,
-	"GET /v1/summary":                                       auth.PermRead,
-	"GET /v1/reservations/{id}/events":                      auth.PermRead,
-	"GET /metrics":                                          auth.PermRead, // open with Options.PublicRoutes (--metrics-public)
+// default), so a new route cannot be exposed by forgetting it. The scope
+// says what a token limited to some merchants gets: scopeReservation and
+// scopeRegister answer other merchants' ids as unknown ones, scopeFiltered
+// leaves them out of lists and counts, scopeRefused answers 403 (routes
+// about every merchant at once; also every route added through
+// Options.RoutePerms).
+var routePerms = map[string]routeRule{
+	"POST /v1/reservations":                                    {auth.PermWrite, scopeRegister},
+	"GET /v1/reservations/{id}":                                {auth.PermRead, scopeReservation},
+	"POST /v1/reservations/{id}/refunds":                       {auth.PermWrite, scopeReservation},
+	"GET /v1/reservations/{id}/refunds/{refund_no}":            {auth.PermRead, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/resubmit":  {auth.PermOperate, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":   {auth.PermOperate, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile": {auth.PermOperate, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":   {auth.PermOperate, scopeReservation},
+	"GET /v1/refunds":                                       {auth.PermRead, scopeFiltered},
+	"GET /v1/events":                                        {auth.PermRead, scopeFiltered},
+	"GET /v1/webhooks":                                      {auth.PermRead, scopeRefused},
+	"GET /v1/webhooks/{endpoint}/parked":                    {auth.PermRead, scopeFiltered},
+	"POST /v1/webhooks/{endpoint}/parked/replay":            {auth.PermOperate, scopeRefused},
+	"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay": {auth.PermOperate, scopeReservation},
+	"GET /v1/notify/stats":                                  {auth.PermRead, scopeRefused},
+	"GET /v1/notify/quarantine":                             {auth.PermOperate, scopeRefused},
+	"GET /v1/audit/head":                                    {auth.PermAudit, scopeRefused},
+	"GET /v1/admin/backup":                                  {auth.PermOperate, scopeRefused},
+	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},
+	"GET /v1/reservations/{id}/events":                      {auth.PermRead, scopeReservation},
+	"GET /metrics":                                          {auth.PermRead, scopeRefused}, // open with Options.PublicRoutes (--metrics-public)
 }
 
 // publicRoutes need no token: health for load balancers, and WeChat Pay's
@@ -78,17 +90,21 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, st *reqState,
 		s.writeError(w, r, &apiError{code: codeUnauthenticated, msg: "a valid bearer token is required"})
 		return false
 	}
-	perm, known := routePerms[key]
+	rule, known := routePerms[key]
 	if extra, ok := s.opts.RoutePerms[key]; ok {
-		perm, known = extra, true
+		rule.perm, known = extra, true
 	}
 	if !known {
 		s.log.ErrorContext(r.Context(), "route missing from the permission table; refused", "route", key)
 		s.writeError(w, r, &apiError{code: codeForbidden, msg: "no role may do this"})
 		return false
 	}
-	if !p.Role.Can(perm) {
+	if !p.Role.Can(rule.perm) {
 		s.writeError(w, r, &apiError{code: codeForbidden, msg: "role " + string(p.Role) + " may not do this"})
+		return false
+	}
+	if p.Scoped() && rule.scope == scopeRefused {
+		s.writeError(w, r, errMerchantScope)
 		return false
 	}
 	st.principal, st.hasPrincipal = p, true

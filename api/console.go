@@ -44,7 +44,8 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(events) == 0 {
+	merchant := reservation.Replay(events).Merchant
+	if len(events) == 0 || !viewer(r).Sees(merchant) {
 		s.writeError(w, r, reservation.ErrNotFound)
 		return
 	}
@@ -60,7 +61,7 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	// The merchant is the state's: a registration journaled before
 	// reservations had merchants names none, and belongs to the default.
-	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "merchant": reservation.Replay(events).Merchant, "events": out})
+	writeJSON(w, http.StatusOK, map[string]any{"reservation_id": id, "merchant": merchant, "events": out})
 }
 
 func timelineData(d reservation.EventData) (json.RawMessage, error) {
@@ -91,14 +92,16 @@ type attentionCount struct {
 
 // summary serves GET /v1/summary, the console's headline numbers: refunds
 // needing attention by kind, live actors, and notification outcomes and
-// webhook lag when the server has them.
+// webhook lag when the server has them (all but the first only for
+// unscoped tokens).
 func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	out := map[string]any{}
 	counts := map[string]attentionCount{}
+	engine := s.engineFor(r)
 	for _, kind := range reservation.AttentionKinds {
-		refs, err := s.engine.Attention(ctx, kind, "", summaryCap+1)
+		refs, err := engine.Attention(ctx, kind, "", summaryCap+1)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -106,6 +109,12 @@ func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 		counts[kind] = attentionCount{Count: min(len(refs), summaryCap), More: len(refs) > summaryCap}
 	}
 	out["attention"] = counts
+	if viewer(r).Scoped() {
+		// The rest counts every merchant's actors, notifications and
+		// deliveries together: a scoped token gets its refunds' counts only.
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	out["active_actors"] = s.engine.Active()
 	if st := s.NotifyStats(); st != nil {
 		out["notifications"] = st.Snapshot()

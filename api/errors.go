@@ -43,6 +43,7 @@ var statusOf = map[string]int{
 	codeRouteNotFound:                              http.StatusNotFound,
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
+	codeMerchantScope:                              http.StatusForbidden,
 }
 
 type errorBody struct {

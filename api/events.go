@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,11 +196,17 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, ec EventsConf
 		return
 	}
 	cur := q.after
+	p := viewer(r)
 	for {
 		events, next, err := ec.Feed.Read(ctx, cur, q.limit, q.types)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
+		}
+		if p.Scoped() {
+			// Other merchants' events are left out as if never journaled;
+			// a page left empty is a stretch without matches, as for types.
+			events = slices.DeleteFunc(events, func(e feed.Event) bool { return !p.Sees(e.Merchant) })
 		}
 		elapsed := time.Since(start)
 		if len(events) > 0 || (next != cur && elapsed >= max(q.wait, scanBudget)) {
@@ -293,6 +300,9 @@ func (s *Server) getParked(w http.ResponseWriter, r *http.Request, wh Webhooks) 
 		s.writeError(w, r, webhookError(err))
 		return
 	}
+	if p := viewer(r); p.Scoped() {
+		parked = slices.DeleteFunc(parked, func(e webhook.ParkedEvent) bool { return !p.Sees(e.Event.Merchant) })
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"endpoint": name, "parked": parked})
 }
 
@@ -304,6 +314,21 @@ func (s *Server) replayParked(w http.ResponseWriter, r *http.Request, wh Webhook
 	if _, err := feed.ParseID(id); err != nil {
 		s.writeError(w, r, badRequest("event_id", "is not a valid event id"))
 		return
+	}
+	if p := viewer(r); p.Scoped() {
+		// Another merchant's parked event is answered as one not parked.
+		parked, err := wh.Parked(ctx, vars["endpoint"])
+		if err != nil {
+			s.writeError(w, r, webhookError(err))
+			return
+		}
+		// Only an event seen parked here is replayed, so one parked
+		// after this look cannot slip through unchecked.
+		i := slices.IndexFunc(parked, func(e webhook.ParkedEvent) bool { return e.Event.ID == id })
+		if i < 0 || !p.Sees(parked[i].Event.Merchant) {
+			s.writeError(w, r, webhookError(webhook.ErrNotParked))
+			return
+		}
 	}
 	if err := wh.Replay(ctx, vars["endpoint"], id); err != nil {
 		s.writeError(w, r, webhookError(err))

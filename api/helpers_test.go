@@ -32,6 +32,7 @@ var statusFor = map[string]int{
 	"route_not_found":         http.StatusNotFound,
 	"unauthenticated":         http.StatusUnauthorized,
 	"forbidden":               http.StatusForbidden,
+	"merchant_scope":          http.StatusForbidden,
 	"refund_window_closed":    http.StatusConflict,
 	"method_not_allowed":      http.StatusMethodNotAllowed,
 	"conflict":                http.StatusConflict,

@@ -251,7 +251,7 @@ func TestOpenAPI_PermissionsMatchTheAuthTable(t *testing.T) {
 			isPublic := publicRoutes[key] || s.opts.PublicRoutes[key]
 			perm, ok := s.opts.RoutePerms[key] // route families may add their own (authorize reads both)
 			if !ok {
-				perm = routePerms[key]
+				perm = routePerms[key].perm
 			}
 			if public != isPublic {
 				t.Errorf("%s: public in the document %v, in auth.go %v", key, public, isPublic)

@@ -44,7 +44,7 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, events, err := s.engine.Execute(ctx, id, s.principal(r),
+	st, events, err := s.engineFor(r).Execute(ctx, id, s.principal(r),
 		reservation.RequestRefund{UserID: req.UserID, IdempotencyKey: key, Amount: req.Amount, Reason: req.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -79,7 +79,7 @@ func (s *Server) awaitRefund(ctx context.Context, r *http.Request, id, no string
 	}
 	wctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	next, err := s.engine.Await(wctx, id, func(x *reservation.State) bool {
+	next, err := s.engineFor(r).Await(wctx, id, func(x *reservation.State) bool {
 		rf := x.Refund(no)
 		return rf != nil && rf.State.Terminal()
 	})
@@ -132,7 +132,7 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, err := s.engine.Get(ctx, vars["id"])
+	st, err := s.engineFor(r).Get(ctx, vars["id"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -161,8 +161,9 @@ func (s *Server) resubmitRefund(w http.ResponseWriter, r *http.Request) {
 // abandonRefund releases a REJECTED refund's amount, only on a fresh "not
 // found" from WeChat Pay (see Engine.Abandon).
 func (s *Server) abandonRefund(w http.ResponseWriter, r *http.Request) {
+	engine := s.engineFor(r)
 	exec := func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error) {
-		return s.engine.Abandon(ctx, id, by, cmd.(reservation.Abandon))
+		return engine.Abandon(ctx, id, by, cmd.(reservation.Abandon))
 	}
 	s.operatorExec(w, r, exec, func(no, reason string) reservation.Command {
 		return reservation.Abandon{RefundNo: no, Reason: reason}
@@ -187,7 +188,7 @@ func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
-	s.operatorExec(w, r, s.engine.Execute, build)
+	s.operatorExec(w, r, s.engineFor(r).Execute, build)
 }
 
 type executeFunc func(ctx context.Context, id, by string, cmd reservation.Command) (*reservation.State, []reservation.Event, error)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -38,7 +39,7 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("id", "must be 1..40 characters of [0-9A-Za-z_-]"))
 		return
 	}
-	merchant, err := s.registrationMerchant(req.Merchant)
+	merchant, err := s.registrationMerchant(req.Merchant, viewer(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -59,7 +60,7 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, events, err := s.engine.Execute(ctx, req.ID, s.principal(r), cmd)
+	st, events, err := s.engineFor(r).Execute(ctx, req.ID, s.principal(r), cmd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -72,14 +73,16 @@ func (s *Server) registerReservation(w http.ResponseWriter, r *http.Request) {
 }
 
 // registrationMerchant is the merchant a registration naming name belongs
-// to: a configured one, or the only one when it names none.
-func (s *Server) registrationMerchant(name string) (string, error) {
+// to: a configured one, or the only one when it names none. A merchant p
+// does not see is answered as one that is not configured.
+func (s *Server) registrationMerchant(name string, p auth.Principal) (string, error) {
 	switch {
 	case name == "" && s.soleMerchant != "":
-		return s.soleMerchant, nil
+		name = s.soleMerchant
 	case name == "":
 		return "", badRequest("merchant", "is required: several merchants are configured")
-	case !s.merchants[name]:
+	}
+	if !s.merchants[name] || !p.Sees(name) {
 		return "", badRequest("merchant", "is not a configured merchant")
 	}
 	return name, nil
@@ -88,7 +91,7 @@ func (s *Server) registrationMerchant(name string) (string, error) {
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, err := s.engine.Get(ctx, pathVars(r)["id"])
+	st, err := s.engineFor(r).Get(ctx, pathVars(r)["id"])
 	if err != nil {
 		s.writeError(w, r, err)
 		return
