@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
@@ -143,4 +145,19 @@ func (e *scopedEngine) Attention(ctx context.Context, kind, after string, limit 
 		last := refs[len(refs)-1]
 		after = last.ReservationID + "/" + last.RefundNo
 	}
+}
+
+// CheckScopes fails when a token is limited to a merchant that is not
+// among merchants (Options.Merchants; empty means the single default one):
+// such a token would silently see nothing.
+func CheckScopes(ts *auth.Tokens, merchants []string) error {
+	if len(merchants) == 0 {
+		merchants = []string{reservation.DefaultMerchant}
+	}
+	for _, m := range ts.Merchants() {
+		if !slices.Contains(merchants, m) {
+			return fmt.Errorf("%w: a token is limited to merchant %q, which is not configured", auth.ErrConfig, m)
+		}
+	}
+	return nil
 }

@@ -33,13 +33,17 @@ const (
 	CodeRouteNotFound          = Code("route_not_found")
 	CodeUnauthenticated        = Code("unauthenticated")
 	CodeForbidden              = Code("forbidden")
+	// CodeMerchantScope: the token is limited to some merchants and the
+	// route answers about every merchant.
+	CodeMerchantScope = Code("merchant_scope")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
 var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken, CodeIdempotencyKeyReused,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
-	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden}
+	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
+	CodeMerchantScope}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

@@ -19,6 +19,10 @@ func TestRun_BadConfigurationCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")
+	elsewhere := filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(elsewhere, []byte("reader "+strings.Repeat("ab", 32)+" ledger merchants=hotel-nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 	for _, tc := range []struct {
 		name string
@@ -27,6 +31,7 @@ func TestRun_BadConfigurationCreatesNothing(t *testing.T) {
 	}{
 		{"bad tokens file", []string{"--tokens-file", bad}, "--tokens-file"},
 		{"missing tokens file", []string{"--tokens-file", missing}, "--tokens-file"},
+		{"token limited to an unconfigured merchant", []string{"--tokens-file", elsewhere}, "hotel-nowhere"},
 		{"bad webhooks file", []string{"--webhooks-file", bad}, "--webhooks-file"},
 		{"missing webhooks file", []string{"--webhooks-file", missing}, "--webhooks-file"},
 		{"bad checkpoint key", []string{"--checkpoint-key", bad}, "--checkpoint-key"},

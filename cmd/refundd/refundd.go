@@ -276,6 +276,11 @@ func (m *Main) check() (*checked, error) {
 			return nil, fmt.Errorf("REFUNDD_TOKENS: %w", err)
 		}
 	}
+	// The API serves the single default merchant (api.Options.Merchants
+	// unset), so a token may be limited only to it.
+	if err := api.CheckScopes(pre.tokens, nil); err != nil {
+		return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
+	}
 	if c.Provider == providerWechatpay {
 		if pre.creds, err = m.credentials(); err != nil {
 			return nil, err
