@@ -4,18 +4,19 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/refundd/refundd/internal/reservation"
 )
 
-// listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck:
+// listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck|conflict:
 // the refunds an operator should look at, from an index kept with the
 // journal (no scan), each with its current state.
 func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	kind := q.Get("state")
 	if !slices.Contains(reservation.AttentionKinds, kind) {
-		s.writeError(w, r, badRequest("state", "must be one of UNKNOWN, REJECTED, ABNORMAL, stuck"))
+		s.writeError(w, r, badRequest("state", "must be one of "+strings.Join(reservation.AttentionKinds, ", ")))
 		return
 	}
 	limit := 100

@@ -91,7 +91,13 @@ func TestOperator_AttentionListFollowsState(t *testing.T) {
 	if got := strings.Join(list("state=REJECTED"), " "); got != "T-a2-1@REJECTED next=" {
 		t.Fatalf("after abandoning a1: %s", got)
 	}
-	wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=FAILED", ""), http.StatusBadRequest, "invalid_argument", "state")
+	// The refusal names every list there is, conflict included.
+	d := wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=FAILED", ""), http.StatusBadRequest, "invalid_argument", "state")
+	for _, kind := range reservation.AttentionKinds {
+		if !strings.Contains(d.Message, kind) {
+			t.Errorf("state=FAILED refused with %q, which does not name %s", d.Message, kind)
+		}
+	}
 	wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=stuck&limit=0", ""), http.StatusBadRequest, "invalid_argument", "limit")
 }
 
