@@ -438,7 +438,7 @@ func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byt
 	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(r.Attempts), 10)
-	if r.Stuck {
+	if r.Stuck && !r.State.Terminal() { // as the attention index: a settled refund is not stuck
 		b = append(b, `,"stuck":true`...)
 	}
 	if !r.DueAt.IsZero() {

@@ -38,7 +38,7 @@ type refundView struct {
 	Message          string     `json:"message,omitempty"`
 	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
 	Attempts         int        `json:"attempts"`
-	Stuck            bool       `json:"stuck,omitempty"`
+	Stuck            bool       `json:"stuck,omitempty"` // flagged stuck and not final, as the attention index says
 	DueAt            *time.Time `json:"next_check_at,omitempty"`
 	Conflicts        int        `json:"conflicts,omitempty"`
 	PaidAfterFailed  bool       `json:"paid_after_failed,omitempty"`
@@ -65,7 +65,7 @@ func viewReservation(s *reservation.State) reservationView {
 func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
 	return refundView{
 		RefundNo: r.No, ReservationID: s.ID, Merchant: s.Merchant, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
-		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck,
+		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck && !r.State.Terminal(),
 		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}
 }

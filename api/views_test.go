@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,34 @@ func TestViewRefund_SaysRecoveredAndPaidAfterFailed(t *testing.T) {
 						t.Errorf("%s has %s", got, a)
 					}
 				}
+			}
+		})
+	}
+}
+
+// A refund flagged stuck keeps the flag in its state after it settles
+// (the attention index drops it then): the view says stuck only while the
+// refund is not final, as the index does.
+func TestViewRefund_StuckOnlyWhileUnresolved(t *testing.T) {
+	tests := []struct {
+		state reservation.RefundState
+		want  bool
+	}{
+		{reservation.Unknown, true},
+		{reservation.Processing, true},
+		{reservation.Abnormal, true},
+		{reservation.Succeeded, false},
+		{reservation.Failed, false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.state), func(t *testing.T) {
+			r := &reservation.Refund{No: "R1", Amount: 100, State: tc.state, Stuck: true}
+			s := &reservation.State{ID: "res-1", Refunds: []*reservation.Refund{r}}
+			if got := viewRefund(s, r).Stuck; got != tc.want {
+				t.Fatalf("%s refund flagged stuck: view says stuck=%v, want %v", tc.state, got, tc.want)
+			}
+			if inIndex := slices.Contains(r.Attention(), reservation.AttentionStuck); inIndex != tc.want {
+				t.Fatalf("attention index says stuck=%v for %s, want %v", inIndex, tc.state, tc.want)
 			}
 		})
 	}
