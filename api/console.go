@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -80,6 +81,25 @@ func timelineData(d reservation.EventData) (json.RawMessage, error) {
 		fields["request_bytes"], _ = json.Marshal(len(b))
 	}
 	return json.Marshal(fields)
+}
+
+// whoami serves GET /v1/whoami: who the token acts as, its role, the
+// merchants it is limited to (none: all) and the permissions its role has,
+// so that the console offers only the actions the API would allow.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	p := viewer(r)
+	perms := []auth.Permission{}
+	for _, perm := range []auth.Permission{auth.PermRead, auth.PermWrite, auth.PermAudit, auth.PermOperate} {
+		if p.Role.Can(perm) {
+			perms = append(perms, perm)
+		}
+	}
+	merchants := p.Merchants
+	if merchants == nil {
+		merchants = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"principal": s.principal(r), "role": p.Role,
+		"merchants": merchants, "permissions": perms})
 }
 
 // summaryCap bounds how far the summary counts one attention kind.

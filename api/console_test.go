@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,5 +207,44 @@ func TestMetrics_Exposition(t *testing.T) {
 		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("missing %s", want)
 		}
+	}
+}
+
+// The console offers only what the token's role may do: GET /v1/whoami
+// says who the token is and what its role is granted, for every role.
+func TestWhoami_SaysPrincipalAndPermissions(t *testing.T) {
+	e := newOpsEnv(t, opsOptions{tokens: "operator:" + tokOperator + ",service:" + tokService +
+		",reader:" + tokReader + ",auditor:" + tokAuditor})
+	tests := []struct {
+		token, role string
+		perms       []string
+	}{
+		{tokReader, "reader", []string{"read"}},
+		{tokService, "service", []string{"read", "write"}},
+		{tokAuditor, "auditor", []string{"read", "audit"}},
+		{tokOperator, "operator", []string{"read", "audit", "operate"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.role, func(t *testing.T) {
+			r := e.do(t, http.MethodGet, "/v1/whoami", "", bearer(tc.token)...)
+			if r.status != http.StatusOK {
+				t.Fatalf("whoami: %d %s", r.status, r.body)
+			}
+			var got struct {
+				Principal   string   `json:"principal"`
+				Role        string   `json:"role"`
+				Merchants   []string `json:"merchants"`
+				Permissions []string `json:"permissions"`
+			}
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Role != tc.role || !strings.HasPrefix(got.Principal, tc.role+":") || !slices.Equal(got.Permissions, tc.perms) || got.Merchants == nil {
+				t.Fatalf("whoami as %s: %+v, want role %s, permissions %v", tc.role, got, tc.role, tc.perms)
+			}
+		})
+	}
+	if r := e.do(t, http.MethodGet, "/v1/whoami", ""); r.status != http.StatusUnauthorized {
+		t.Fatalf("whoami without a token: %d, want 401", r.status)
 	}
 }

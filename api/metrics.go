@@ -36,6 +36,7 @@ func (s *Server) operability() http.Handler {
 	}
 	r.HandleFunc("/v1/openapi.json", s.openAPI).Methods(http.MethodGet)
 	r.HandleFunc("/v1/summary", s.summary).Methods(http.MethodGet)
+	r.HandleFunc("/v1/whoami", s.whoami).Methods(http.MethodGet)
 	if s.opts.Timeline != nil {
 		r.HandleFunc("/v1/reservations/{id}/events", s.timeline).Methods(http.MethodGet)
 	}

@@ -193,6 +193,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"GET /v1/refunds":                            filtered,
 		"GET /v1/events":                             filtered,
 		"GET /v1/summary":                            filtered,
+		"GET /v1/whoami":                             filtered, // the caller itself, with its merchants
 		"GET /v1/webhooks/{endpoint}/parked":         filtered,
 		"GET /v1/webhooks":                           refused,
 		"POST /v1/webhooks/{endpoint}/parked/replay": refused,
