@@ -55,7 +55,7 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	e := newOpsEnv(t, opsOptions{
 		fault:  fault,
-		tokens: "operator:" + tokOperator + ",service:" + tokService,
+		tokens: "operator:" + tokOperator + ",service:" + tokService + ",reader:" + tokReader,
 		policy: reservation.Policy{RefundNoPrefix: "T", MaxAttempts: 1, RecheckAfter: time.Hour,
 			QueryBackoff: []time.Duration{time.Hour}, StuckAfter: time.Millisecond},
 	})
@@ -96,6 +96,22 @@ func TestConsole_InBrowser(t *testing.T) {
 	page.waitTrue(t, "the stuck refund listed", `!!document.querySelector('`+row+`')`)
 	page.waitTrue(t, "the rejected refund listed", `!!document.querySelector('#kind-REJECTED tr[data-refund-no="`+rejected.RefundNo+`"]')`)
 	page.waitTrue(t, "headline numbers", `document.getElementById('headline').textContent.includes('Stuck')`)
+	page.waitTrue(t, "who is signed in", `document.getElementById('whoami').textContent.includes('signed in as operator:')`)
+	// Stuck and UNKNOWN at once: one row on the page, in the stuck table.
+	if n := page.eval(t, `document.querySelectorAll('#attention tr[data-refund-no="`+stuck.RefundNo+`"]').length`); n != float64(1) {
+		t.Fatalf("the stuck UNKNOWN refund has %v rows on the overview, want 1", n)
+	}
+	shots := os.Getenv("REFUNDD_CONSOLE_SHOTS") // default: the test's temporary directory
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	t.Logf("screenshots at 1440 and 760 px: %s", shots)
+	for _, w := range []int{1440, 760} {
+		page.resize(t, w)
+		page.checkLayout(t, fmt.Sprintf("overview at %d px", w))
+		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("overview-%d.png", w)))
+	}
+	page.resize(t, 1280)
 
 	// The injected reason is text, not an element: no <img>, no alert.
 	if got := page.eval(t, `document.querySelector('`+row+` td.reason').textContent`); got != payload {
@@ -137,6 +153,27 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
 		t.Fatalf("%v injected elements on the reservation page", n)
+	}
+	// Flagged stuck once, SUCCEEDED now: no stuck mark beside it.
+	if got := page.eval(t, `document.querySelector('#reservation tr[data-refund-no="`+stuck.RefundNo+`"] .state-cell').textContent`); got != "SUCCEEDED" {
+		t.Fatalf("the succeeded refund's state cell reads %q, want SUCCEEDED alone", got)
+	}
+	for _, w := range []int{1440, 760} {
+		page.resize(t, w)
+		page.checkLayout(t, fmt.Sprintf("reservation page at %d px", w))
+		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("reservation-%d.png", w)))
+	}
+
+	// A reader sees the lists and who it is, and no action buttons.
+	reader := b.newPage(t)
+	reader.navigate(t, e.srv.URL+"/console/")
+	reader.click(t, "#token")
+	reader.insertText(t, tokReader)
+	reader.click(t, "#token-use")
+	reader.waitTrue(t, "the rejected refund listed to the reader", `!!document.querySelector('#kind-REJECTED tr[data-refund-no="`+rejected.RefundNo+`"]')`)
+	reader.waitTrue(t, "the reader named", `document.getElementById('whoami').textContent.includes('signed in as reader:')`)
+	if n := reader.eval(t, `document.querySelectorAll('button[data-action]').length`); n != float64(0) {
+		t.Fatalf("a reader is offered %v action buttons", n)
 	}
 
 	// Nothing was blocked by the policy and nothing threw: the console
@@ -425,7 +462,10 @@ func (p *page) waitTrue(t *testing.T, what, expr string) {
 		}
 		select {
 		case <-ctx.Done():
-			status, _ := p.evalErr(`document.getElementById('status') && document.getElementById('status').textContent`)
+			status, _ := p.evalErr(`document.getElementById('status') && document.getElementById('status').textContent + ' | page text: ' + document.body.innerText.slice(0, 800)`)
+			for _, ev := range p.b.eventsNamed("Runtime.exceptionThrown") {
+				t.Logf("page exception: %s", tail(string(ev.Params), 1500))
+			}
 			t.Fatalf("timed out waiting for %s (%s): last %v %v; status line %q", what, expr, v, err, status)
 		case <-tick.C:
 		}
@@ -452,6 +492,45 @@ func (p *page) click(t *testing.T, selector string) {
 func (p *page) insertText(t *testing.T, text string) {
 	t.Helper()
 	p.must(t, "Input.insertText", map[string]any{"text": text})
+}
+
+func (p *page) resize(t *testing.T, width int) {
+	t.Helper()
+	p.must(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": 960, "deviceScaleFactor": 1, "mobile": false})
+	p.waitTrue(t, "the new width", fmt.Sprintf("window.innerWidth === %d", width))
+}
+
+// layoutProblems lists, for the page as laid out now, elements that stick
+// out of the viewport horizontally (outside any scroll container) and
+// words broken across lines.
+const layoutProblems = `(() => {
+  const out = [];
+  const vw = document.documentElement.clientWidth;
+  const scrolls = (el) => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+    const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('[hidden]') || !el.getClientRects().length) continue;
+    const r = el.getBoundingClientRect();
+    if ((r.right > vw + 0.5 || r.left < -0.5) && !scrolls(el)) out.push('overflows: <' + el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' class="' + el.className + '"> right ' + Math.round(r.right) + ' > ' + vw);
+  }
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (!n.parentElement || n.parentElement.closest('[hidden]')) continue;
+    const re = /\S+/g; let m;
+    while ((m = re.exec(n.data))) {
+      const rg = document.createRange(); rg.setStart(n, m.index); rg.setEnd(n, m.index + m[0].length);
+      const tops = new Set([...rg.getClientRects()].filter((c) => c.width > 0).map((c) => Math.round(c.top)));
+      if (tops.size > 1) out.push('word broken across lines: ' + JSON.stringify(m[0].slice(0, 40)));
+    }
+  }
+  return out.slice(0, 10);
+})()`
+
+func (p *page) checkLayout(t *testing.T, what string) {
+	t.Helper()
+	if got, _ := p.eval(t, layoutProblems).([]any); len(got) > 0 {
+		t.Errorf("%s: %d layout problems: %v", what, len(got), got)
+	}
 }
 
 func (p *page) screenshot(t *testing.T, path string) {

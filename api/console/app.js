@@ -16,6 +16,11 @@
     { kind: 'conflict', title: 'Paid after failed', help: 'WeChat paid a refund refundd had closed as FAILED: it is counted as refunded; find out why it failed.' },
   ];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED']);
+  // who is the caller (GET /v1/whoami); null until known. Buttons are
+  // offered only for permissions the token's role has; the API checks
+  // every call regardless.
+  let who = null;
+  const may = (perm) => !!who && who.permissions.includes(perm);
 
   const $ = (id) => document.getElementById(id);
   const seg = encodeURIComponent;
@@ -141,7 +146,15 @@
     for (const s of ['overview', 'reservation']) $(s).hidden = s !== id;
   }
 
-  function route() {
+  // gen counts route() calls: an answer for an older one (a token
+  // changed, a click elsewhere) is dropped, not drawn over a newer view.
+  let gen = 0;
+  const stale = (g) => g !== gen;
+
+  async function route() {
+    const g = ++gen;
+    await loadWho(g);
+    if (stale(g)) return;
     const m = /^#\/reservation\/(.+)$/.exec(location.hash);
     if (m) {
       let id;
@@ -150,15 +163,29 @@
       } catch (_) {
         id = m[1];
       }
-      return showReservation(id);
+      return showReservation(id, g);
     }
-    return showOverview();
+    return showOverview(g);
   }
 
-  async function showOverview() {
+  async function loadWho(g) {
+    let w = null;
+    try {
+      w = await api('GET', '/v1/whoami');
+    } catch (_) {
+      // no token or refused: no actions offered
+    }
+    if (stale(g)) return;
+    who = w;
+    $('whoami').textContent = who
+      ? 'signed in as ' + who.principal + (who.merchants.length ? ' (merchants ' + who.merchants.join(', ') + ')' : '')
+      : '';
+  }
+
+  async function showOverview(g) {
     show('overview');
     document.title = 'refundd console';
-    await Promise.all([loadSummary(), loadAttention()]);
+    await Promise.all([loadSummary(g), loadAttention(g)]);
   }
 
   function card(title, value, detail, tone) {
@@ -168,12 +195,13 @@
       detail ? h('div', { class: 'card-detail' }, detail) : null);
   }
 
-  async function loadSummary() {
+  async function loadSummary(g) {
     const box = $('headline');
     let s;
     try {
       s = await api('GET', '/v1/summary');
     } catch (e) {
+      if (stale(g)) return;
       box.replaceChildren(h('p', { class: 'error' }, 'Summary unavailable: ' + e.message));
       explain(e, 'Summary');
       return;
@@ -200,10 +228,10 @@
           w.parked > 0 || w.events_behind > 100 ? 'warn' : 'ok'));
       }
     }
-    box.replaceChildren(...cards);
+    if (!stale(g)) box.replaceChildren(...cards);
   }
 
-  async function loadAttention() {
+  async function loadAttention(g) {
     const sections = await Promise.all(KINDS.map(async (k) => {
       const sec = h('section', { class: 'kind', id: 'kind-' + k.kind, 'data-kind': k.kind });
       let page;
@@ -211,12 +239,15 @@
         page = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100');
       } catch (e) {
         sec.append(h('h2', null, k.title), h('p', { class: 'error' }, e.message));
-        explain(e, k.title);
+        if (!stale(g)) explain(e, k.title);
         return sec;
       }
+      // A refund flagged stuck is listed once, in the stuck table (with
+      // its state badge); the tables of its state leave it out.
+      const rows = (p) => p.refunds.filter((r) => k.kind === 'stuck' || k.kind === 'conflict' || !r.stuck);
       const count = h('span', { class: 'count' });
       sec.append(h('h2', null, k.title, ' ', count), h('p', { class: 'help' }, k.help));
-      if (page.refunds.length === 0) {
+      if (rows(page).length === 0 && !page.next) {
         count.textContent = '0';
         sec.append(h('p', { class: 'empty' }, 'None.'));
         return sec;
@@ -226,8 +257,9 @@
       sec.append(table);
       let shown = 0;
       const add = (p) => {
-        for (const r of p.refunds) body.append(refundRow(r, true));
-        shown += p.refunds.length;
+        const rs = rows(p);
+        for (const r of rs) body.append(refundRow(r, true));
+        shown += rs.length;
         count.textContent = String(shown) + (p.next ? '+' : '');
       };
       add(page);
@@ -253,13 +285,14 @@
       }
       return sec;
     }));
-    $('attention').replaceChildren(...sections);
+    if (!stale(g)) $('attention').replaceChildren(...sections);
   }
 
   function refundTable(body, withReservation) {
     const cols = ['Refund', 'Amount', 'State', 'Provider code', 'Reason', 'Attempts', 'Updated', 'Actions'];
     if (withReservation) cols.unshift('Reservation');
-    return h('table', null, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), body);
+    return h('div', { class: 'table-scroll' },
+      h('table', null, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), body));
   }
 
   function refundRow(r, withReservation) {
@@ -275,14 +308,14 @@
       h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null),
       h('td', { class: 'reason' }, r.reason || ''),
       h('td', { class: 'num' }, String(r.attempts)),
-      h('td', null, when(r.updated_at)),
+      h('td', { class: 'when' }, when(r.updated_at)),
       h('td', null, actions(r, tr)));
     return tr;
   }
 
   function actions(r, row) {
     const box = h('div', { class: 'actions' });
-    if (TERMINAL.has(r.state)) return box;
+    if (TERMINAL.has(r.state) || !may('operate')) return box;
     box.append(h('button', {
       type: 'button', class: 'primary', 'data-action': 'reconcile',
       title: 'Ask the provider about this refund now',
@@ -359,7 +392,7 @@
     if (status.className !== 'error') say(text, tone);
   }
 
-  async function showReservation(id) {
+  async function showReservation(id, g) {
     show('reservation');
     document.title = 'Reservation ' + id + ' \u2013 refundd console';
     const box = $('reservation');
@@ -370,6 +403,7 @@
     try {
       res = await api('GET', '/v1/reservations/' + seg(id));
     } catch (e) {
+      if (stale(g)) return;
       box.replaceChildren(h('p', null, h('a', { href: '#/' }, '\u2190 Needs attention')),
         h('p', { class: 'error' }, 'Reservation ', h('span', { class: 'mono' }, id), ': ' + e.message));
       explain(e, 'Reservation');
@@ -380,6 +414,7 @@
     } catch (e) {
       timelineError = e;
     }
+    if (stale(g)) return;
     const facts = h('dl', { class: 'facts' });
     const fact = (k, v) => facts.append(h('dt', null, k), h('dd', null, v));
     fact('Status', stateBadge(res.status));
