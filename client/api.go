@@ -18,6 +18,7 @@ var operations = map[string]string{
 	"metrics":             "Metrics",
 	"openapi":             "OpenAPI",
 	"summary":             "Summary",
+	"whoami":              "Whoami",
 	"registerReservation": "RegisterReservation",
 	"getReservation":      "GetReservation",
 	"getTimeline":         "Timeline",
@@ -99,6 +100,16 @@ func (c *Client) bytes(ctx context.Context, path string) ([]byte, error) {
 func (c *Client) Summary(ctx context.Context) (*Summary, error) {
 	var out Summary
 	if err := c.get(ctx, "/v1/summary", nil, 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Whoami says who the client's token is and what its role may do
+// (GET /v1/whoami).
+func (c *Client) Whoami(ctx context.Context) (*Identity, error) {
+	var out Identity
+	if err := c.get(ctx, "/v1/whoami", nil, 0, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

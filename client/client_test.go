@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,10 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 	tl, err := ops.Timeline(ctx, "r1")
 	if err != nil || tl.ReservationID != "r1" || tl.Merchant != "default" || len(tl.Events) < 2 {
 		t.Fatalf("timeline: %+v %v", tl, err)
+	}
+	who, err := ops.Whoami(ctx)
+	if err != nil || who.Role != "operator" || !slices.Contains(who.Permissions, "operate") || len(who.Merchants) != 0 {
+		t.Fatalf("whoami: %+v %v", who, err)
 	}
 	sum, err := ops.Summary(ctx)
 	if err != nil || len(sum.Attention) == 0 {

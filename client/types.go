@@ -137,6 +137,15 @@ type AttentionCount struct {
 	More  bool `json:"more"`
 }
 
+// Identity is a token as refundd sees it.
+type Identity struct {
+	Principal string `json:"principal"` // role:name, as recorded with events
+	Role      string `json:"role"`
+	// Merchants the token is limited to; empty for all.
+	Merchants   []string `json:"merchants"`
+	Permissions []string `json:"permissions"` // read, write, audit, operate
+}
+
 // Summary is the operator's overview.
 type Summary struct {
 	Attention     map[string]AttentionCount `json:"attention"`
