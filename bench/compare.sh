@@ -8,6 +8,13 @@
 #   bench/compare.sh                       # lifecycle, 64 clients, 2 rounds of 20 s
 #   CLIENTS=16 ROUNDS=3 bench/compare.sh
 #   SCENARIO=notify-storm RATE=500 bench/compare.sh
+#   PIN=1 bench/compare.sh                 # system under test on CPU 0, load generator on CPU 1
+#
+# PIN=1 (needs taskset and two CPUs) keeps the load generator off the
+# system under test's core: refundd, pgrefund and every PostgreSQL process
+# run on CPU 0, refundbench on CPU 1. Unpinned, the load generator takes
+# CPU from whichever service it measures, and the services differ in how
+# much they lose to it. PostgreSQL's affinity is given back at exit.
 #
 # notify-storm needs refunds that wait for their notification: refundd then
 # runs --provider sandbox --sandbox-delay 1h (the WeChat Pay protocol, RSA
@@ -33,6 +40,7 @@ ROUNDS=${ROUNDS:-2}
 RATE=${RATE:-}
 DUPLICATES=${DUPLICATES:-5}
 POOL=${POOL:-}
+PIN=${PIN:-0}
 OUT=${OUT:-$(mktemp -d /tmp/refundd-compare.XXXXXX)}
 BIN=$OUT/bin
 mkdir -p "$BIN"
@@ -48,7 +56,17 @@ DSN=$(bench/pg-setup.sh | tail -1)
 TOKEN=bench$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
 . bench/lib.sh
-trap cleanup EXIT
+SUT=() LOADGEN=()
+if [[ $PIN == 1 ]]; then
+    command -v taskset >/dev/null || { log "PIN=1 needs taskset (util-linux)"; exit 2; }
+    (( $(nproc) >= 2 )) || { log "PIN=1 needs two CPUs"; exit 2; }
+    SUT=(taskset -c 0) LOADGEN=(taskset -c 1)
+    # The postmaster and its backends: new backends inherit its affinity.
+    for p in $(pgrep -u postgres postgres); do taskset -a -p -c 0 "$p" >/dev/null; done
+    trap 'for p in $(pgrep -u postgres postgres); do taskset -a -p -c 0-$(( $(nproc) - 1 )) "$p" >/dev/null 2>&1; done; cleanup' EXIT
+else
+    trap cleanup EXIT
+fi
 
 PROVIDER=(--provider memory --sandbox-delay 0)
 PG_ARGS=(--dsn "$DSN" --listen 127.0.0.1:0 --reset --token "$TOKEN")
@@ -61,7 +79,7 @@ fi
 [[ -n $POOL ]] && PG_ARGS+=(--pool "$POOL")
 if [[ -n $RATE ]]; then BENCH_ARGS+=(--rate "$RATE"); else BENCH_ARGS+=(--clients "$CLIENTS"); fi
 
-REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd" --listen 127.0.0.1:0 --data "$OUT/refundd-data" \
+REFUNDD_TOKENS=service:$TOKEN "${SUT[@]}" "$BIN/refundd" --listen 127.0.0.1:0 --data "$OUT/refundd-data" \
     "${PROVIDER[@]}" --refund-spacing 0 --log-level warn \
     >"$OUT/refundd.out" 2>"$OUT/refundd.err" &
 REFUNDD_PID=$!
@@ -69,7 +87,7 @@ PIDS+=($REFUNDD_PID)
 REFUNDD_URL=$(url_of "$OUT/refundd.out") # its sandbox keys exist from here on
 # pgrefund's Go collector gets refundd's default setting (--gc-percent 400),
 # so the two services differ in design, not in runtime tuning.
-GOGC=${PG_GOGC:-400} "$BIN/pgrefund" "${PG_ARGS[@]}" >"$OUT/pgrefund.out" 2>"$OUT/pgrefund.err" &
+GOGC=${PG_GOGC:-400} "${SUT[@]}" "$BIN/pgrefund" "${PG_ARGS[@]}" >"$OUT/pgrefund.out" 2>"$OUT/pgrefund.err" &
 PG_PID=$!
 PIDS+=($PG_PID)
 PG_URL=$(url_of "$OUT/pgrefund.out")
@@ -77,7 +95,7 @@ log "refundd at $REFUNDD_URL, pgrefund at $PG_URL ($(head -1 "$OUT/pgrefund.out"
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "command: SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS POOL=${POOL:-default} PG_GOGC=${PG_GOGC:-400} bench/compare.sh"
+echo "command: PIN=$PIN SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS POOL=${POOL:-default} PG_GOGC=${PG_GOGC:-400} bench/compare.sh"
 REPORTS=()
 for round in $(seq "$ROUNDS"); do
     for svc in refundd pgrefund; do
@@ -91,7 +109,7 @@ for round in $(seq "$ROUNDS"); do
         fi
         f="$OUT/$round-$svc.json"
         log "round $round: $svc"
-        REFUNDD_TOKEN=$TOKEN "$BIN/refundbench" --target "$url" --label "$svc" --scenario "$SCENARIO" \
+        REFUNDD_TOKEN=$TOKEN "${LOADGEN[@]}" "$BIN/refundbench" --target "$url" --label "$svc" --scenario "$SCENARIO" \
             "${BENCH_ARGS[@]}" --duration "$DURATION" --warmup "$WARMUP" --output json --check-max 5000 "${cpu[@]}" \
             >"$f" 2>"$OUT/$round-$svc.log" || { log "$svc run failed (check or error); see $OUT/$round-$svc.log"; cat "$OUT/$round-$svc.log" >&2; }
         REPORTS+=("$f")
