@@ -149,7 +149,9 @@ func (a *reservationActor) answer(m *envelope, r reply) {
 // submission and the exact provider bytes (Env.Encode), so a refund is
 // never journaled without the request that will be sent for it.
 func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
-	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: a.e.cfg.Policy, Jitter: rand.Float64(), Encode: a.e.cfg.Encode}
+	policy, configured := a.e.cfg.policyOf(a.merchant(m.cmd))
+	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: policy, Jitter: rand.Float64(),
+		Encode: a.e.cfg.Encode, Unconfigured: !configured}
 	quiet := m.quiet
 	events, err := reservation.Decide(a.state, m.cmd, env)
 	if (err != nil || len(events) == 0) && isTimer(m.cmd) {
@@ -199,6 +201,21 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
 	a.logJournaled(reqCtx, cmd, by, events)
 	a.startCalls(calls)
+}
+
+// merchant is the merchant cmd is decided for: the reservation's once
+// registered (it never changes), else the one a Register names.
+func (a *reservationActor) merchant(cmd reservation.Command) string {
+	if a.state.Registered() {
+		return a.state.Merchant
+	}
+	switch c := cmd.(type) {
+	case reservation.Register:
+		return reservation.MerchantOf(c.Merchant)
+	case *reservation.Register:
+		return reservation.MerchantOf(c.Merchant)
+	}
+	return reservation.DefaultMerchant
 }
 
 // isTimer reports whether cmd fires a due timer.

@@ -26,7 +26,23 @@ type Config struct {
 	// refund is journaled with its first submission in one append, and the
 	// bytes are resent unchanged on every retry.
 	Encode func(reservation.RefundRequest) ([]byte, error)
+	// Policy is every reservation's policy when Policies is nil (the
+	// engine does not check merchants: one merchant, or tests). With
+	// Policies set it is only the policy of reservations whose merchant is
+	// not in Policies (see Policies).
 	Policy reservation.Policy
+	// Policies are the configured merchants' policies by merchant name
+	// (reservation.State.Merchant); each carries the merchant's
+	// refund-number prefix. cmd/refundd always sets it, with the one
+	// reservation.DefaultMerchant when there is no merchants file.
+	//
+	// A reservation whose merchant is not configured (taken out of the
+	// merchants file) is decided under Policy with
+	// reservation.Env.Unconfigured: registrations, new refunds and
+	// resubmissions are refused with reservation.ErrMerchantNotConfigured,
+	// while its timers, queries and outcomes go on, so what is in flight
+	// settles as far as the Provider can still answer for it.
+	Policies map[string]reservation.Policy
 	// IdleTimeout passivates an actor that received nothing for this long;
 	// zero means 2 minutes.
 	IdleTimeout time.Duration
@@ -57,6 +73,11 @@ func (c *Config) validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("actors: policy: %w", err)
 	}
+	for name, p := range c.Policies {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("actors: policy of merchant %q: %w", name, err)
+		}
+	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 2 * time.Minute
 	}
@@ -73,6 +94,19 @@ func (c *Config) validate() error {
 		c.Logger = slog.Default()
 	}
 	return nil
+}
+
+// policyOf returns the policy of merchant's reservations, and whether
+// the merchant is configured (Policies).
+func (c *Config) policyOf(merchant string) (reservation.Policy, bool) {
+	if c.Policies == nil {
+		return c.Policy, true
+	}
+	p, ok := c.Policies[merchant]
+	if !ok {
+		return c.Policy, false
+	}
+	return p, true
 }
 
 const shardCount = 64

@@ -39,6 +39,9 @@ type harness struct {
 	clock    *clock
 	log      *slog.Logger
 	merchant string
+	// policies is Config.Policies; start reads it, so a test may change
+	// it between a Close and a start (a merchant taken out).
+	policies map[string]reservation.Policy
 }
 
 type harnessOpts struct {
@@ -50,11 +53,12 @@ type harnessOpts struct {
 	// keep the defaults.
 	log      *slog.Logger
 	merchant string
+	policies map[string]reservation.Policy
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, db: journaltest.Open(t), clock: newClock(), log: o.log, merchant: o.merchant}
+	h := &harness{t: t, db: journaltest.Open(t), clock: newClock(), log: o.log, merchant: o.merchant, policies: o.policies}
 	h.store = eventstore.New(h.db)
 	if o.store != nil {
 		h.store = o.store(h.store)
@@ -74,7 +78,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) start(idle time.Duration, policy reservation.Policy) {
 	e, err := actors.New(actors.Config{
 		Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
-		Logger: h.log, Merchant: h.merchant,
+		Policies: h.policies, Logger: h.log, Merchant: h.merchant,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -45,6 +45,7 @@ var statusFor = map[string]int{
 	"refund_settling":         http.StatusConflict,
 	"release_unconfirmed":     http.StatusConflict,
 	"provider_has_refund":     http.StatusConflict,
+	"merchant_not_configured": http.StatusConflict,
 	"idempotency_key_reused":  http.StatusUnprocessableEntity,
 	"body_too_large":          http.StatusRequestEntityTooLarge,
 	"internal":                http.StatusInternalServerError,

@@ -105,13 +105,13 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	be := &backend{db: pg, prefix: c.RefundNoPrefix, started: "refundd started in cluster mode",
 		closeJournal: func(context.Context) error { return pg.Close() }}
 	var node *cluster.Node
-	be.start = func(ctx, _ context.Context, w *wiredProvider, policy reservation.Policy) error {
+	be.start = func(ctx, _ context.Context, w *wiredProvider, policies enginePolicies) error {
 		host, port, _ := cluster.SplitAddress(cc.Listen) // validated
 		store := eventstore.New(pg)
 		var err error
 		node, err = cluster.Start(ctx, cluster.Config{
 			Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
-				Policy: policy, IdleTimeout: c.IdleTimeout, Merchant: w.merchant()},
+				Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout, Merchant: w.merchant()},
 			Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
 		})
 		if err != nil {

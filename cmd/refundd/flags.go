@@ -26,6 +26,7 @@ type GCConfig = gctune.Config
 type Config struct {
 	Listen, DataDir, ConfigFile       string // ConfigFile: key = value lines beneath flags and REFUNDD_* variables
 	TokensFile, WebhooksFile          string
+	MerchantsFile                     string // accounts and merchants (internal/merchant); empty: the --wechatpay-* merchant
 	TLSCert, TLSKey                   string
 	MetricsPublic                     bool // /metrics without a token
 	AccessLog                         bool // a line per request (api.Options.NoAccessLog when off)
@@ -123,6 +124,8 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.Provider, "provider",
 		"sandbox (WeChat Pay protocol against a built-in sandbox), wechatpay (a merchant account; implied by --wechatpay-mchid) or memory")
 	t.def(&c.RefundNoPrefix, "refund-prefix", "refund number prefix, 1..16 of [0-9A-Za-z]; environments sharing a merchant id must differ")
+	t.def(&c.MerchantsFile, "merchants-file",
+		"TOML file of WeChat Pay accounts and the merchants refunds are made for (docs/MERCHANTS.md); replaces the --wechatpay-* flags, which may not be given with it")
 	w := &c.Wechatpay
 	t.def(&w.BaseURL, "wechatpay-base-url", "WeChat Pay API base URL, e.g. https://api.mch.weixin.qq.com")
 	t.def(&w.MchID, "wechatpay-mchid", "merchant id")

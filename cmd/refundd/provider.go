@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/refundd/refundd/actors"
@@ -32,8 +30,8 @@ type WechatpayConfig = merchant.DefaultSettings
 // wiredProvider is what a provider mode gives the rest of the wiring.
 type wiredProvider struct {
 	provider actors.Provider
-	// encode builds a submission's bytes (actors.Config.Encode): the same
-	// adapter's pure encoder.
+	// encode builds a submission's bytes (actors.Config.Encode): the
+	// merchant's pure encoder, through the same router.
 	encode func(reservation.RefundRequest) ([]byte, error)
 	notify *api.NotifyConfig // nil: no notification endpoints
 	// onRegister runs after a registration is journaled (the sandbox learns
@@ -44,43 +42,64 @@ type wiredProvider struct {
 	close     func() // nil: nothing to close
 	describe  string
 	sandbox   *sandbox.Server // the in-process sandbox, for tests; nil otherwise
+	mchID     string          // the one account's mchid, for the logs; "" otherwise
 }
 
-// merchant is the merchant id refunds are made under, for the logs; "" for
-// the memory provider.
-func (w *wiredProvider) merchant() string {
-	if w.notify == nil {
-		return ""
-	}
-	return w.notify.MchID
-}
+// merchant is the merchant id refunds are made under, for the logs: the
+// one account's; "" for the memory provider and for several accounts.
+func (w *wiredProvider) merchant() string { return w.mchID }
 
-// wireProvider builds the provider; creds are the merchant's, checked by
-// check (nil unless --provider wechatpay).
-func (m *Main) wireProvider(notifyBase string, creds *merchant.Credentials) (*wiredProvider, error) {
+// wireProvider builds the provider of every merchant of ms, behind one
+// merchant.Router: a refund goes to its merchant's provider by its number's
+// prefix in every epoch (prefixes: audit.EpochPrefixes of the journal's).
+func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(string) ([]string, error)) (*wiredProvider, error) {
+	var (
+		w   *wiredProvider
+		per map[string]merchant.Provider
+		err error
+	)
 	switch m.Config.Provider {
 	case providerMemory:
-		return m.wireMemory(), nil
+		w, per = m.wireMemory(ms.reg)
 	case providerSandbox:
-		return m.wireSandbox(notifyBase)
+		w, per, err = m.wireSandbox(notifyBase, ms.reg)
 	case providerWechatpay:
-		return m.wireWechatpay(notifyBase, creds)
+		w, per, err = m.wireWechatpay(notifyBase, ms)
+	default:
+		return nil, fmt.Errorf("--provider must be sandbox, wechatpay or memory")
 	}
-	return nil, fmt.Errorf("--provider must be sandbox, wechatpay or memory")
+	if err != nil {
+		return nil, err
+	}
+	router, err := ms.reg.Router(per, prefixes)
+	if err != nil {
+		if w.close != nil {
+			w.close()
+		}
+		return nil, err
+	}
+	w.provider, w.encode = router, router.RequestBody
+	return w, nil
 }
 
-func (m *Main) wireMemory() *wiredProvider {
+// wireMemory serves every merchant from one in-memory stand-in.
+func (m *Main) wireMemory(reg *merchant.Registry) (*wiredProvider, map[string]merchant.Provider) {
 	push := &simprovider.Pusher{By: actors.ProviderPrincipal, Logger: m.log}
 	p := simprovider.New(simprovider.Options{Delay: m.Config.SandboxDelay, Notify: push.Notify})
-	return &wiredProvider{provider: p, encode: p.RequestBody, setEngine: func(e *actors.Engine) { push.SetRecorder(e) },
-		describe: "in-memory stand-in (no WeChat Pay protocol)"}
+	per := map[string]merchant.Provider{}
+	for _, mc := range reg.Merchants() {
+		per[mc.Name] = p
+	}
+	return &wiredProvider{setEngine: func(e *actors.Engine) { push.SetRecorder(e) },
+		describe: "in-memory stand-in (no WeChat Pay protocol)"}, per
 }
 
 // wireSandbox runs the WeChat Pay sandbox in-process on loopback and talks
 // to it with the real client, so the one-command start exercises the whole
 // protocol: signed requests, signed answers, encrypted notifications. Its
-// keys are kept under the data directory.
-func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
+// keys are kept under the data directory. It serves the one default
+// merchant (readMerchants refuses a merchants file with it).
+func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredProvider, map[string]merchant.Provider, error) {
 	c := m.Config
 	sb, err := sandbox.StartLocal(filepath.Join(c.DataDir, "sandbox"), "1900000001", func(cfg *sandbox.Config) {
 		cfg.ProcessingDelay, cfg.TimeFactor, cfg.MinRefundSpacing = c.SandboxDelay, c.SandboxTimeFactor, c.RefundSpacing
@@ -88,26 +107,34 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 		cfg.Logger = m.log.With("component", "sandbox")
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	keys := sb.Keys
 	verifier, err := keys.Verifier()
 	if err != nil {
 		sb.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	client, err := wechatpay.NewClient(wechatpay.ClientConfig{
 		BaseURL: sb.URL, MchID: keys.MchID, Signer: keys.Signer(), Verifier: verifier,
-		NotifyURL: notifyBase + "/v1/notify/wechatpay/refund", Logger: m.log.With("component", "wechatpay"),
+		NotifyURL: notifyBase + legacyNotifyPath, Logger: m.log.With("component", "wechatpay"),
 	})
 	if err != nil {
 		sb.Close()
-		return nil, err
+		return nil, nil, err
+	}
+	mc, err := client.For(wechatpay.Target{})
+	if err != nil {
+		sb.Close()
+		return nil, nil, err
+	}
+	per := map[string]merchant.Provider{}
+	for _, d := range reg.Merchants() {
+		per[d.Name] = mc
 	}
 	return &wiredProvider{
-		provider: client,
-		encode:   client.RequestBody,
-		notify:   &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key},
+		notify: &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key},
+		mchID:  keys.MchID,
 		onRegister: func(c reservation.Register) {
 			if err := sb.CreateOrder(c.OutTradeNo, c.TransactionID, c.Amount); err != nil {
 				m.log.Warn("sandbox did not record the paid order", "out_trade_no", c.OutTradeNo, "err", err)
@@ -116,46 +143,47 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 		close:    sb.Close,
 		describe: "in-process WeChat Pay sandbox at " + sb.URL,
 		sandbox:  sb.Server,
-	}, nil
+	}, per, nil
 }
 
-func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*wiredProvider, error) {
-	cfg := creds.ClientConfig()
-	cfg.NotifyURL, cfg.Logger = m.Config.Wechatpay.NotifyURL, m.log.With("component", "wechatpay")
-	if cfg.NotifyURL == "" {
-		cfg.NotifyURL = notifyBase + "/v1/notify/wechatpay/refund"
+// wireWechatpay makes one wechatpay.Client per account (its keys sign for
+// all its merchants) and one MerchantClient per merchant (its sub_mchid
+// and notify_url). A merchant without notify_url is notified at its
+// account's route, or, for the --wechatpay-* merchant, at
+// --wechatpay-notify-url or the route it always had.
+func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (*wiredProvider, map[string]merchant.Provider, error) {
+	clients := map[string]*wechatpay.Client{}
+	var describe string
+	for _, a := range ms.reg.Accounts() {
+		creds := ms.creds[a.Name]
+		cfg := creds.ClientConfig()
+		cfg.Logger = m.log.With("component", "wechatpay", "account", a.Name)
+		cfg.NotifyURL = notifyBase + accountNotifyPath(a.Name)
+		if !ms.fromFile {
+			cfg.NotifyURL = notifyBase + legacyNotifyPath
+		}
+		client, err := wechatpay.NewClient(cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("account %q: %w", a.Name, err)
+		}
+		clients[a.Name] = client
+		if describe != "" {
+			describe += ", "
+		}
+		describe += creds.BaseURL + " (mchid " + creds.MchID + ")"
 	}
-	client, err := wechatpay.NewClient(cfg)
-	if err != nil {
-		return nil, err
+	per := map[string]merchant.Provider{}
+	for _, mc := range ms.reg.Merchants() {
+		p, err := clients[mc.Account.Name].For(wechatpay.Target{SubMchID: mc.SubMchID, NotifyURL: mc.NotifyURL})
+		if err != nil {
+			return nil, nil, fmt.Errorf("merchant %q: %w", mc.Name, err)
+		}
+		per[mc.Name] = p
 	}
-	return &wiredProvider{
-		provider: client,
-		encode:   client.RequestBody,
-		notify:   &api.NotifyConfig{MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key},
-		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
-	}, nil
+	accounts := notifyAccounts(ms.reg, ms.creds)
+	w := &wiredProvider{notify: notifyConfig(accounts), describe: "WeChat Pay at " + describe}
+	if len(accounts) == 1 {
+		w.mchID = accounts[0].MchID
+	}
+	return w, per, nil
 }
-
-// credentials checks the default merchant's settings and reads its keys
-// (internal/merchant), so refundd finds a mistake before it creates
-// anything; errors name the flags, never a secret.
-func (m *Main) credentials() (*merchant.Credentials, error) {
-	s := m.Config.Wechatpay
-	s.RefundNoPrefix = m.Config.RefundNoPrefix
-	reg, err := merchant.NewDefault(s)
-	if err != nil {
-		return nil, fmt.Errorf("wechatpay provider: %w", err)
-	}
-	if _, ok := reg.Account(merchant.DefaultName); !ok {
-		return nil, errNoAccount
-	}
-	creds, err := reg.LoadCredentials(merchant.Sources{Getenv: m.env, ReadFile: os.ReadFile})
-	if err != nil {
-		return nil, fmt.Errorf("wechatpay provider: %w", err)
-	}
-	return creds[merchant.DefaultName], nil
-}
-
-var errNoAccount = errors.New("wechatpay provider: missing --wechatpay-base-url, --wechatpay-mchid, --wechatpay-serial, " +
-	"--wechatpay-private-key, --wechatpay-public-key or --wechatpay-platform-cert, --wechatpay-apiv3-key-file (or REFUNDD_WECHATPAY_APIV3_KEY)")

@@ -68,7 +68,15 @@ type checked struct {
 	signKey   ed25519.PrivateKey
 	tokens    *auth.Tokens // from --tokens-file and REFUNDD_TOKENS; empty: local tokens
 	endpoints []webhook.Endpoint
-	creds     *merchant.Credentials // --provider wechatpay: the merchant's keys
+	merchants *merchants // the merchants served, with their keys under --provider wechatpay
+}
+
+// enginePolicies are the engine's policies (actors.Config): base for a
+// reservation whose merchant is no longer configured, and each
+// configured merchant's, with its prefix of the journal's epoch.
+type enginePolicies struct {
+	base      reservation.Policy
+	merchants map[string]reservation.Policy
 }
 
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
@@ -83,12 +91,14 @@ type sharedJournal interface {
 // cluster node). Run does everything else the same way over it.
 type backend struct {
 	db sharedJournal
-	// prefix is the refund-number prefix in effect (a restored journal's
-	// epoch changes it).
+	// prefix is the default merchant's refund-number prefix in effect (a
+	// restored journal's epoch changes it); epoch is the journal's
+	// refund-number epoch, which every merchant's prefix carries.
 	prefix string
+	epoch  uint64
 	// start runs the actors over the journal with the provider, setting
 	// the fields below; work it starts in the background ends with bg.
-	start func(ctx, bg context.Context, w *wiredProvider, policy reservation.Policy) error
+	start func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error
 	// webhooks sets webhook dispatch up; Run runs it.
 	webhooks func(eps []webhook.Endpoint) (dispatch, error)
 
@@ -153,20 +163,25 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if err := m.listen(); err != nil {
 		return err
 	}
-	if m.provider, err = m.wireProvider("http://"+m.ln.Addr().String(), pre.creds); err != nil {
+	epochPrefixes := func(base string) ([]string, error) { return audit.EpochPrefixes(base, be.epoch) }
+	if m.provider, err = m.wireProvider("http://"+m.ln.Addr().String(), pre.merchants, epochPrefixes); err != nil {
 		return err
 	}
 	policy := pre.policy
 	policy.RefundNoPrefix = be.prefix
+	perMerchant, err := pre.merchants.reg.Policies(pre.policy, func(base string) (string, error) { return audit.EpochPrefix(base, be.epoch) })
+	if err != nil {
+		return fmt.Errorf("journal epoch %d: %w", be.epoch, err)
+	}
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
-	if err := be.start(ctx, bgCtx, m.provider, policy); err != nil {
+	if err := be.start(ctx, bgCtx, m.provider, enginePolicies{base: policy, merchants: perMerchant}); err != nil {
 		return err
 	}
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
-		Timeline: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog}
+		Timeline: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names()}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
@@ -276,15 +291,12 @@ func (m *Main) check() (*checked, error) {
 			return nil, fmt.Errorf("REFUNDD_TOKENS: %w", err)
 		}
 	}
-	// The API serves the single default merchant (api.Options.Merchants
-	// unset), so a token may be limited only to it.
-	if err := api.CheckScopes(pre.tokens, nil); err != nil {
-		return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
+	if pre.merchants, err = m.readMerchants(); err != nil {
+		return nil, err
 	}
-	if c.Provider == providerWechatpay {
-		if pre.creds, err = m.credentials(); err != nil {
-			return nil, err
-		}
+	// A token may be limited only to merchants the API serves.
+	if err := api.CheckScopes(pre.tokens, pre.merchants.names()); err != nil {
+		return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
 	}
 	return pre, nil
 }
@@ -336,6 +348,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	if err != nil {
 		return be, err
 	}
+	be.epoch = epoch
 	if be.prefix, err = audit.EpochPrefix(c.RefundNoPrefix, epoch); err != nil {
 		return be, fmt.Errorf("--refund-prefix in journal epoch %d: %w", epoch, err)
 	}
@@ -348,11 +361,11 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	// Refunds wait while a restored journal is reconciled with WeChat Pay.
 	gate := &audit.RestoreGate{}
 	be.audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: gate.Paused}
-	be.start = func(ctx, bg context.Context, w *wiredProvider, policy reservation.Policy) error {
+	be.start = func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error {
 		store := eventstore.New(db)
 		engine, err := actors.New(actors.Config{
 			Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
-			Merchant: w.merchant(), Policy: policy, IdleTimeout: c.IdleTimeout,
+			Merchant: w.merchant(), Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout,
 		})
 		if err != nil {
 			return err

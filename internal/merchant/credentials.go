@@ -40,7 +40,8 @@ type Credentials struct {
 // ClientConfig returns the account's part of a wechatpay.ClientConfig;
 // the caller adds NotifyURL (per merchant), HTTPClient and Logger.
 func (c *Credentials) ClientConfig() wechatpay.ClientConfig {
-	return wechatpay.ClientConfig{BaseURL: c.BaseURL, MchID: c.MchID, Signer: c.Signer, Verifier: c.Verifier}
+	return wechatpay.ClientConfig{BaseURL: c.BaseURL, MchID: c.MchID, Signer: c.Signer, Verifier: c.Verifier,
+		Partner: c.Kind == AccountServiceProvider}
 }
 
 func (c Credentials) String() string {

@@ -19,7 +19,7 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 	)
 	switch c := cmd.(type) {
 	case Register:
-		data, err = decideRegister(s, c)
+		data, err = decideRegister(s, c, env)
 	case RequestRefund:
 		data, err = decideRequestRefund(s, c, env)
 	case StartSubmission:
@@ -51,11 +51,14 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 	return events, nil
 }
 
-func decideRegister(s *State, c Register) ([]EventData, error) {
+func decideRegister(s *State, c Register, env Env) ([]EventData, error) {
 	if err := validateRegister(c); err != nil {
 		return nil, err
 	}
 	merchant := MerchantOf(c.Merchant)
+	if !s.Registered() && env.Unconfigured {
+		return nil, ErrMerchantNotConfigured
+	}
 	if s.Registered() {
 		// The merchant is part of the registration: another merchant's
 		// registration of the same id is a conflict, and the merchant never
@@ -100,6 +103,9 @@ func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error
 			return nil, nil
 		}
 		return nil, ErrIdempotencyKeyReused
+	}
+	if env.Unconfigured {
+		return nil, ErrMerchantNotConfigured
 	}
 	if s.Status == StatusCanceled {
 		return nil, ErrCanceled
@@ -205,6 +211,9 @@ func decideResubmit(s *State, c Resubmit, env Env) ([]EventData, error) {
 	}
 	if (r.State != Rejected && r.State != Unknown) || len(r.Request) == 0 {
 		return nil, ErrInvalidState
+	}
+	if env.Unconfigured {
+		return nil, ErrMerchantNotConfigured
 	}
 	return []EventData{resubmission(s, r, env)}, nil
 }

@@ -24,6 +24,7 @@ const (
 	CodeRefundSettling         Code = "refund_settling"
 	CodeReleaseUnconfirmed     Code = "release_unconfirmed"
 	CodeProviderHasRefund      Code = "provider_has_refund"
+	CodeMerchantNotConfigured  Code = "merchant_not_configured"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -90,6 +91,11 @@ var (
 	// ErrProviderHasRefund is returned when releasing a refund's amount that
 	// WeChat Pay has: its answer is recorded instead.
 	ErrProviderHasRefund = &Error{Code: CodeProviderHasRefund, Message: "WeChat Pay has this refund; its state was recorded"}
+	// ErrMerchantNotConfigured is returned when a registration, a new
+	// refund or a resubmission names a merchant the deployment no longer
+	// (or never) configured: nothing can sign its requests. The
+	// reservation's existing refunds are still queried and settle.
+	ErrMerchantNotConfigured = &Error{Code: CodeMerchantNotConfigured, Message: "the reservation's merchant is not configured; no new refund can be made for it"}
 	// ErrOutcomeMismatch is returned when a provider outcome disagrees with
 	// local records (order, refund amount, order total). It is not applied.
 	ErrOutcomeMismatch = &Error{Code: CodeOutcomeMismatch, Message: "provider outcome does not match local records"}

@@ -19,6 +19,13 @@ type Env struct {
 	// them unchanged. Nil decides the refund alone, its bytes to come from
 	// a StartSubmission (how tests and tools drive the core step by step).
 	Encode func(RefundRequest) ([]byte, error)
+	// Unconfigured says the merchant of the command (the reservation's, or
+	// the one a Register names) is not configured: registrations, new
+	// refunds and resubmissions are refused (ErrMerchantNotConfigured),
+	// while outcomes, timers and queries are decided as usual, so a
+	// merchant taken out of the configuration leaves no refund unsettled
+	// by the core's doing.
+	Unconfigured bool
 }
 
 // Policy holds the deployment's settings that shape decisions.

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/refundd/refundd/internal/wechatpay"
 )
@@ -42,12 +44,18 @@ import (
 // Admin routes of one book are under /sandbox/books/{mchid}/ (direct) or
 // /sandbox/books/{sp_mchid}-{sub_mchid}/, with the paths of Server's admin
 // routes after it (orders, faults, refunds/{no}); GET /sandbox/books lists
-// the books.
+// the books. GET /sandbox/refusals counts the API answers that refused a
+// request for its merchant (401, 400 and 403: a wrong key, a missing or
+// foreign sub_mchid), so a test can prove none was sent with another
+// merchant's key or sub_mchid.
 type Multi struct {
 	accounts map[string]*account // by mchid
 	books    map[wechatpay.Merchant]*Server
 	order    []wechatpay.Merchant // as configured
 	admin    bool
+
+	mu      sync.Mutex
+	refused map[int]int // by HTTP status
 }
 
 type account struct {
@@ -145,6 +153,52 @@ func (m *Multi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.serveAdmin(w, r)
 		return
 	}
+	sw := &statusWriter{ResponseWriter: w}
+	m.serveAPI(sw, r)
+	switch sw.status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
+		m.mu.Lock()
+		if m.refused == nil {
+			m.refused = map[int]int{}
+		}
+		m.refused[sw.status]++
+		m.mu.Unlock()
+	}
+}
+
+// Refusals returns how many API requests were answered 400, 401 or 403,
+// by status.
+func (m *Multi) Refusals() map[int]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range m.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// statusWriter remembers the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (m *Multi) serveAPI(w http.ResponseWriter, r *http.Request) {
 	auth, err := wechatpay.ParseAuthorization(r.Header.Get("Authorization"))
 	if err != nil {
 		// Let some books answer: they refuse it the same way.
@@ -263,6 +317,18 @@ func bookName(mc wechatpay.Merchant) string {
 
 // serveAdmin serves /sandbox/books and /sandbox/books/{book}/...
 func (m *Multi) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == adminPrefix+"refusals" {
+		if r.Method != http.MethodGet {
+			adminError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" not allowed here")
+			return
+		}
+		out := map[string]int{}
+		for status, n := range m.Refusals() {
+			out[strconv.Itoa(status)] = n
+		}
+		adminJSON(w, http.StatusOK, out)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), adminPrefix+"books")
 	if !ok {
 		adminError(w, http.StatusNotFound, "NOT_FOUND", "admin routes are per book: /sandbox/books/{mchid}[-{sub_mchid}]/...")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,6 +165,25 @@ func TestMulti_PartnerRules(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Every refusal is counted, and served to tests.
+	want := map[int]int{}
+	for _, tc := range cases {
+		if tc.status == 400 || tc.status == 401 || tc.status == 403 {
+			want[tc.status]++
+		}
+	}
+	if got := f.mu.Refusals(); !reflect.DeepEqual(got, want) {
+		t.Errorf("refusals %v, want %v", got, want)
+	}
+	resp, err := http.Get(f.http.URL + "/sandbox/refusals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var served map[string]int
+	if err := json.NewDecoder(resp.Body).Decode(&served); err != nil || served["403"] != want[403] || served["401"] != want[401] || served["400"] != want[400] {
+		t.Errorf("GET /sandbox/refusals: %v %v, want %v", served, err, want)
 	}
 	// Nothing refused was booked anywhere.
 	for _, mc := range f.mu.Books() {

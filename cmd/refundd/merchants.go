@@ -1,0 +1,177 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/merchant"
+	"github.com/refundd/refundd/internal/wechatpay"
+)
+
+// merchants are the merchants refundd serves, read and checked before
+// anything is created: the accounts and merchants of --merchants-file, or
+// the one default merchant of the --wechatpay-* flags and --refund-prefix.
+type merchants struct {
+	reg *merchant.Registry
+	// fromFile says reg came from --merchants-file: registrations name
+	// their merchant (api.Options.Merchants) and notifications come to
+	// each account's own route.
+	fromFile bool
+	// creds are every account's keys, by account name; nil unless
+	// --provider wechatpay.
+	creds map[string]*merchant.Credentials
+}
+
+// names are the merchants a registration may name (api.Options.Merchants,
+// api.CheckScopes): nil for the default merchant alone, as before.
+func (ms *merchants) names() []string {
+	if !ms.fromFile {
+		return nil
+	}
+	var out []string
+	for _, m := range ms.reg.Merchants() {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// readMerchants reads the merchants and, with --provider wechatpay, every
+// account's credentials; errors name the file or the flags, never a
+// secret.
+//
+// --merchants-file replaces the --wechatpay-* flags: given together they
+// are refused (two sources for one account would leave which one signs
+// unclear). With --provider memory every merchant refunds through the
+// memory stand-in (no credentials read; refund numbers keep each
+// merchant's prefix). --provider sandbox runs one merchant and is refused
+// with a merchants file: use wxpaysim, which serves several and writes the
+// file.
+func (m *Main) readMerchants() (*merchants, error) {
+	c := m.Config
+	ms := &merchants{}
+	if c.MerchantsFile == "" {
+		s := c.Wechatpay
+		s.RefundNoPrefix = c.RefundNoPrefix
+		if c.Provider != providerWechatpay {
+			// The sandbox and memory providers bring their own keys.
+			s = merchant.DefaultSettings{RefundNoPrefix: c.RefundNoPrefix}
+		}
+		reg, err := merchant.NewDefault(s)
+		if err != nil {
+			return nil, fmt.Errorf("wechatpay provider: %w", err)
+		}
+		ms.reg = reg
+		if c.Provider == providerWechatpay {
+			if _, ok := reg.Account(merchant.DefaultName); !ok {
+				return nil, errNoAccount
+			}
+		}
+	} else {
+		if flags := c.wechatpayFlags(); len(flags) > 0 {
+			return nil, fmt.Errorf("--merchants-file %s and %s: %w", c.MerchantsFile, flags[0], errMerchantsFileAndFlags)
+		}
+		if c.Provider == providerSandbox {
+			return nil, fmt.Errorf("--merchants-file %s: %w", c.MerchantsFile, errMerchantsFileSandbox)
+		}
+		reg, err := merchant.ReadFile(c.MerchantsFile, os.ReadFile)
+		if err != nil {
+			return nil, fmt.Errorf("--merchants-file %s: %w", c.MerchantsFile, err)
+		}
+		ms.reg, ms.fromFile = reg, true
+	}
+	if c.Provider == providerWechatpay {
+		creds, err := ms.reg.LoadCredentials(merchant.Sources{Getenv: m.env, ReadFile: os.ReadFile})
+		if err != nil {
+			if ms.fromFile {
+				return nil, fmt.Errorf("--merchants-file %s: %w", c.MerchantsFile, err)
+			}
+			return nil, fmt.Errorf("wechatpay provider: %w", err)
+		}
+		ms.creds = creds
+	}
+	return ms, nil
+}
+
+var (
+	errNoAccount = errors.New("wechatpay provider: missing --wechatpay-base-url, --wechatpay-mchid, --wechatpay-serial, " +
+		"--wechatpay-private-key, --wechatpay-public-key or --wechatpay-platform-cert, --wechatpay-apiv3-key-file (or REFUNDD_WECHATPAY_APIV3_KEY)")
+	errMerchantsFileAndFlags = errors.New("a merchants file defines every account: put this account in it instead of the --wechatpay-* flags")
+	errMerchantsFileSandbox  = errors.New("--provider sandbox serves one merchant: use --provider memory, or wxpaysim (which writes a merchants file) with --provider wechatpay")
+)
+
+// wechatpayFlags names the --wechatpay-* flags that are set.
+func (c *Config) wechatpayFlags() []string {
+	w := c.Wechatpay
+	var out []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{w.BaseURL != "", "--wechatpay-base-url"}, {w.MchID != "", "--wechatpay-mchid"}, {w.Serial != "", "--wechatpay-serial"},
+		{w.PrivateKeyFile != "", "--wechatpay-private-key"}, {w.APIv3KeyFile != "", "--wechatpay-apiv3-key-file"},
+		{w.APIv2KeyFile != "", "--wechatpay-apiv2-key-file"}, {w.PublicKeyFile != "", "--wechatpay-public-key"},
+		{w.PublicKeyID != "", "--wechatpay-public-key-id"}, {len(w.PlatformCerts) > 0, "--wechatpay-platform-cert"},
+		{w.NotifyURL != "", "--wechatpay-notify-url"},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// accountNotifyPath is the notification route of one account (api/notify.go
+// serves it): a merchant of a merchants file without notify_url has
+// WeChat Pay notify here, so a notification is verified with its
+// account's keys only.
+func accountNotifyPath(account string) string {
+	return "/v1/notify/wechatpay/accounts/" + account + "/refund"
+}
+
+// legacyNotifyPath is the notification route of the one default merchant.
+const legacyNotifyPath = "/v1/notify/wechatpay/refund"
+
+// notifyAccount is one account's notification settings, in the shape of
+// api.NotifyAccount (per-account routes, api/notify.go): the account's
+// keys, and the merchant a notification names, among this account's only.
+type notifyAccount struct {
+	Name, MchID        string
+	Verifier           *wechatpay.Verifier
+	APIv3Key, APIv2Key []byte
+	Merchant           func(mchID, subMchID string) (string, bool)
+}
+
+// notifyAccounts are the notification settings of every account, in file
+// order (the first also serves the legacy routes). This is the one place
+// they are built: today only the first reaches api.NotifyConfig
+// (notifyConfig).
+func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentials) []notifyAccount {
+	var out []notifyAccount
+	for _, a := range reg.Accounts() {
+		c := creds[a.Name]
+		if c == nil {
+			continue
+		}
+		name := a.Name
+		out = append(out, notifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, APIv3Key: c.APIv3Key, APIv2Key: c.APIv2Key,
+			Merchant: func(mchID, subMchID string) (string, bool) {
+				m, ok := reg.ByMchID(mchID, subMchID)
+				if !ok || m.Account == nil || m.Account.Name != name {
+					return "", false
+				}
+				return m.Name, true
+			}})
+	}
+	return out
+}
+
+// notifyConfig is today's api.NotifyConfig: the first account's.
+func notifyConfig(accounts []notifyAccount) *api.NotifyConfig {
+	if len(accounts) == 0 {
+		return nil
+	}
+	a := accounts[0]
+	return &api.NotifyConfig{MchID: a.MchID, Verifier: a.Verifier, APIv3Key: a.APIv3Key, APIv2Key: a.APIv2Key}
+}

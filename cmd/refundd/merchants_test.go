@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
+)
+
+// writeMerchantsFile writes a merchants file of one direct account and one
+// service provider with two sub-merchants, with real (sandbox-generated)
+// keys; keyFile names the direct account's private key file, so a test can
+// point it elsewhere.
+func writeMerchantsFile(t *testing.T, dir string, keyFile func(real string) string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, a := range []struct{ name, kind, mchid string }{{"shop", "direct", "1900000101"}, {"sp", "service_provider", "1900000200"}} {
+		keys, err := sandbox.GenerateKeys(a.mchid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kd := filepath.Join(dir, a.name)
+		if _, err := keys.WriteDir(kd, ""); err != nil {
+			t.Fatal(err)
+		}
+		pk := filepath.Join(kd, sandbox.MerchantKeyFile)
+		if a.name == "shop" && keyFile != nil {
+			pk = keyFile(pk)
+		}
+		fmt.Fprintf(&b, "[[accounts]]\nname = %q\nkind = %q\nmchid = %q\nbase_url = \"http://127.0.0.1:1\"\nserial = %q\n"+
+			"private_key = %q\napiv3_key = %q\npublic_key_id = %q\npublic_key_file = %q\n\n",
+			a.name, a.kind, a.mchid, keys.MerchantSerial, "file:"+pk, "file:"+filepath.Join(kd, sandbox.APIv3KeyFile),
+			keys.PublicKeyID, filepath.Join(kd, sandbox.PublicKeyFile))
+	}
+	b.WriteString(`[[merchants]]
+name = "shop"
+kind = "direct"
+account = "shop"
+refund_prefix = "SH"
+
+[[merchants]]
+name = "inn-1"
+kind = "sub_merchant"
+account = "sp"
+sub_mchid = "1900000201"
+refund_prefix = "IA"
+
+[[merchants]]
+name = "inn-2"
+kind = "sub_merchant"
+account = "sp"
+sub_mchid = "1900000202"
+refund_prefix = "IB"
+[merchants.policy]
+retry_max_attempts = 2
+`)
+	path := filepath.Join(dir, "merchants.toml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// --merchants-file is checked, with every account's keys, before anything
+// is created (Run and check-config), and the combinations that would leave
+// a merchant's keys unclear are refused naming both settings.
+func TestMerchantsFile_CheckedBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	good := writeMerchantsFile(t, filepath.Join(dir, "good"), nil)
+	missingKey := writeMerchantsFile(t, filepath.Join(dir, "missing"), func(string) string { return filepath.Join(dir, "nope.pem") })
+	garbled := filepath.Join(dir, "garbled.toml")
+	if err := os.WriteFile(garbled, []byte("[[accounts]\nname = "), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scoped := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(scoped, []byte("reader "+strings.Repeat("ab", 32)+" ledger merchants=inn-1,inn-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wx := []string{"--provider", "wechatpay", "--merchants-file", good}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string // in stderr when failing, in stdout when not
+	}{
+		{"good", wx, 0, []string{"configuration OK", "merchants-file"}},
+		{"token limited to merchants of the file", append([]string{"--tokens-file", scoped}, wx...), 0, []string{"configuration OK"}},
+		{"memory provider reads no keys", []string{"--provider", "memory", "--merchants-file", missingKey}, 0, []string{"configuration OK"}},
+		{"an account's key file missing", []string{"--provider", "wechatpay", "--merchants-file", missingKey}, 1,
+			[]string{"--merchants-file", `account "shop"`, "private_key"}},
+		{"not TOML", []string{"--provider", "wechatpay", "--merchants-file", garbled}, 1, []string{"--merchants-file", garbled}},
+		{"with a --wechatpay-* flag", append([]string{"--wechatpay-mchid", "1900000001"}, wx...), 1,
+			[]string{"--merchants-file", "--wechatpay-mchid"}},
+		{"with the sandbox", []string{"--provider", "sandbox", "--merchants-file", good}, 1, []string{"--merchants-file", "--provider sandbox"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			var stdout, stderr bytes.Buffer
+			code := checkConfig(append([]string{"--data", data}, tc.args...), func(string) string { return "" }, &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d; want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, stdout.String(), stderr.String())
+			}
+			out := stderr.String()
+			if code == 0 {
+				out = stdout.String()
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output does not name %q:\n%s", w, out)
+				}
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("check-config created %s (stat: %v)", data, err)
+			}
+			if tc.wantCode == 0 {
+				return
+			}
+			// Run refuses the same, creating nothing.
+			m := NewMain()
+			m.Stdout, m.Stderr = io.Discard, io.Discard
+			if err := m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--data", data}, tc.args...), testEnv); err != nil {
+				t.Fatal(err)
+			}
+			err := m.Run(context.Background())
+			m.Close()
+			if err == nil || !strings.Contains(err.Error(), tc.want[len(tc.want)-1]) {
+				t.Fatalf("Run: %v, want an error naming %q", err, tc.want[len(tc.want)-1])
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("Run created %s (stat: %v)", data, err)
+			}
+		})
+	}
+}
+
+// With --provider memory, a merchants file's merchants each refund under
+// their own prefix and policy; a registration must name one.
+func TestMerchantsFile_MemoryProvider(t *testing.T) {
+	path := writeMerchantsFile(t, t.TempDir(), nil)
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "memory",
+		"--sandbox-delay", "0", "--merchants-file", path}, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	c := client{t: t, base: "http://" + m.Addr()}
+	reg := func(id, merchant string) (int, map[string]any) {
+		body := map[string]any{"id": id, "user_id": "u-" + id, "out_trade_no": "O-" + id, "amount": 1000, "currency": "CNY"}
+		if merchant != "" {
+			body["merchant"] = merchant
+		}
+		return c.do("POST", "/v1/reservations", "", body)
+	}
+	if code, body := reg("r0", ""); code != 400 || !strings.Contains(fmt.Sprint(body), "merchant") {
+		t.Fatalf("a registration naming no merchant: %d %v, want 400 naming merchant", code, body)
+	}
+	if code, body := reg("r9", "default"); code != 400 {
+		t.Fatalf("a registration under the default merchant, not in the file: %d %v, want 400", code, body)
+	}
+	for _, tc := range []struct{ merchant, prefix string }{{"shop", "SH-"}, {"inn-1", "IA-"}, {"inn-2", "IB-"}} {
+		id := "r-" + tc.merchant
+		if code, body := reg(id, tc.merchant); code != 201 {
+			t.Fatalf("register under %s: %d %v", tc.merchant, code, body)
+		}
+		code, body := c.do("POST", "/v1/reservations/"+id+"/refunds?wait=5s", "k1", map[string]any{"user_id": "u-" + id, "amount": 300})
+		no, _ := body["refund_no"].(string)
+		if code != 200 || !strings.HasPrefix(no, tc.prefix) || body["state"] != "SUCCEEDED" {
+			t.Fatalf("refund under %s: %d %v, want 200 SUCCEEDED numbered %s...", tc.merchant, code, body, tc.prefix)
+		}
+	}
+}
+
+// Each account's notification settings resolve only its own merchants: a
+// notification verified with one account's keys can name no merchant of
+// another.
+func TestNotifyAccounts_ResolveOnlyTheirOwnMerchants(t *testing.T) {
+	path := writeMerchantsFile(t, t.TempDir(), nil)
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--provider", "wechatpay", "--merchants-file", path}, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := m.readMerchants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := notifyAccounts(ms.reg, ms.creds)
+	if len(accounts) != 2 || accounts[0].Name != "shop" || accounts[1].Name != "sp" {
+		t.Fatalf("accounts %+v, want shop then sp", accounts)
+	}
+	for _, tc := range []struct {
+		account         int
+		mchID, subMchID string
+		want            string // "" means refused
+	}{
+		{0, "1900000101", "", "shop"},
+		{0, "1900000200", "1900000201", ""}, // sp's sub-merchant, named to shop's route
+		{1, "1900000200", "1900000201", "inn-1"},
+		{1, "1900000200", "1900000202", "inn-2"},
+		{1, "1900000200", "1900000203", ""}, // not a configured sub-merchant
+		{1, "1900000101", "", ""},           // shop, named to sp's route
+		{1, "1900000200", "", ""},           // the provider itself
+	} {
+		a := accounts[tc.account]
+		got, ok := a.Merchant(tc.mchID, tc.subMchID)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("account %s resolves (%s, %q) to %q %v, want %q", a.Name, tc.mchID, tc.subMchID, got, ok, tc.want)
+		}
+	}
+	if n := notifyConfig(accounts); n == nil || n.MchID != "1900000101" || n.Verifier != accounts[0].Verifier {
+		t.Fatalf("the legacy notification config %+v, want the first account's", n)
+	}
+}

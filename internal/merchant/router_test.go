@@ -1,0 +1,112 @@
+package merchant
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/reservation"
+)
+
+// recorder is one merchant's provider: it answers with its own name, so a
+// refund reaching the wrong merchant shows.
+type recorder struct{ name string }
+
+func (p recorder) RequestBody(r reservation.RefundRequest) ([]byte, error) {
+	return []byte(p.name + ":" + r.RefundNo), nil
+}
+func (p recorder) Submit(_ context.Context, no string, _ []byte, _ int) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeProcessing, ProviderID: p.name}
+}
+func (p recorder) Query(_ context.Context, no string) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeNotFound, ProviderID: p.name}
+}
+
+func epochRouter(t *testing.T, r *Registry, epoch uint64) *Router {
+	t.Helper()
+	ps := map[string]Provider{}
+	for _, m := range r.Merchants() {
+		ps[m.Name] = recorder{m.Name}
+	}
+	rt, err := r.Router(ps, func(base string) ([]string, error) { return audit.EpochPrefixes(base, epoch) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func TestRouter_ByRefundNumberInEveryEpoch(t *testing.T) {
+	rt := epochRouter(t, mustParse(t, base), 2)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		no, want string // want "" means unroutable
+	}{
+		{"SH-res-1-1", "shop"},
+		{"SHE1-res-1-2", "shop"}, // numbered in epoch 1, before a restore
+		{"IAE2-res-1-1", "inn-1"},
+		{"IB-r_9-12", "inn-2"},
+		{"IBE3-res-1-1", ""}, // an epoch not reached
+		{"R-res-1-1", ""},    // the default merchant's, not configured here
+		{"SHX-res-1-1", ""},
+		{"SH-res", ""},
+		{"", ""},
+	} {
+		t.Run(tc.no, func(t *testing.T) {
+			name, ok := rt.Merchant(tc.no)
+			body, err := rt.RequestBody(reservation.RefundRequest{RefundNo: tc.no})
+			sub := rt.Submit(ctx, tc.no, body, 1)
+			q := rt.Query(ctx, tc.no)
+			if tc.want == "" {
+				if ok || !errors.Is(err, ErrUnroutable) {
+					t.Errorf("routed to %q (%v), body error %v; want unroutable", name, ok, err)
+				}
+				// Never a definite answer: nothing was asked.
+				for _, o := range []reservation.Outcome{sub, q} {
+					if o.Kind != reservation.OutcomeUnknown || o.Code != CodeUnroutable {
+						t.Errorf("answer %+v, want UNKNOWN %s", o, CodeUnroutable)
+					}
+				}
+				return
+			}
+			if !ok || name != tc.want || err != nil || string(body) != tc.want+":"+tc.no ||
+				sub.ProviderID != tc.want || q.ProviderID != tc.want {
+				t.Errorf("merchant %q %v, body %q %v, submit by %q, query by %q; want all %q",
+					name, ok, body, err, sub.ProviderID, q.ProviderID, tc.want)
+			}
+		})
+	}
+}
+
+func TestRouter_NeedsAProviderPerMerchant(t *testing.T) {
+	r := mustParse(t, base)
+	_, err := r.Router(map[string]Provider{"shop": recorder{"shop"}}, func(b string) ([]string, error) { return []string{b}, nil })
+	if err == nil || !strings.Contains(err.Error(), "inn-1") {
+		t.Fatalf("err %v, want one naming inn-1", err)
+	}
+}
+
+func TestRegistry_Policies(t *testing.T) {
+	r := mustParse(t, base)
+	spacing := 90 * time.Second
+	m, _ := r.ByName("inn-2")
+	m.Overrides.RefundSpacing = &spacing
+	ps, err := r.Policies(reservation.Policy{RefundNoPrefix: "R", RefundSpacing: time.Minute},
+		func(b string) (string, error) { return audit.EpochPrefix(b, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]struct {
+		prefix  string
+		spacing time.Duration
+	}{"shop": {"SHE1", time.Minute}, "inn-1": {"IAE1", time.Minute}, "inn-2": {"IBE1", spacing}} {
+		if p := ps[name]; p.RefundNoPrefix != want.prefix || p.RefundSpacing != want.spacing {
+			t.Errorf("%s: prefix %q spacing %v, want %q %v", name, p.RefundNoPrefix, p.RefundSpacing, want.prefix, want.spacing)
+		}
+	}
+	if len(ps) != 3 {
+		t.Errorf("%d policies, want 3", len(ps))
+	}
+}
