@@ -49,10 +49,10 @@ type wiredProvider struct {
 // merchant is the merchant id refunds are made under, for the logs; "" for
 // the memory provider.
 func (w *wiredProvider) merchant() string {
-	if w.notify == nil {
+	if w.notify == nil || len(w.notify.Accounts) == 0 {
 		return ""
 	}
-	return w.notify.MchID
+	return w.notify.Accounts[0].MchID
 }
 
 // wireProvider builds the provider; creds are the merchant's, checked by
@@ -107,7 +107,8 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 	return &wiredProvider{
 		provider: client,
 		encode:   client.RequestBody,
-		notify:   &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key},
+		notify: &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: merchant.DefaultName,
+			MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key}}},
 		onRegister: func(c reservation.Register) {
 			if err := sb.CreateOrder(c.OutTradeNo, c.TransactionID, c.Amount); err != nil {
 				m.log.Warn("sandbox did not record the paid order", "out_trade_no", c.OutTradeNo, "err", err)
@@ -132,7 +133,8 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 	return &wiredProvider{
 		provider: client,
 		encode:   client.RequestBody,
-		notify:   &api.NotifyConfig{MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key},
+		notify: &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: merchant.DefaultName,
+			MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key}}},
 		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
 	}, nil
 }
