@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/refundd/refundd/internal/crashpoint"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
@@ -250,7 +249,7 @@ func (n *notifier) routes(s *Server) {
 // fixed: the name is the sender's, and labels key the log limiter.
 func (n *notifier) accountOf(v2 bool) func(*http.Request) (*NotifyAccount, string) {
 	return func(r *http.Request) (*NotifyAccount, string) {
-		a, ok := n.accounts[mux.Vars(r)["account"]]
+		a, ok := n.accounts[pathVars(r)["account"]]
 		if !ok || v2 && len(a.APIv2Key) == 0 {
 			return nil, "account ?"
 		}
@@ -277,6 +276,7 @@ func (n *notifier) serve(endpoint string, account func(*http.Request) (*NotifyAc
 		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
 		defer cancel()
 		a, label := account(r)
+		endpoint := endpoint
 		if label != "" {
 			endpoint = label + " " + endpoint
 		}
@@ -287,7 +287,7 @@ func (n *notifier) serve(endpoint string, account func(*http.Request) (*NotifyAc
 			h.fail = fail
 		case a == nil:
 			h.fail = &notifyFailure{outcome: nRejected, status: http.StatusNotFound, reason: "no such account",
-				err: fmt.Errorf("account %q", mux.Vars(r)["account"])}
+				err: fmt.Errorf("account %q", pathVars(r)["account"])}
 		default:
 			h = handle(ctx, a, r, body)
 		}
