@@ -23,7 +23,7 @@ func accessEnv(t *testing.T, noAccessLog bool) (*testEnv, *logstest.Recorder) {
 	}
 	log, rec := logstest.New(t)
 	e := newEnv(t, envOptions{delay: time.Hour, noHTTP: true, api: api.Options{Auth: &ts, Logger: log, NoAccessLog: noAccessLog,
-		Notify: &api.NotifyConfig{MchID: "1900000109"}}})
+		Notify: &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: "default", MchID: "1900000109"}}}}})
 	return e, rec
 }
 

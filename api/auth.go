@@ -56,10 +56,12 @@ var routePerms = map[string]routeRule{
 // publicRoutes need no token: health for load balancers, and WeChat Pay's
 // notifications, which are authenticated by signature and decryption.
 var publicRoutes = map[string]bool{
-	"GET /healthz":                        true,
-	"GET /readyz":                         true,
-	"POST /v1/notify/wechatpay/refund":    true,
-	"POST /v1/notify/wechatpay/v2/refund": true,
+	"GET /healthz":                                           true,
+	"GET /readyz":                                            true,
+	"POST /v1/notify/wechatpay/refund":                       true,
+	"POST /v1/notify/wechatpay/v2/refund":                    true,
+	"POST /v1/notify/wechatpay/accounts/{account}/refund":    true,
+	"POST /v1/notify/wechatpay/accounts/{account}/v2/refund": true,
 	// The API description and the console's static files hold no data;
 	// everything the console shows comes through the routes above.
 	"GET /v1/openapi.json": true,

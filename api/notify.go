@@ -16,18 +16,52 @@ import (
 	"github.com/refundd/refundd/internal/wechatpay"
 )
 
-// NotifyConfig enables the WeChat Pay notification endpoints.
-type NotifyConfig struct {
-	MchID    string              // notifications for another merchant are refused
+// NotifyAccount is one WeChat Pay account's notification keys.
+// Notifications to its routes are verified with its keys only, and change
+// only the refunds of its own merchants.
+type NotifyAccount struct {
+	// Name is the account's name (merchants file); its routes are
+	// /v1/notify/wechatpay/accounts/{name}/refund and .../v2/refund.
+	Name string
+	// MchID is the mchid of a direct account, the sp_mchid of a service
+	// provider: a notification naming another is refused.
+	MchID    string
 	Verifier *wechatpay.Verifier // required for v3
 	APIv3Key []byte              // required for v3
-	APIv2Key []byte              // optional: enables the v2 endpoint
+	APIv2Key []byte              // nil: no v2 route for the account
+	// Merchant names the merchant (a reservation's merchant name) that a
+	// verified notification naming mchid (and sub_mchid) is for; false:
+	// not a merchant of this account. Nil: the account's own mchid with no
+	// sub_mchid is reservation.DefaultMerchant, and nothing else is.
+	Merchant func(mchID, subMchID string) (string, bool)
+}
+
+// NotifyConfig enables the WeChat Pay notification endpoints.
+type NotifyConfig struct {
+	// Accounts are the WeChat Pay accounts whose notifications are taken,
+	// each on its own routes; the first also answers the legacy routes
+	// /v1/notify/wechatpay/refund and /v1/notify/wechatpay/v2/refund.
+	Accounts []NotifyAccount
 	// Quarantine keeps the raw bytes of notifications that were not
 	// applied; nil keeps nothing (tests only).
 	Quarantine *quarantine.Store
 	// Deadline bounds the work for one notification, inside WeChat's 5 s;
 	// zero means 4 s.
 	Deadline time.Duration
+}
+
+// merchant is the merchant a notification verified with a's keys and
+// naming m is for, or false when a has no such merchant. Only a's own
+// mchid is a's: a notification naming another account is never
+// attributed, whatever a.Merchant says.
+func (a *NotifyAccount) merchant(m wechatpay.Merchant) (string, bool) {
+	if m.MchID == "" || m.MchID != a.MchID {
+		return "", false
+	}
+	if a.Merchant == nil {
+		return reservation.DefaultMerchant, m.SubMchID == ""
+	}
+	return a.Merchant(m.MchID, m.SubMchID)
 }
 
 // notifyOutcome names what happened to one notification; it is counted
@@ -45,36 +79,100 @@ const (
 	nError     notifyOutcome = "error" // our side failed (journal); WeChat will retry
 )
 
-// NotifyStats counts notifications by outcome.
+// Unattributed is the by-merchant bucket of notifications that name no
+// configured merchant: unverified ones, ones naming a merchant their
+// account does not have, ones for an unknown account. It is not a valid
+// merchant name, so it never stands for one.
+const Unattributed = "(unattributed)"
+
+// NotifyStats counts notifications by outcome, in total and by merchant.
+// The merchants are a bounded set fixed when it is made (the configured
+// ones, and Unattributed), so nothing a sender writes adds a counter.
 type NotifyStats struct {
-	counts [8]atomic.Int64
+	counts     [8]atomic.Int64
+	byMerchant map[string]*[8]atomic.Int64 // read-only after newNotifyStats
 }
 
 var notifyOutcomes = [...]notifyOutcome{nApplied, nDuplicate, nHint, nProbe, nRejected, nUnknown, nMismatch, nError}
 
-func (s *NotifyStats) add(o notifyOutcome) {
+func newNotifyStats(merchants []string) *NotifyStats {
+	s := &NotifyStats{byMerchant: make(map[string]*[8]atomic.Int64, len(merchants)+1)}
+	for _, m := range merchants {
+		s.byMerchant[m] = new([8]atomic.Int64)
+	}
+	s.byMerchant[Unattributed] = new([8]atomic.Int64)
+	return s
+}
+
+// add counts outcome o of a notification for merchant ("" or one not
+// configured: Unattributed).
+func (s *NotifyStats) add(merchant string, o notifyOutcome) {
+	bucket, ok := s.byMerchant[merchant]
+	if !ok {
+		bucket = s.byMerchant[Unattributed]
+	}
 	for i, n := range notifyOutcomes {
 		if n == o {
 			s.counts[i].Add(1)
+			if bucket != nil {
+				bucket[i].Add(1)
+			}
 		}
 	}
 }
 
 // Snapshot returns the counts by outcome name.
 func (s *NotifyStats) Snapshot() map[string]int64 {
+	return snapshotCounts(&s.counts)
+}
+
+// ByMerchant returns the counts by merchant (configured merchants and
+// Unattributed), then by outcome name.
+func (s *NotifyStats) ByMerchant() map[string]map[string]int64 {
+	out := make(map[string]map[string]int64, len(s.byMerchant))
+	for m, c := range s.byMerchant {
+		out[m] = snapshotCounts(c)
+	}
+	return out
+}
+
+func snapshotCounts(c *[8]atomic.Int64) map[string]int64 {
 	m := make(map[string]int64, len(notifyOutcomes))
 	for i, n := range notifyOutcomes {
-		m[string(n)] = s.counts[i].Load()
+		m[string(n)] = c[i].Load()
 	}
 	return m
 }
 
 type notifier struct {
-	cfg     NotifyConfig
-	engine  Engine // the server's
-	log     *slog.Logger
-	limiter *logLimiter
-	stats   *NotifyStats
+	cfg      NotifyConfig
+	accounts map[string]*NotifyAccount // by name
+	engine   Engine                    // the server's
+	log      *slog.Logger
+	limiter  *logLimiter
+	stats    *NotifyStats
+	// merchants are the configured ones (Options.Merchants): an account
+	// naming any other is refused.
+	merchants map[string]bool
+}
+
+func newNotifier(cfg NotifyConfig, s *Server) *notifier {
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 4 * time.Second
+	}
+	names := make([]string, 0, len(s.merchants))
+	for m := range s.merchants {
+		names = append(names, m)
+	}
+	n := &notifier{cfg: cfg, accounts: make(map[string]*NotifyAccount, len(cfg.Accounts)), engine: s.engine, log: s.log,
+		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(names), merchants: s.merchants}
+	for i := range n.cfg.Accounts {
+		a := &n.cfg.Accounts[i]
+		if _, dup := n.accounts[a.Name]; !dup {
+			n.accounts[a.Name] = a
+		}
+	}
+	return n
 }
 
 // notifyFailure is a notification we do not accept: WeChat must retry.
@@ -85,13 +183,46 @@ type notifyFailure struct {
 	err     error  // for the log, never returned
 }
 
+// notifyHandled is what became of a notification: its outcome and the
+// merchant it was for ("" until its account attributes it).
+type notifyHandled struct {
+	merchant string
+	outcome  notifyOutcome
+	fail     *notifyFailure
+}
+
+// notifyHandler verifies and records one notification with account a's
+// keys.
+type notifyHandler func(ctx context.Context, a *NotifyAccount, r *http.Request, body []byte) notifyHandled
+
+// accountPath is where an account's notifications arrive; {account} is
+// its name.
+const (
+	accountNotifyV3 = "/v1/notify/wechatpay/accounts/{account}/refund"
+	accountNotifyV2 = "/v1/notify/wechatpay/accounts/{account}/v2/refund"
+)
+
 func (n *notifier) routes(s *Server) {
-	s.router.HandleFunc("/v1/notify/wechatpay/refund", n.serve("v3", n.handleV3, answerV3)).Methods(http.MethodPost)
-	if len(n.cfg.APIv2Key) > 0 {
-		s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.serve("v2", n.handleV2, answerV2)).Methods(http.MethodPost)
+	v2 := false
+	for _, a := range n.cfg.Accounts {
+		v2 = v2 || len(a.APIv2Key) > 0
+	}
+	if len(n.cfg.Accounts) > 0 {
+		// The legacy routes are the first account's, as they were the
+		// one account's before there were several.
+		first := &n.cfg.Accounts[0]
+		fixed := func(*http.Request) (*NotifyAccount, string) { return first, "" }
+		s.router.HandleFunc("/v1/notify/wechatpay/refund", n.serve("v3", fixed, n.handleV3, answerV3)).Methods(http.MethodPost)
+		if len(first.APIv2Key) > 0 {
+			s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.serve("v2", fixed, n.handleV2, answerV2)).Methods(http.MethodPost)
+		}
+		s.router.HandleFunc(accountNotifyV3, n.serve("v3", n.accountOf(false), n.handleV3, answerV3)).Methods(http.MethodPost)
+		if v2 {
+			s.router.HandleFunc(accountNotifyV2, n.serve("v2", n.accountOf(true), n.handleV2, answerV2)).Methods(http.MethodPost)
+		}
 	}
 	s.router.HandleFunc("/v1/notify/stats", func(w http.ResponseWriter, _ *http.Request) {
-		out := map[string]any{"notifications": n.stats.Snapshot()}
+		out := map[string]any{"notifications": n.stats.Snapshot(), "by_merchant": n.stats.ByMerchant()}
 		if q := n.cfg.Quarantine; q != nil {
 			entries, bytes, dropped := q.Stats()
 			out["quarantine"] = map[string]int64{"entries": int64(entries), "bytes": bytes, "dropped": dropped}
@@ -112,6 +243,20 @@ func (n *notifier) routes(s *Server) {
 	}).Methods(http.MethodGet)
 }
 
+// accountOf finds the account an account route names, with its label for
+// logs and the quarantine; nil for a name that is no account's (or, for
+// v2, an account without an APIv2 key). The label of such a name is
+// fixed: the name is the sender's, and labels key the log limiter.
+func (n *notifier) accountOf(v2 bool) func(*http.Request) (*NotifyAccount, string) {
+	return func(r *http.Request) (*NotifyAccount, string) {
+		a, ok := n.accounts[pathVars(r)["account"]]
+		if !ok || v2 && len(a.APIv2Key) == 0 {
+			return nil, "account ?"
+		}
+		return a, "account " + a.Name
+	}
+}
+
 func (n *notifier) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *notifyFailure) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wechatpay.MaxNotificationSize))
 	if err != nil {
@@ -120,26 +265,38 @@ func (n *notifier) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *no
 	return body, nil
 }
 
-// serve runs one notification endpoint: read the body, parse and verify
-// it and record it in the engine (handle), and only once that is journaled
-// acknowledge it (answer with nil); a notification not accepted is kept,
-// counted and answered with its failure, so that WeChat retries.
-func (n *notifier) serve(endpoint string, handle func(context.Context, *http.Request, []byte) (notifyOutcome, *notifyFailure),
+// serve runs one notification endpoint: find the account whose keys it
+// takes (account), read the body, parse and verify it and record it in the
+// engine (handle), and only once that is journaled acknowledge it (answer
+// with nil); a notification not accepted is kept, counted and answered
+// with its failure, so that WeChat retries.
+func (n *notifier) serve(endpoint string, account func(*http.Request) (*NotifyAccount, string), handle notifyHandler,
 	answer func(http.ResponseWriter, *notifyFailure)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.Deadline)
 		defer cancel()
-		body, fail := n.readBody(w, r)
-		var outcome notifyOutcome
-		if fail == nil {
-			outcome, fail = handle(ctx, r, body)
+		a, label := account(r)
+		endpoint := endpoint
+		if label != "" {
+			endpoint = label + " " + endpoint
 		}
-		if fail != nil {
-			n.reject(endpoint, r, body, fail)
-			answer(w, fail)
+		body, fail := n.readBody(w, r)
+		var h notifyHandled
+		switch {
+		case fail != nil:
+			h.fail = fail
+		case a == nil:
+			h.fail = &notifyFailure{outcome: nRejected, status: http.StatusNotFound, reason: "no such account",
+				err: fmt.Errorf("account %q", pathVars(r)["account"])}
+		default:
+			h = handle(ctx, a, r, body)
+		}
+		if h.fail != nil {
+			n.reject(endpoint, h.merchant, r, body, h.fail)
+			answer(w, h.fail)
 			return
 		}
-		n.stats.add(outcome)
+		n.stats.add(h.merchant, h.outcome)
 		crashpoint.Hit(crashpoint.AfterNotificationJournaled)
 		answer(w, nil)
 	}
@@ -165,49 +322,44 @@ func answerV2(w http.ResponseWriter, fail *notifyFailure) {
 	_, _ = w.Write(wechatpay.V2Ack(true, "OK"))
 }
 
-// handleV3 handles POST /v1/notify/wechatpay/refund: verify the signature,
-// decrypt, and record the outcome (or, for a status we cannot read, a hint)
-// through the refund's actor.
-func (n *notifier) handleV3(ctx context.Context, r *http.Request, body []byte) (notifyOutcome, *notifyFailure) {
-	_, res, err := wechatpay.ParseRefundNotification(n.cfg.Verifier, n.cfg.APIv3Key, wechatpay.HeadersFrom(r.Header), body)
+// handleV3 handles a v3 notification to account a: verify the signature
+// with a's keys, decrypt, find the merchant it is for among a's, and
+// record the outcome (or, for a status we cannot read, a hint) through the
+// refund's actor.
+func (n *notifier) handleV3(ctx context.Context, a *NotifyAccount, r *http.Request, body []byte) notifyHandled {
+	_, res, err := wechatpay.ParseRefundNotification(a.Verifier, a.APIv3Key, wechatpay.HeadersFrom(r.Header), body)
 	switch {
 	case errors.Is(err, wechatpay.ErrProbe):
-		return "", &notifyFailure{outcome: nProbe, status: http.StatusUnauthorized, reason: "signature probe", err: err}
+		return failed(&notifyFailure{outcome: nProbe, status: http.StatusUnauthorized, reason: "signature probe", err: err})
 	case errors.Is(err, wechatpay.ErrMissingHeader), errors.Is(err, wechatpay.ErrBadSignature),
 		errors.Is(err, wechatpay.ErrUnknownSerial), errors.Is(err, wechatpay.ErrStaleTimestamp),
 		errors.Is(err, wechatpay.ErrCertificateExpired), errors.Is(err, wechatpay.ErrInvalidHeader),
 		errors.Is(err, wechatpay.ErrUnsupportedAlgorithm):
-		return "", &notifyFailure{outcome: nRejected, status: http.StatusUnauthorized, reason: "signature verification failed", err: err}
+		return failed(&notifyFailure{outcome: nRejected, status: http.StatusUnauthorized, reason: "signature verification failed", err: err})
 	case errors.Is(err, wechatpay.ErrIncomplete):
-		return "", incompleteFailure(err)
+		return failed(incompleteFailure(err))
 	case err != nil:
-		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
+		return failed(&notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err})
 	}
-	if n.cfg.MchID != "" && res.MchID != n.cfg.MchID {
-		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mchid does not match",
-			err: fmt.Errorf("mchid %q", res.MchID)}
-	}
-	return n.record(ctx, res.Notification())
+	return n.record(ctx, a, res.Merchant(), res.Notification())
 }
 
-// handleV2 handles the legacy XML notification. It carries no signature
-// and its AES-ECB payload is malleable, so it is only a hint: once it
-// matches our records, a provider query is journaled (and then
+// handleV2 handles the legacy XML notification to account a. It carries
+// no signature and its AES-ECB payload is malleable, so it is only a hint:
+// once it matches our records, a provider query is journaled (and then
 // acknowledged); the query's answer is what gets applied.
-func (n *notifier) handleV2(ctx context.Context, _ *http.Request, body []byte) (notifyOutcome, *notifyFailure) {
-	env, info, err := wechatpay.ParseRefundNotificationV2(n.cfg.APIv2Key, body)
+func (n *notifier) handleV2(ctx context.Context, a *NotifyAccount, _ *http.Request, body []byte) notifyHandled {
+	env, info, err := wechatpay.ParseRefundNotificationV2(a.APIv2Key, body)
 	if errors.Is(err, wechatpay.ErrIncomplete) {
-		return "", incompleteFailure(err)
+		return failed(incompleteFailure(err))
 	}
 	if err != nil {
-		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err}
+		return failed(&notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "malformed or undecryptable notification", err: err})
 	}
-	if n.cfg.MchID != "" && env.MchID != n.cfg.MchID {
-		return "", &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "mch_id does not match",
-			err: fmt.Errorf("mch_id %q", env.MchID)}
-	}
-	return n.record(ctx, info.Notification())
+	return n.record(ctx, a, env.Merchant(), wechatpay.NotificationV2(env, info))
 }
+
+func failed(f *notifyFailure) notifyHandled { return notifyHandled{fail: f} }
 
 // incompleteFailure refuses a notification that lacks a field WeChat Pay
 // always sends. It cannot be matched against our records, so it is a
@@ -216,30 +368,39 @@ func incompleteFailure(err error) *notifyFailure {
 	return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "incomplete refund notification", err: err}
 }
 
-// record hands a verified notification to the engine, which journals it in
-// its refund's actor (matching it against our records there). A verified
-// notification for a number we never journaled is refused so that WeChat
-// keeps retrying (for about a day): every number is journaled before it is
-// submitted, so this means our journal lacks a refund WeChat has (a
-// restored backup, a misrouted notify_url) and operators must see it while
-// evidence still arrives.
-func (n *notifier) record(ctx context.Context, note reservation.Notification) (notifyOutcome, *notifyFailure) {
+// record hands a notification verified with account a's keys and naming
+// merchant m to the engine, which journals it in its refund's actor
+// (matching it against our records there, the reservation's merchant
+// included). A notification naming a merchant a does not have is refused
+// before any journal work. A verified notification for a number we never
+// journaled is refused so that WeChat keeps retrying (for about a day):
+// every number is journaled before it is submitted, so this means our
+// journal lacks a refund WeChat has (a restored backup, a misrouted
+// notify_url) and operators must see it while evidence still arrives.
+func (n *notifier) record(ctx context.Context, a *NotifyAccount, m wechatpay.Merchant, note reservation.Notification) notifyHandled {
+	merchant, ok := a.merchant(m)
+	if !ok || !n.merchants[merchant] {
+		return failed(&notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "merchant does not match",
+			err: fmt.Errorf("%s is no merchant of account %q", m, a.Name)})
+	}
+	note.Merchant = merchant
 	if !reservation.ValidRefundNo(note.RefundNo) {
-		return "", &notifyFailure{outcome: nRejected, status: http.StatusBadRequest, reason: "invalid out_refund_no", err: errors.New("invalid out_refund_no")}
+		return notifyHandled{merchant: merchant, fail: &notifyFailure{outcome: nRejected, status: http.StatusBadRequest,
+			reason: "invalid out_refund_no", err: errors.New("invalid out_refund_no")}}
 	}
 	events, err := n.engine.RecordNotification(ctx, "wechatpay:notification", note)
 	if err != nil {
-		err = fmt.Errorf("refund %s: %w", note.RefundNo, err) // for the log and the quarantine
+		err = fmt.Errorf("refund %s for merchant %s: %w", note.RefundNo, merchant, err) // for the log and the quarantine
 	}
 	switch fail := n.engineFailure(err); {
 	case fail != nil:
-		return "", fail
+		return notifyHandled{merchant: merchant, fail: fail}
 	case len(events) == 0:
-		return nDuplicate, nil
+		return notifyHandled{merchant: merchant, outcome: nDuplicate}
 	case note.Hint:
-		return nHint, nil
+		return notifyHandled{merchant: merchant, outcome: nHint}
 	}
-	return nApplied, nil
+	return notifyHandled{merchant: merchant, outcome: nApplied}
 }
 
 func (n *notifier) engineFailure(err error) *notifyFailure {
@@ -257,8 +418,8 @@ func (n *notifier) engineFailure(err error) *notifyFailure {
 
 // reject counts, keeps and logs (rate-limited) a notification we refused.
 // Probes are counted only.
-func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *notifyFailure) {
-	n.stats.add(f.outcome)
+func (n *notifier) reject(endpoint, merchant string, r *http.Request, body []byte, f *notifyFailure) {
+	n.stats.add(merchant, f.outcome)
 	if f.outcome == nProbe {
 		n.log.DebugContext(r.Context(), "wechatpay signature probe refused", "endpoint", endpoint)
 		return
@@ -283,7 +444,7 @@ func (n *notifier) reject(endpoint string, r *http.Request, body []byte, f *noti
 	}
 	if ok, held := n.limiter.allow(endpoint + "/" + string(f.outcome)); ok {
 		n.log.ErrorContext(r.Context(), "wechatpay notification refused; WeChat will retry", "endpoint", endpoint,
-			"outcome", f.outcome, "reason", f.reason, "err", errString(f.err), "similar_suppressed", held)
+			"outcome", f.outcome, "merchant", merchant, "reason", f.reason, "err", errString(f.err), "similar_suppressed", held)
 	}
 }
 

@@ -86,7 +86,8 @@ func newNtEnv(t *testing.T) *ntEnv {
 		t.Fatal(err)
 	}
 	e.api = api.New(engine, api.Options{Logger: log, Notify: &api.NotifyConfig{
-		MchID: ntMchID, Verifier: v, APIv3Key: e.v3Key, APIv2Key: e.v2Key, Quarantine: e.q,
+		Accounts:   []api.NotifyAccount{{Name: "default", MchID: ntMchID, Verifier: v, APIv3Key: e.v3Key, APIv2Key: e.v2Key}},
+		Quarantine: e.q,
 	}})
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
@@ -369,7 +370,8 @@ func TestNotify_QuarantineFailureIsLoggedRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := api.New(engine, api.Options{Logger: slog.New(counter), Notify: &api.NotifyConfig{
-		MchID: ntMchID, Verifier: v, APIv3Key: []byte("0123456789abcdef0123456789abcdef"), Quarantine: q,
+		Accounts:   []api.NotifyAccount{{Name: "default", MchID: ntMchID, Verifier: v, APIv3Key: []byte("0123456789abcdef0123456789abcdef")}},
+		Quarantine: q,
 	}})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)

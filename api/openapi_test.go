@@ -24,7 +24,7 @@ import (
 func fullServer(t *testing.T) *Server {
 	t.Helper()
 	return New(nopEngine{}, Options{
-		Notify:   &NotifyConfig{APIv2Key: []byte("k")},
+		Notify:   &NotifyConfig{Accounts: []NotifyAccount{{Name: "default", APIv2Key: []byte("k")}}},
 		Events:   &EventsConfig{Feed: nopFeed{}, Webhooks: nopWebhooks{}},
 		Metrics:  http.NotFoundHandler(),
 		Timeline: nopTimeline{},

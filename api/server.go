@@ -114,9 +114,9 @@ type Server struct {
 	exposed atomic.Bool
 	// bufs holds buffers for request and response bodies (fastjson.go).
 	bufs sync.Pool
-	// merchant is the WeChat Pay merchant id refunds are made under (one
-	// per deployment, known from the notification settings), logged with
-	// each request; "" when none is configured.
+	// merchant is the WeChat Pay merchant id refunds are made under when
+	// the notification settings have exactly one account, logged with
+	// each request; "" otherwise.
 	merchant string
 	// merchants is the set of Options.Merchants; soleMerchant is the one
 	// a registration naming none gets, "" when there are several.
@@ -141,8 +141,8 @@ func New(engine Engine, opts Options) *Server {
 	// SkipClean: a path like /v1/reservations/a/../b gets a JSON 404, not
 	// a redirect to another reservation.
 	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
-	if opts.Notify != nil {
-		s.merchant = opts.Notify.MchID
+	if opts.Notify != nil && len(opts.Notify.Accounts) == 1 {
+		s.merchant = opts.Notify.Accounts[0].MchID
 	}
 	names := opts.Merchants
 	if len(names) == 0 {
@@ -172,11 +172,7 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)
 	if opts.Notify != nil {
-		nc := *opts.Notify
-		if nc.Deadline <= 0 {
-			nc.Deadline = 4 * time.Second
-		}
-		s.notify = &notifier{cfg: nc, engine: engine, log: s.log, limiter: newLogLimiter(10 * time.Second), stats: &NotifyStats{}}
+		s.notify = newNotifier(*opts.Notify, s)
 		s.notify.routes(s)
 	}
 	s.eventRoutes()

@@ -43,8 +43,10 @@ var operations = map[string]string{
 // notForClients are operations of the document a client never calls, and
 // why.
 var notForClients = map[string]string{
-	"wechatpayRefundNotification":   "WeChat Pay's own callback, signed with WeChat Pay's key",
-	"wechatpayRefundNotificationV2": "WeChat Pay's own callback (API v2), signed with the merchant's v2 key",
+	"wechatpayRefundNotification":          "WeChat Pay's own callback, signed with WeChat Pay's key",
+	"wechatpayRefundNotificationV2":        "WeChat Pay's own callback (API v2), signed with the merchant's v2 key",
+	"wechatpayAccountRefundNotification":   "WeChat Pay's own callback for one account, signed with WeChat Pay's key",
+	"wechatpayAccountRefundNotificationV2": "WeChat Pay's own callback (API v2) for one account, signed with the account's v2 key",
 }
 
 // Healthz checks that the process answers (GET /healthz). It is not

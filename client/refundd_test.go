@@ -88,7 +88,7 @@ func startRefundd(dir string, o refunddOptions) (*refundd, error) {
 	}
 	opts := api.Options{Logger: quiet, Auth: &tokens, Metrics: m.Handler(), Observer: m, Timeline: store,
 		Audit:  &api.AuditConfig{Journal: db},
-		Notify: &api.NotifyConfig{MchID: "1900000001"},
+		Notify: &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: "default", MchID: "1900000001"}}},
 		Events: &api.EventsConfig{Feed: feed.New(db), MaxWait: 5 * time.Second}}
 	hctx, stopHooks := context.WithCancel(context.Background())
 	hooksDone := make(chan struct{})

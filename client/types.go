@@ -238,10 +238,12 @@ type ParkedEvent struct {
 	HeldBehind string    `json:"held_behind,omitempty"`
 }
 
-// NotifyStats counts WeChat Pay notifications by outcome, and the
+// NotifyStats counts WeChat Pay notifications by outcome, in total and by
+// merchant ("(unattributed)" for those no configured merchant's), and the
 // quarantine of refused ones when there is one.
 type NotifyStats struct {
-	Notifications map[string]int64 `json:"notifications"`
+	Notifications map[string]int64            `json:"notifications"`
+	ByMerchant    map[string]map[string]int64 `json:"by_merchant,omitempty"`
 	Quarantine    *struct {
 		Entries int64 `json:"entries"`
 		Bytes   int64 `json:"bytes"`

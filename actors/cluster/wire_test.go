@@ -97,6 +97,10 @@ func TestWire_CommandRoundTrip(t *testing.T) {
 		reservation.Resolve{RefundNo: "n", Reason: "r"},
 		reservation.CheckProvider{RefundNo: "n"},
 		reservation.CheckProvider{RefundNo: "n", Reported: &reservation.Outcome{ProviderID: "p", OutTradeNo: "o", RefundAmount: 3, TotalAmount: 4}},
+		// A notification's merchant travels to the reservation's owner.
+		reservation.Notification{RefundNo: "n", Merchant: "hotel-sh", Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded,
+			ProviderID: "p", OutTradeNo: "o", RefundAmount: 3, TotalAmount: 4, MchID: "1900000001", SubMchID: "1900000101"}}.Command(),
+		reservation.Notification{RefundNo: "n", Merchant: "hotel-bj", Hint: true, Outcome: reservation.Outcome{ProviderID: "p"}}.Command(),
 	} {
 		name, data, err := encodeCommand(cmd)
 		if err != nil {

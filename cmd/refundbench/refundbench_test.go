@@ -73,7 +73,7 @@ func startServerTB(t testing.TB, sim simprovider.Options, notify bool, jopts *jo
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Notify = &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key}
+		opts.Notify = &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: "default", MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key}}}
 	}
 	srv := httptest.NewServer(api.New(engine, opts))
 	t.Cleanup(srv.Close)

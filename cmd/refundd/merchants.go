@@ -7,7 +7,6 @@ import (
 
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/merchant"
-	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // merchants are the merchants refundd serves, read and checked before
@@ -133,29 +132,19 @@ func accountNotifyPath(account string) string {
 // legacyNotifyPath is the notification route of the one default merchant.
 const legacyNotifyPath = "/v1/notify/wechatpay/refund"
 
-// notifyAccount is one account's notification settings, in the shape of
-// api.NotifyAccount (per-account routes, api/notify.go): the account's
-// keys, and the merchant a notification names, among this account's only.
-type notifyAccount struct {
-	Name, MchID        string
-	Verifier           *wechatpay.Verifier
-	APIv3Key, APIv2Key []byte
-	Merchant           func(mchID, subMchID string) (string, bool)
-}
-
 // notifyAccounts are the notification settings of every account, in file
-// order (the first also serves the legacy routes). This is the one place
-// they are built: today only the first reaches api.NotifyConfig
-// (notifyConfig).
-func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentials) []notifyAccount {
-	var out []notifyAccount
+// order (the first also serves the legacy routes): the account's keys, and
+// the merchant a notification names, among this account's merchants only.
+// This is the one place they are built.
+func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentials) []api.NotifyAccount {
+	var out []api.NotifyAccount
 	for _, a := range reg.Accounts() {
 		c := creds[a.Name]
 		if c == nil {
 			continue
 		}
 		name := a.Name
-		out = append(out, notifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, APIv3Key: c.APIv3Key, APIv2Key: c.APIv2Key,
+		out = append(out, api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, APIv3Key: c.APIv3Key, APIv2Key: c.APIv2Key,
 			Merchant: func(mchID, subMchID string) (string, bool) {
 				m, ok := reg.ByMchID(mchID, subMchID)
 				if !ok || m.Account == nil || m.Account.Name != name {
@@ -167,11 +156,11 @@ func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentia
 	return out
 }
 
-// notifyConfig is today's api.NotifyConfig: the first account's.
-func notifyConfig(accounts []notifyAccount) *api.NotifyConfig {
+// notifyConfig serves every account's notifications on its own routes;
+// the first account also answers the legacy ones.
+func notifyConfig(accounts []api.NotifyAccount) *api.NotifyConfig {
 	if len(accounts) == 0 {
 		return nil
 	}
-	a := accounts[0]
-	return &api.NotifyConfig{MchID: a.MchID, Verifier: a.Verifier, APIv3Key: a.APIv3Key, APIv2Key: a.APIv2Key}
+	return &api.NotifyConfig{Accounts: accounts}
 }

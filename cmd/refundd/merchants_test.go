@@ -217,7 +217,8 @@ func TestNotifyAccounts_ResolveOnlyTheirOwnMerchants(t *testing.T) {
 			t.Errorf("account %s resolves (%s, %q) to %q %v, want %q", a.Name, tc.mchID, tc.subMchID, got, ok, tc.want)
 		}
 	}
-	if n := notifyConfig(accounts); n == nil || n.MchID != "1900000101" || n.Verifier != accounts[0].Verifier {
-		t.Fatalf("the legacy notification config %+v, want the first account's", n)
+	n := notifyConfig(accounts)
+	if n == nil || len(n.Accounts) != 2 || n.Accounts[0].MchID != "1900000101" || n.Accounts[1].Verifier != accounts[1].Verifier {
+		t.Fatalf("the notification config %+v, want both accounts, the first (legacy routes) shop's", n)
 	}
 }

@@ -133,8 +133,9 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 		per[d.Name] = mc
 	}
 	return &wiredProvider{
-		notify: &api.NotifyConfig{MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key},
-		mchID:  keys.MchID,
+		notify: &api.NotifyConfig{Accounts: []api.NotifyAccount{{Name: merchant.DefaultName,
+			MchID: keys.MchID, Verifier: verifier, APIv3Key: keys.APIv3Key, APIv2Key: keys.APIv2Key}}},
+		mchID: keys.MchID,
 		onRegister: func(c reservation.Register) {
 			if err := sb.CreateOrder(c.OutTradeNo, c.TransactionID, c.Amount); err != nil {
 				m.log.Warn("sandbox did not record the paid order", "out_trade_no", c.OutTradeNo, "err", err)

@@ -203,7 +203,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
 	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
-		sources.PlatformCertificates = n.Verifier.CertificateExpiries
+		sources.PlatformCertificates = n.Accounts[0].Verifier.CertificateExpiries
 	}
 	if c.WebhooksFile != "" {
 		d, err := be.webhooks(pre.endpoints)

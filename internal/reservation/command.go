@@ -70,6 +70,12 @@ type RecordOutcome struct {
 	Source   Source
 	Attempt  int // the submission attempt a response answers; 0 otherwise
 	Outcome  Outcome
+	// Merchant is the merchant a notification (SourceNotification) is
+	// for, as the keys that verified it say; empty is DefaultMerchant. A
+	// notification for another merchant than the reservation's is a
+	// mismatch: one account's keys never change another's refunds. Other
+	// sources name none and are not checked.
+	Merchant string `json:",omitempty"`
 }
 
 // FireTimer says a refund's due time has come. A timer whose DueAt is no
@@ -106,6 +112,10 @@ type CheckProvider struct {
 	// order or amount is a mismatch, never a query. Nothing else in it is
 	// applied; the query's answer is.
 	Reported *Outcome `json:",omitempty"`
+	// Merchant is the merchant the notification behind a hint is for (see
+	// RecordOutcome.Merchant); empty is DefaultMerchant. Every hint but an
+	// operator's is checked against the reservation's merchant.
+	Merchant string `json:",omitempty"`
 }
 
 // Notification is what one provider notification says about a refund,
@@ -120,6 +130,11 @@ type Notification struct {
 	// kind. Matched against our records, it asks the provider instead
 	// (CheckProvider), within Policy.HintWindow's limits.
 	Hint bool
+	// Merchant is the merchant the notification is for: the name (a
+	// reservation's merchant) that the account whose keys verified it gives
+	// the mchid and sub_mchid it names; empty is DefaultMerchant. The core
+	// refuses it for another merchant's reservation.
+	Merchant string
 }
 
 // Command is the command that records n: a provider check for a hint, the
@@ -127,9 +142,9 @@ type Notification struct {
 func (n Notification) Command() Command {
 	if n.Hint {
 		o := n.Outcome
-		return CheckProvider{RefundNo: n.RefundNo, Reported: &o}
+		return CheckProvider{RefundNo: n.RefundNo, Reported: &o, Merchant: n.Merchant}
 	}
-	return RecordOutcome{RefundNo: n.RefundNo, Source: SourceNotification, Outcome: n.Outcome}
+	return RecordOutcome{RefundNo: n.RefundNo, Source: SourceNotification, Outcome: n.Outcome, Merchant: n.Merchant}
 }
 
 func (CheckProvider) command()   {}

@@ -315,6 +315,11 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Source == SourceNotification {
+		if err := matchMerchant(s, c.Merchant); err != nil {
+			return nil, err
+		}
+	}
 	o := c.Outcome
 	if !o.Kind.valid() {
 		return nil, invalid("outcome", "unknown outcome kind")
@@ -514,6 +519,11 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !c.Operator {
+		if err := matchMerchant(s, c.Merchant); err != nil {
+			return nil, err
+		}
+	}
 	if c.Reported != nil {
 		if err := matchReported(s, r, *c.Reported); err != nil {
 			return nil, err
@@ -532,6 +542,17 @@ func decideCheck(s *State, c CheckProvider, env Env) ([]EventData, error) {
 	}
 	n := r.Queries + 1
 	return []EventData{QueryStarted{RefundNo: r.No, Query: n, DueAt: env.Now.Add(env.Policy.queryBackoff(n))}}, nil
+}
+
+// matchMerchant checks that a notification for merchant (empty:
+// DefaultMerchant) is for the reservation's merchant. A notification
+// verified with one account's keys that names another merchant's refund
+// changes nothing: a mismatch, which operators see.
+func matchMerchant(s *State, merchant string) error {
+	if MerchantOf(merchant) != MerchantOf(s.Merchant) {
+		return withMessage(ErrOutcomeMismatch, "merchant does not match the reservation")
+	}
+	return nil
 }
 
 // matchReported checks the order and amounts that a refund object or a

@@ -57,11 +57,14 @@ type modelRefund struct {
 // succeeded is the money the model believes went back.
 // modelMerchant is the merchant a registration names: none is the
 // deployment's default, "default".
-func modelMerchant(c Register) string {
-	if c.Merchant == "" {
+func modelMerchant(c Register) string { return modelMerchantName(c.Merchant) }
+
+// modelMerchantName is the merchant a name stands for: none is "default".
+func modelMerchantName(name string) string {
+	if name == "" {
 		return "default"
 	}
-	return c.Merchant
+	return name
 }
 
 func (m *model) succeeded() int64 {
@@ -455,6 +458,9 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
+		case c.Source == SourceNotification && modelMerchantName(c.Merchant) != m.merchant:
+			// Another merchant's notification changes nothing.
+			return fail(CodeOutcomeMismatch)
 		case !slices.Contains(allKinds, o.Kind):
 			return fail(CodeInvalid)
 		case (c.Source == SourceNotification || c.Source == SourceQuery) &&
@@ -543,6 +549,9 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
+		case !c.Operator && modelMerchantName(c.Merchant) != m.merchant:
+			// Another merchant's hint asks nothing.
+			return fail(CodeOutcomeMismatch)
 		case r.state.Terminal() || r.attempts == 0:
 			return expectation{} // settled, or nothing to ask about yet
 		case !c.Operator && !r.queriedAt.IsZero() && !h.now.Before(r.queriedAt) && h.now.Before(r.queriedAt.Add(h.hintWindow())):
@@ -984,6 +993,19 @@ func weighted(t *rapid.T, label string, choices ...any) string {
 
 // pickRefund returns the number of a known refund, mostly one that is not
 // settled yet, or now and then one that does not exist.
+// notifiedMerchant is the merchant a notification says it is for: mostly
+// the reservation's (by name, or none for the default), now and then
+// another merchant's.
+func (h *sim) notifiedMerchant(t *rapid.T) string {
+	if chance(t, "otherMerchant", 1, 10) {
+		return oneOf(t, "notifiedMerchant", propMerchants...)
+	}
+	if h.m.merchant == "default" && chance(t, "defaultUnnamed", 1, 2) {
+		return ""
+	}
+	return h.m.merchant
+}
+
 func (h *sim) pickRefund(t *rapid.T) string {
 	n := len(h.m.refunds)
 	var open []string
@@ -1061,7 +1083,7 @@ func (h *sim) step(t *rapid.T) {
 		if chance(t, "operator", 1, 3) {
 			h.exec(CheckProvider{RefundNo: h.pickRefund(t), Operator: true}, "operator:alice")
 		} else {
-			h.exec(CheckProvider{RefundNo: h.pickRefund(t)}, "wechatpay:notification")
+			h.exec(CheckProvider{RefundNo: h.pickRefund(t), Merchant: h.notifiedMerchant(t)}, "wechatpay:notification")
 		}
 
 	case "abandon":
@@ -1129,7 +1151,11 @@ func (h *sim) step(t *rapid.T) {
 				attempt = r.attempts + 1
 			}
 		}
-		h.exec(RecordOutcome{RefundNo: no, Source: src, Attempt: attempt, Outcome: o}, "provider:wechatpay")
+		c := RecordOutcome{RefundNo: no, Source: src, Attempt: attempt, Outcome: o}
+		if src == SourceNotification {
+			c.Merchant = h.notifiedMerchant(t)
+		}
+		h.exec(c, "provider:wechatpay")
 
 	case "timer":
 		no := h.pickRefund(t)

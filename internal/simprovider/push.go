@@ -23,6 +23,11 @@ type Pusher struct {
 	By      string        // the principal recorded as the cause
 	Timeout time.Duration // per notification; zero means 10s
 	Logger  *slog.Logger  // nil means slog.Default()
+	// Merchant names the merchant (a reservation's merchant name) a
+	// refund's outcome is for: the memory provider stands in for every
+	// account, and the core refuses a notification for another merchant's
+	// refund. Nil means reservation.DefaultMerchant, a deployment of one.
+	Merchant func(refundNo string) string
 
 	to atomic.Pointer[Recorder]
 }
@@ -42,7 +47,11 @@ func (p *Pusher) Notify(refundNo string, o reservation.Outcome) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := (*r).RecordNotification(ctx, p.By, reservation.Notification{RefundNo: refundNo, Outcome: o}); err != nil {
+	n := reservation.Notification{RefundNo: refundNo, Outcome: o}
+	if p.Merchant != nil {
+		n.Merchant = p.Merchant(refundNo)
+	}
+	if _, err := (*r).RecordNotification(ctx, p.By, n); err != nil {
 		log := p.Logger
 		if log == nil {
 			log = slog.Default()
