@@ -195,8 +195,7 @@ type notifyHandled struct {
 // keys.
 type notifyHandler func(ctx context.Context, a *NotifyAccount, r *http.Request, body []byte) notifyHandled
 
-// accountPath is where an account's notifications arrive; {account} is
-// its name.
+// Where an account's notifications arrive; {account} is its name.
 const (
 	accountNotifyV3 = "/v1/notify/wechatpay/accounts/{account}/refund"
 	accountNotifyV2 = "/v1/notify/wechatpay/accounts/{account}/v2/refund"

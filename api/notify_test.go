@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,12 @@ func (e *ntEnv) v3Request(n ntNotice) ([]byte, wechatpay.Headers) {
 
 func (e *ntEnv) sendV3(body []byte, h wechatpay.Headers) (int, string) {
 	e.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/notify/wechatpay/refund", bytes.NewReader(body))
+	return e.sendV3To("/v1/notify/wechatpay/refund", body, h)
+}
+
+func (e *ntEnv) sendV3To(path string, body []byte, h wechatpay.Headers) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	h.Set(req.Header)
 	resp, err := http.DefaultClient.Do(req)
@@ -400,4 +406,55 @@ func TestNotify_QuarantineFailureIsLoggedRateLimited(t *testing.T) {
 	if got := counter.msgs["wechatpay notification refused; WeChat will retry"]; got != 1 {
 		t.Fatalf("the refusal was logged %d times, want once per interval", got)
 	}
+}
+
+// With one account (what the --wechatpay-* flags configure) the legacy
+// routes and the account's own routes take the same notifications, counted
+// under the default merchant; another account's name is no route's.
+func TestNotify_OneAccountLegacyAndAccountRoutes(t *testing.T) {
+	e := newNtEnv(t)
+	for i, tc := range []struct {
+		path   string
+		status int
+		counts string // the default merchant's outcome
+	}{
+		{"/v1/notify/wechatpay/refund", http.StatusNoContent, "applied"},
+		{"/v1/notify/wechatpay/accounts/default/refund", http.StatusNoContent, "applied"},
+		{"/v1/notify/wechatpay/accounts/other/refund", http.StatusNotFound, ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			id := "r" + strconv.Itoa(i)
+			no := e.refund(id)
+			before := e.api.NotifyStats().ByMerchant()
+			body, h := e.v3Request(ntNotice{no: no, outTradeNo: "ORD-" + id, status: "SUCCESS", refund: 4000, total: 10000})
+			if code, answer := e.sendV3To(tc.path, body, h); code != tc.status {
+				t.Fatalf("answer %d %s, want %d", code, answer, tc.status)
+			}
+			after := e.api.NotifyStats().ByMerchant()
+			want := reservation.Processing
+			if tc.counts != "" {
+				want = reservation.Succeeded
+				if after[reservation.DefaultMerchant][tc.counts] != before[reservation.DefaultMerchant][tc.counts]+1 {
+					t.Fatalf("not counted under the default merchant: %v", after)
+				}
+			} else if after[api.Unattributed]["rejected"] != before[api.Unattributed]["rejected"]+1 {
+				t.Fatalf("not counted as unattributed: %v", after)
+			}
+			if r := e.state(id, no); r.State != want {
+				t.Fatalf("refund is %s, want %s", r.State, want)
+			}
+		})
+	}
+	// The account's v2 route is the legacy v2 route's twin.
+	no := e.refund("v2")
+	body := e.v2Body(no, "ORD-v2", ntMchID, 4000, 10000)
+	resp, err := http.Post(e.srv.URL+"/v1/notify/wechatpay/accounts/default/v2/refund", "text/xml", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("v2 on the account route: %d", resp.StatusCode)
+	}
+	waitFor(t, "the hinted query", func() bool { return e.state("v2", no).Queries == 1 })
 }

@@ -133,6 +133,21 @@ func TestNode_RemoteErrorsAndStates(t *testing.T) {
 		{"matching hint on a settled refund", hint(4000), nil},
 		{"hint with another amount", hint(3999), reservation.ErrOutcomeMismatch},
 		{"unknown refund number", reservation.Notification{RefundNo: "T-nobody-1", Hint: true}, reservation.ErrNotFound},
+		// The notification's merchant crosses to the owner too: another
+		// merchant's is refused there, the reservation's own is not.
+		{"matching hint naming the default merchant", func() reservation.Notification {
+			n := hint(4000)
+			n.Merchant = reservation.DefaultMerchant
+			return n
+		}(), nil},
+		{"matching hint of another merchant", func() reservation.Notification {
+			n := hint(4000)
+			n.Merchant = "hotel-sh"
+			return n
+		}(), reservation.ErrOutcomeMismatch},
+		{"outcome of another merchant", reservation.Notification{RefundNo: no, Merchant: "hotel-sh", Outcome: reservation.Outcome{
+			Kind: reservation.OutcomeSucceeded, ProviderID: done.Refund(no).ProviderID, OutTradeNo: done.OutTradeNo, RefundAmount: 4000,
+			TotalAmount: done.Amount}}, reservation.ErrOutcomeMismatch},
 	} {
 		events, err := a.RecordNotification(ctx, "wechatpay:notification", tc.n)
 		if !errors.Is(err, tc.want) || len(events) != 0 {

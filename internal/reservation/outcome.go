@@ -44,8 +44,9 @@ type Outcome struct {
 	// account's mchid (a direct merchant's, or a service provider's
 	// sp_mchid) and, in partner mode, the sub-merchant. Empty when the
 	// source does not name one (WeChat Pay's create and query answers do
-	// not). Matching them against the reservation's merchant is the
-	// notification receiver's job until reservations carry a merchant.
+	// not). The receiver resolves them, through the account whose keys
+	// verified the notification, into Notification.Merchant, which the
+	// core matches against the reservation's merchant.
 	MchID    string `json:",omitempty"`
 	SubMchID string `json:",omitempty"`
 }
