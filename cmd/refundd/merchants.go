@@ -36,6 +36,16 @@ func (ms *merchants) names() []string {
 	return out
 }
 
+// basePrefixes are the merchants' refund-number prefixes of epoch 0, by
+// name: where the restore gate looks for refunds lost with a restore.
+func (ms *merchants) basePrefixes() map[string]string {
+	out := map[string]string{}
+	for _, m := range ms.reg.Merchants() {
+		out[m.Name] = m.RefundNoPrefix
+	}
+	return out
+}
+
 // readMerchants reads the merchants and, with --provider wechatpay, every
 // account's credentials; errors name the file or the flags, never a
 // secret.

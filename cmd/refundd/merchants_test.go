@@ -5,12 +5,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
+	"github.com/refundd/refundd/journal"
 )
 
 // writeMerchantsFile writes a merchants file of one direct account and one
@@ -18,13 +23,22 @@ import (
 // keys; keyFile names the direct account's private key file, so a test can
 // point it elsewhere.
 func writeMerchantsFile(t *testing.T, dir string, keyFile func(real string) string) string {
+	path, _ := merchantsFixture(t, dir, "http://127.0.0.1:1", keyFile)
+	return path
+}
+
+// merchantsFixture is writeMerchantsFile for WeChat Pay at baseURL; it
+// returns the accounts' keys by mchid, for a sandbox.NewMulti.
+func merchantsFixture(t *testing.T, dir, baseURL string, keyFile func(real string) string) (string, map[string]sandbox.Keys) {
 	t.Helper()
 	var b strings.Builder
+	all := map[string]sandbox.Keys{}
 	for _, a := range []struct{ name, kind, mchid string }{{"shop", "direct", "1900000101"}, {"sp", "service_provider", "1900000200"}} {
 		keys, err := sandbox.GenerateKeys(a.mchid)
 		if err != nil {
 			t.Fatal(err)
 		}
+		all[a.mchid] = keys
 		kd := filepath.Join(dir, a.name)
 		if _, err := keys.WriteDir(kd, ""); err != nil {
 			t.Fatal(err)
@@ -33,9 +47,9 @@ func writeMerchantsFile(t *testing.T, dir string, keyFile func(real string) stri
 		if a.name == "shop" && keyFile != nil {
 			pk = keyFile(pk)
 		}
-		fmt.Fprintf(&b, "[[accounts]]\nname = %q\nkind = %q\nmchid = %q\nbase_url = \"http://127.0.0.1:1\"\nserial = %q\n"+
+		fmt.Fprintf(&b, "[[accounts]]\nname = %q\nkind = %q\nmchid = %q\nbase_url = %q\nserial = %q\n"+
 			"private_key = %q\napiv3_key = %q\npublic_key_id = %q\npublic_key_file = %q\n\n",
-			a.name, a.kind, a.mchid, keys.MerchantSerial, "file:"+pk, "file:"+filepath.Join(kd, sandbox.APIv3KeyFile),
+			a.name, a.kind, a.mchid, baseURL, keys.MerchantSerial, "file:"+pk, "file:"+filepath.Join(kd, sandbox.APIv3KeyFile),
 			keys.PublicKeyID, filepath.Join(kd, sandbox.PublicKeyFile))
 	}
 	b.WriteString(`[[merchants]]
@@ -64,7 +78,7 @@ retry_max_attempts = 2
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, all
 }
 
 // --merchants-file is checked, with every account's keys, before anything
@@ -220,5 +234,114 @@ func TestNotifyAccounts_ResolveOnlyTheirOwnMerchants(t *testing.T) {
 	n := notifyConfig(accounts)
 	if n == nil || len(n.Accounts) != 2 || n.Accounts[0].MchID != "1900000101" || n.Accounts[1].Verifier != accounts[1].Verifier {
 		t.Fatalf("the notification config %+v, want both accounts, the first (legacy routes) shop's", n)
+	}
+}
+
+// A restore with a merchants file: the gate looks for refunds lost with the
+// restore under each reservation's own merchant prefix (epoch 0: IA), so
+// it finishes, refunds resume, the retry of a lost request is refused, and
+// new refunds are numbered in the new epoch (IAE1) and still reach the
+// sub-merchant. Before, the gate probed the flags' prefix R, which routes
+// to no merchant, and refunds stayed paused (503).
+func TestRestore_SeveralMerchants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	var mu *sandbox.Multi
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mu.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	path, keys := merchantsFixture(t, t.TempDir(), srv.URL, nil)
+	var cfgs []sandbox.Config
+	for _, b := range []struct{ mchid, sub string }{{"1900000101", ""}, {"1900000200", "1900000201"}, {"1900000200", "1900000202"}} {
+		cfg := keys[b.mchid].Config()
+		cfg.SubMchID = b.sub
+		cfgs = append(cfgs, cfg)
+	}
+	var err error
+	if mu, err = sandbox.NewMulti(cfgs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mu.Close)
+	inn1 := mu.Book(wechatpay.Merchant{MchID: "1900000200", SubMchID: "1900000201"})
+	if err := inn1.CreateOrder("ORD-1", "", 10000); err != nil {
+		t.Fatal(err)
+	}
+
+	data := t.TempDir()
+	start := func() (*Main, client) {
+		t.Helper()
+		m := NewMain()
+		m.Stdout, m.Stderr = io.Discard, io.Discard
+		if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", data, "--refund-spacing", "0",
+			"--reconcile-after", "100ms", "--reconcile-schedule", "100ms", "--scheduler-interval", "20ms",
+			"--provider", "wechatpay", "--merchants-file", path}, testEnv); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return m, client{t: t, base: "http://" + m.Addr()}
+	}
+	refund := func(c client, key string, amount int64) string {
+		t.Helper()
+		code, body := c.do("POST", "/v1/reservations/r1/refunds", key, map[string]any{"user_id": "u", "amount": amount})
+		if code != 202 && code != 200 {
+			t.Fatalf("refund %s: %d %v", key, code, body)
+		}
+		no := body["refund_no"].(string)
+		waitFor(t, 15*time.Second, "refund "+no+" to succeed", func() (bool, string) {
+			_, r := c.do("GET", "/v1/reservations/r1/refunds/"+no+"?wait=1s", "", nil)
+			return r["state"] == "SUCCEEDED", fmt.Sprint(r)
+		})
+		return no
+	}
+
+	m, c := start()
+	if code, body := c.do("POST", "/v1/reservations", "", map[string]any{
+		"id": "r1", "user_id": "u", "out_trade_no": "ORD-1", "amount": 10000, "currency": "CNY", "merchant": "inn-1"}); code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	refund(c, "k1", 1000)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	journalPath := filepath.Join(data, "refundd.db")
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	raw, err := os.ReadFile(journalPath) // a stopped file is a consistent backup
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(backup, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, c = start()
+	lost := refund(c, "k2", 6000) // paid by WeChat Pay, then lost with the restore
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.Restore(context.Background(), backup, journalPath, &journal.RestoreOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	m, c = start()
+	t.Cleanup(func() { _ = m.Close() })
+	var code int
+	var body map[string]any
+	waitFor(t, 15*time.Second, "refunds to resume after the restore", func() (bool, string) {
+		code, body = c.do("POST", "/v1/reservations/r1/refunds", "k2", map[string]any{"user_id": "u", "amount": 6000})
+		return code != 503, fmtAny("code", code, "body", body)
+	})
+	if code != 409 || body["error"].(map[string]any)["code"] != "insufficient_refundable" {
+		t.Fatalf("retry of the lost request %s: %d %v, want 409 insufficient_refundable", lost, code, body)
+	}
+	next := refund(c, "k3", 500)
+	if !strings.HasPrefix(lost, "IA-") || !strings.HasPrefix(next, "IAE1-") {
+		t.Fatalf("refund numbers %s before and %s after the restore, want IA-... and IAE1-...", lost, next)
+	}
+	if got := inn1.Refunded("ORD-1"); got != 7500 {
+		t.Fatalf("WeChat Pay refunded %d of inn-1's ORD-1, want 7500", got)
+	}
+	if r := mu.Refusals(); len(r) != 0 {
+		t.Fatalf("WeChat Pay refused requests: %v", r)
 	}
 }

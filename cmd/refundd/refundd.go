@@ -381,7 +381,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		be.sources = metrics.Sources{Active: engine.Active, Attention: engine.Attention, DueBefore: store.DueBefore}
 		restored, err := gate.Check(ctx, db)
 		if restored {
-			opts := audit.RestoreCheckOptions{BasePrefix: c.RefundNoPrefix, By: actors.EnginePrincipal}
+			opts := audit.RestoreCheckOptions{BasePrefixes: pre.merchants.basePrefixes(), By: actors.EnginePrincipal}
 			m.bg.Go(func() { gate.Reconcile(bg, db, w.provider, engine, opts, m.log) })
 		}
 		return err

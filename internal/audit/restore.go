@@ -57,8 +57,17 @@ type Executor interface {
 // RestoreCheckOptions configures ReconcileAfterRestore.
 type RestoreCheckOptions struct {
 	// BasePrefix is refundd's configured refund-number prefix (epoch 0).
-	// Required to look for refunds lost with the restore.
+	// Required to look for refunds lost with the restore, unless
+	// BasePrefixes is set.
 	BasePrefix string
+	// BasePrefixes are the base prefixes of the configured merchants, by
+	// name (a merchants file): a reservation's lost refunds are looked for
+	// under its merchant's prefix. Nil means BasePrefix for every
+	// reservation. A reservation of a merchant not in it is left out of
+	// both steps: its refunds cannot be queried (no account), and it takes
+	// no new refund (reservation.ErrMerchantNotConfigured), so nothing can
+	// be paid twice through it.
+	BasePrefixes map[string]string
 	// By is recorded as the cause of the outcomes applied. Empty means
 	// "reconcile".
 	By string
@@ -139,10 +148,22 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 	if err != nil {
 		return nil, err
 	}
+	baseOf := func(s *reservation.State) (string, bool) {
+		if opts.BasePrefixes == nil {
+			return opts.BasePrefix, true
+		}
+		p, ok := opts.BasePrefixes[s.Merchant]
+		return p, ok
+	}
 	rep := &RestoreCheck{Lost: []Mismatch{}, Failed: []Mismatch{}}
 	for _, f := range Facts(states) {
 		if f.State.Terminal() {
 			continue
+		}
+		if s := states[f.ReservationID]; s != nil {
+			if _, ok := baseOf(s); !ok {
+				continue
+			}
 		}
 		f := f
 		rep.Checked++
@@ -164,7 +185,7 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 	if info == nil {
 		return rep, nil
 	}
-	if opts.BasePrefix == "" {
+	if opts.BasePrefix == "" && opts.BasePrefixes == nil {
 		return nil, fmt.Errorf("%w: the base refund-number prefix is needed to look for lost refunds", ErrInvalid)
 	}
 	ids := make([]string, 0, len(states))
@@ -172,23 +193,36 @@ func ReconcileAfterRestore(ctx context.Context, db *journal.DB, q Querier, ex Ex
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	bases := []string{opts.BasePrefix}
+	if opts.BasePrefixes != nil {
+		bases = bases[:0]
+		for _, b := range opts.BasePrefixes {
+			bases = append(bases, b)
+		}
+	}
 	lostPrefixes := map[string]bool{}
 	for e := info.BackupEpoch; e < epoch; e++ {
-		prefix, err := EpochPrefix(opts.BasePrefix, e)
-		if err != nil {
-			return nil, err
+		for _, b := range bases {
+			prefix, err := EpochPrefix(b, e)
+			if err != nil {
+				return nil, err
+			}
+			lostPrefixes[prefix] = true
 		}
-		lostPrefixes[prefix] = true
 	}
 	for e := info.BackupEpoch; e < epoch; e++ {
-		prefix, err := EpochPrefix(opts.BasePrefix, e)
-		if err != nil {
-			return nil, err
-		}
 		for _, id := range ids {
 			s := states[id]
 			if !s.Registered() || (s.Status == reservation.StatusCanceled && !hasRecovered(s, lostPrefixes)) {
 				continue
+			}
+			basePrefix, ok := baseOf(s)
+			if !ok {
+				continue
+			}
+			prefix, err := EpochPrefix(basePrefix, e)
+			if err != nil {
+				return nil, err
 			}
 			base := probeBase(s, lostPrefixes)
 			gap := 0
