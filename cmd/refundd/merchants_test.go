@@ -156,11 +156,20 @@ func TestMerchantsFile_CheckedBeforeStart(t *testing.T) {
 // With --provider memory, a merchants file's merchants each refund under
 // their own prefix and policy; a registration must name one.
 func TestMerchantsFile_MemoryProvider(t *testing.T) {
+	// With a delay the stand-in answers PROCESSING and pushes the outcome
+	// later: the push must name the refund's merchant, or the core refuses
+	// it as another merchant's and the refund waits for its next query.
+	for _, delay := range []string{"0", "20ms"} {
+		t.Run("delay="+delay, func(t *testing.T) { testMemoryProviderMerchants(t, delay) })
+	}
+}
+
+func testMemoryProviderMerchants(t *testing.T, delay string) {
 	path := writeMerchantsFile(t, t.TempDir(), nil)
 	m := NewMain()
 	m.Stdout, m.Stderr = io.Discard, io.Discard
 	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "memory",
-		"--sandbox-delay", "0", "--merchants-file", path}, testEnv); err != nil {
+		"--sandbox-delay", delay, "--merchants-file", path}, testEnv); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {

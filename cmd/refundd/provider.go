@@ -41,8 +41,9 @@ type wiredProvider struct {
 	setEngine func(*actors.Engine)
 	close     func() // nil: nothing to close
 	describe  string
-	sandbox   *sandbox.Server // the in-process sandbox, for tests; nil otherwise
-	mchID     string          // the one account's mchid, for the logs; "" otherwise
+	sandbox   *sandbox.Server     // the in-process sandbox, for tests; nil otherwise
+	mchID     string              // the one account's mchid, for the logs; "" otherwise
+	push      *simprovider.Pusher // the memory stand-in's outcome pusher; nil otherwise
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -79,6 +80,11 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 		return nil, err
 	}
 	w.provider, w.encode = router, router.RequestBody
+	if w.push != nil {
+		// The core refuses an outcome that names another merchant than
+		// the refund's: the stand-in's pushes name the router's.
+		w.push.Merchant = func(no string) string { name, _ := router.Merchant(no); return name }
+	}
 	return w, nil
 }
 
@@ -90,7 +96,7 @@ func (m *Main) wireMemory(reg *merchant.Registry) (*wiredProvider, map[string]me
 	for _, mc := range reg.Merchants() {
 		per[mc.Name] = p
 	}
-	return &wiredProvider{setEngine: func(e *actors.Engine) { push.SetRecorder(e) },
+	return &wiredProvider{setEngine: func(e *actors.Engine) { push.SetRecorder(e) }, push: push,
 		describe: "in-memory stand-in (no WeChat Pay protocol)"}, per
 }
 

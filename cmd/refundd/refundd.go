@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -203,7 +204,13 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
 	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
-		sources.PlatformCertificates = n.Accounts[0].Verifier.CertificateExpiries
+		sources.PlatformCertificates = func() map[string]time.Time {
+			all := map[string]time.Time{} // serials are WeChat Pay's: unique across accounts
+			for _, a := range n.Accounts {
+				maps.Copy(all, a.Verifier.CertificateExpiries())
+			}
+			return all
+		}
 	}
 	if c.WebhooksFile != "" {
 		d, err := be.webhooks(pre.endpoints)
