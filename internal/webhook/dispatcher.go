@@ -202,7 +202,11 @@ func (ep *endpoint) loadLocked(ctx context.Context) error {
 	return nil
 }
 
-// readParked returns the stored parked events in global order.
+// readParked returns the stored parked events in global order, those of
+// merchants the endpoint takes. Events parked before its subscription
+// narrowed stay stored, untouched, and come back if it widens again; until
+// then they are neither listed, counted, replayed nor holding anything
+// back.
 func (ep *endpoint) readParked(ctx context.Context) ([]*ParkedEvent, error) {
 	kvs, err := ep.d.cfg.DB.List(ctx, ep.parkedPrefix())
 	if err != nil {
@@ -217,7 +221,9 @@ func (ep *endpoint) readParked(ctx context.Context) ([]*ParkedEvent, error) {
 		// Parked before events named their merchant: every reservation
 		// then belonged to the default one.
 		p.Event.Merchant = reservation.MerchantOf(p.Event.Merchant)
-		out = append(out, p)
+		if ep.takes(p.Event.Merchant) {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }
@@ -340,9 +346,12 @@ func (ep *endpoint) read(ctx context.Context, from uint64, limit int) ([]feed.Ev
 	if err != nil || len(ep.cfg.Merchants) == 0 {
 		return events, next, err
 	}
-	return slices.DeleteFunc(events, func(ev feed.Event) bool {
-		return !slices.Contains(ep.cfg.Merchants, ev.Merchant)
-	}), next, nil
+	return slices.DeleteFunc(events, func(ev feed.Event) bool { return !ep.takes(ev.Merchant) }), next, nil
+}
+
+// takes reports whether the endpoint subscribes to merchant's events.
+func (ep *endpoint) takes(merchant string) bool {
+	return len(ep.cfg.Merchants) == 0 || slices.Contains(ep.cfg.Merchants, merchant)
 }
 
 // recordCtx is the context for recording what a delivery attempt did: it

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
@@ -147,5 +148,67 @@ func TestDispatcher_SubscribedMerchants(t *testing.T) {
 		if undelivered := l.OldestUndeliveredAge > 0; undelivered != (l.Name != "sh") {
 			t.Errorf("%s: OldestUndeliveredAge %s, want > 0 only for endpoints taking hotel-bj", l.Name, l.OldestUndeliveredAge)
 		}
+	}
+}
+
+// TestDispatcher_NarrowedKeepsOthersParked: events parked while an
+// endpoint took every merchant stay stored when it narrows to one; they
+// are not listed, counted, replayed or holding anything back, and come
+// back when it widens again.
+func TestDispatcher_NarrowedKeepsOthersParked(t *testing.T) {
+	db := journaltest.Open(t)
+	h := feedtest.New(t, db, 9)
+	h.RegisterFor("r-sh", "hotel-sh", 1000)
+	h.Request("r-sh", 100)
+	h.RegisterFor("r-bj", "hotel-bj", 1000)
+	h.Request("r-bj", 100)
+	down := newConsumer(t, func(int, feed.Event) int { return http.StatusInternalServerError })
+	cfg := fastConfig(db, endpointFor(down, "crm"))
+	cfg.MaxAttempts = 1
+	cfg.Merchants = []string{"hotel-sh", "hotel-bj"}
+	d, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, d)
+	all := waitParked(t, d, "crm", 2)
+	waitCaughtUp(t, d)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{} // merchant -> parked event id
+	for _, p := range all {
+		ids[p.Event.Merchant] = p.Event.ID
+	}
+
+	narrow := cfg
+	ep := endpointFor(down, "crm")
+	ep.Merchants = []string{"hotel-sh"}
+	narrow.Endpoints = []webhook.Endpoint{ep}
+	d, err = webhook.New(narrow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := d.Parked(bg, "crm")
+	if err != nil || len(parked) != 1 || parked[0].Event.ID != ids["hotel-sh"] {
+		t.Fatalf("narrowed to hotel-sh, parked = %+v, %v; want only %s", parked, err, ids["hotel-sh"])
+	}
+	lags, err := d.Lag(bg)
+	if err != nil || lags[0].Parked != 1 {
+		t.Fatalf("narrowed lag = %+v, %v; want 1 parked", lags, err)
+	}
+	if err := d.Replay(bg, "crm", ids["hotel-bj"]); !errors.Is(err, webhook.ErrNotParked) {
+		t.Fatalf("replay of hotel-bj's event at a hotel-sh endpoint: %v, want ErrNotParked", err)
+	}
+	if n, err := d.ReplayAll(bg, "crm"); err != nil || n != 1 {
+		t.Fatalf("ReplayAll narrowed: %d, %v; want 1", n, err)
+	}
+
+	d, err = webhook.New(cfg) // widened again
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parked, err := d.Parked(bg, "crm"); err != nil || len(parked) != 2 {
+		t.Fatalf("widened again, parked = %+v, %v; want both", parked, err)
 	}
 }
