@@ -11,7 +11,8 @@ import (
 
 // listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck|conflict:
 // the refunds an operator should look at, from an index kept with the
-// journal (no scan), each with its current state.
+// journal (no scan), each with its current state; &merchant=NAME keeps one
+// merchant's.
 func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	kind := q.Get("state")
@@ -33,9 +34,13 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("after", "too long"))
 		return
 	}
+	engine, _, err := s.filteredEngine(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	engine := s.engineFor(r)
 	refs, err := engine.Attention(ctx, kind, after, limit)
 	if err != nil {
 		s.writeError(w, r, err)

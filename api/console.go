@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -98,8 +99,34 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	if merchants == nil {
 		merchants = []string{}
 	}
+	// sees: the configured merchants the token sees, which the console
+	// offers as its merchant filter.
+	sees := []string{}
+	for m := range s.merchants {
+		if p.Sees(m) {
+			sees = append(sees, m)
+		}
+	}
+	slices.Sort(sees)
 	writeJSON(w, http.StatusOK, map[string]any{"principal": s.principal(r), "role": p.Role,
-		"merchants": merchants, "permissions": perms})
+		"merchants": merchants, "sees": sees, "permissions": perms})
+}
+
+// filteredEngine is engineFor narrowed to the merchant named by the query
+// parameter merchant, when there is one; filtered says it was. A name that
+// is not configured and one the token does not see get the same 400, so
+// the filter tells a scoped token nothing about other merchants.
+func (s *Server) filteredEngine(r *http.Request) (e Engine, filtered bool, err error) {
+	name := r.URL.Query().Get("merchant")
+	if name == "" {
+		return s.engineFor(r), false, nil
+	}
+	p := viewer(r)
+	if !s.merchants[name] || !p.Sees(name) {
+		return nil, false, badRequest("merchant", "not a merchant this token sees")
+	}
+	p.Merchants = []string{name}
+	return &scopedEngine{Engine: s.engine, p: p}, true, nil
 }
 
 // summaryCap bounds how far the summary counts one attention kind.
@@ -113,13 +140,17 @@ type attentionCount struct {
 // summary serves GET /v1/summary, the console's headline numbers: refunds
 // needing attention by kind, live actors, and notification outcomes and
 // webhook lag when the server has them (all but the first only for
-// unscoped tokens).
+// unscoped tokens without a merchant filter).
 func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
+	engine, filtered, err := s.filteredEngine(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	out := map[string]any{}
 	counts := map[string]attentionCount{}
-	engine := s.engineFor(r)
 	for _, kind := range reservation.AttentionKinds {
 		refs, err := engine.Attention(ctx, kind, "", summaryCap+1)
 		if err != nil {
@@ -129,9 +160,10 @@ func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 		counts[kind] = attentionCount{Count: min(len(refs), summaryCap), More: len(refs) > summaryCap}
 	}
 	out["attention"] = counts
-	if viewer(r).Scoped() {
+	if viewer(r).Scoped() || filtered {
 		// The rest counts every merchant's actors, notifications and
-		// deliveries together: a scoped token gets its refunds' counts only.
+		// deliveries together: a scoped token, or a merchant filter, gets
+		// its refunds' counts only.
 		writeJSON(w, http.StatusOK, out)
 		return
 	}

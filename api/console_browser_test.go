@@ -553,3 +553,79 @@ func (p *page) screenshot(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestConsole_MerchantFilter: with two merchants configured, the overview
+// offers the merchants the token sees and, once one is chosen, lists and
+// counts only its refunds; the choice survives a reload of the tab and
+// "All merchants" brings every refund back.
+func TestConsole_MerchantFilter(t *testing.T) {
+	chromium := chromiumPath(t)
+	reject := func(op, _ string, _ int) (simprovider.Injected, bool) {
+		return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH"}}, op == "submit"
+	}
+	e := newOpsEnv(t, opsOptions{
+		fault:     reject,
+		tokens:    "operator:" + tokOperator + ",service:" + tokService,
+		merchants: []string{"hotel-sh", "hotel-bj"},
+		policy:    reservation.Policy{RefundNoPrefix: "T", MaxAttempts: 1, RecheckAfter: time.Hour},
+	})
+	svc := bearer(tokService)
+	nos := map[string]string{}
+	for _, r := range []struct{ id, merchant string }{{"sh-1", "hotel-sh"}, {"bj-1", "hotel-bj"}, {"bj-2", "hotel-bj"}} {
+		if resp := e.do(t, http.MethodPost, "/v1/reservations", registerFor(r.id, r.merchant, "O-"+r.id), svc...); resp.status != http.StatusCreated {
+			t.Fatalf("register %s: %s", r.id, resp)
+		}
+		rf := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/"+r.id+"/refunds", `{"user_id":"u-`+r.id+`","amount":100}`,
+			append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
+		nos[r.id] = rf.RefundNo
+		waitFor(t, r.id+" REJECTED", func() bool {
+			got := decodeRefund(t, e.do(t, http.MethodGet, "/v1/reservations/"+r.id+"/refunds/"+rf.RefundNo, "", svc...), http.StatusOK)
+			return got.State == "REJECTED"
+		})
+	}
+	listed := func(id string) string {
+		return `!!document.querySelector('#kind-REJECTED tr[data-refund-no="` + nos[id] + `"]')`
+	}
+
+	b := launch(t, chromium)
+	page := b.newPage(t)
+	page.navigate(t, e.srv.URL+"/console/")
+	page.click(t, "#token")
+	page.insertText(t, tokOperator)
+	page.click(t, "#token-use")
+	page.waitTrue(t, "every merchant's refunds", listed("sh-1")+` && `+listed("bj-1")+` && `+listed("bj-2"))
+	page.waitTrue(t, "the filter offered", `!document.getElementById('merchant-box').hidden &&
+		[...document.querySelectorAll('#merchant-filter option')].map((o) => o.value).join(',') === ',hotel-bj,hotel-sh'`)
+
+	choose := func(m string) {
+		t.Helper()
+		page.eval(t, `(() => { const s = document.getElementById('merchant-filter'); s.value = '`+m+`';
+			s.dispatchEvent(new Event('change')); return true; })()`)
+	}
+	choose("hotel-bj")
+	page.waitTrue(t, "hotel-bj's refunds only", listed("bj-1")+` && `+listed("bj-2")+` && !`+listed("sh-1"))
+	page.waitTrue(t, "the headline counting hotel-bj's", `document.getElementById('headline').textContent.includes('Rejected2')`)
+	if got := page.eval(t, `document.getElementById('headline').textContent.includes('Active reservations')`); got != false {
+		t.Fatal("the filtered headline shows every merchant's actors")
+	}
+	// A reload keeps the choice for this tab.
+	page.navigate(t, e.srv.URL+"/console/")
+	page.waitTrue(t, "hotel-bj kept after a reload", `document.getElementById('merchant-filter').value === 'hotel-bj' && `+
+		listed("bj-1")+` && !`+listed("sh-1"))
+	choose("hotel-sh")
+	page.waitTrue(t, "hotel-sh's refund only", listed("sh-1")+` && !`+listed("bj-1"))
+	choose("")
+	page.waitTrue(t, "every merchant again", listed("sh-1")+` && `+listed("bj-1")+` && `+listed("bj-2"))
+	page.checkLayout(t, "overview with the merchant filter")
+
+	// The reservation page names the merchant.
+	page.navigate(t, e.srv.URL+"/console/#/reservation/bj-2")
+	page.waitTrue(t, "the merchant on the reservation page", `document.getElementById('reservation').textContent.includes('Merchanthotel-bj')`)
+
+	for _, ev := range b.eventsNamed("Log.entryAdded", "Runtime.exceptionThrown", "Page.javascriptDialogOpening") {
+		s := string(ev.Params)
+		if ev.Method != "Log.entryAdded" || strings.Contains(s, "Content Security Policy") || strings.Contains(s, "Trusted Type") {
+			t.Errorf("%s: %s", ev.Method, s)
+		}
+	}
+}

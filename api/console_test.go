@@ -198,7 +198,7 @@ func TestMetrics_Exposition(t *testing.T) {
 		t.Fatalf("content type %q", res.Header.Get("Content-Type"))
 	}
 	for _, want := range []string{
-		`refundd_refund_transitions_total{from="PROCESSING",to="SUCCEEDED"} 1`,
+		`refundd_refund_transitions_total{from="PROCESSING",merchant="default",to="SUCCEEDED"} 1`,
 		`refundd_provider_calls_total{op="submit",outcome="SUCCEEDED"} 1`,
 		`refundd_actors_active 1`,
 		`refundd_refunds_attention{kind="stuck"} 0`,

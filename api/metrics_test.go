@@ -36,6 +36,8 @@ type opsOptions struct {
 	fault  simprovider.Fault
 	policy reservation.Policy
 	tokens string // REFUNDD_TOKENS syntax; empty: no authentication
+	// merchants configured (api.Options.Merchants); empty: the default one.
+	merchants []string
 }
 
 // syncBuffer is a log sink that tests read while the server writes.
@@ -77,7 +79,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 			t.Errorf("engine close: %v", err)
 		}
 	})
-	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store}
+	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Merchants: o.merchants}
 	if o.tokens != "" {
 		var ts auth.Tokens
 		if err := auth.ParseEnv(o.tokens, &ts); err != nil {

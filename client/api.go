@@ -225,6 +225,9 @@ func (c *Client) ListAttention(ctx context.Context, q AttentionQuery) (*Attentio
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
+	if q.Merchant != "" {
+		v.Set("merchant", q.Merchant)
+	}
 	var out AttentionPage
 	if err := c.get(ctx, "/v1/refunds", v, 0, &out); err != nil {
 		return nil, err

@@ -104,6 +104,9 @@ type AttentionQuery struct {
 	After string
 	// Limit is 1..1000; zero means the server's 100.
 	Limit int
+	// Merchant keeps one merchant's refunds (one of Whoami's Sees); empty
+	// means every merchant the token sees.
+	Merchant string
 }
 
 // AttentionPage is one page of ListAttention.
@@ -142,7 +145,10 @@ type Identity struct {
 	Principal string `json:"principal"` // role:name, as recorded with events
 	Role      string `json:"role"`
 	// Merchants the token is limited to; empty for all.
-	Merchants   []string `json:"merchants"`
+	Merchants []string `json:"merchants"`
+	// Sees is the configured merchants the token sees: the values
+	// AttentionQuery.Merchant accepts.
+	Sees        []string `json:"sees"`
 	Permissions []string `json:"permissions"` // read, write, audit, operate
 }
 

@@ -8,6 +8,7 @@
 
 (() => {
   const TOKEN_KEY = 'refundd.console.token';
+  const MERCHANT_KEY = 'refundd.console.merchant';
   const KINDS = [
     { kind: 'stuck', title: 'Stuck', help: 'Unresolved past the stuck limit: reconcile to ask the provider now.' },
     { kind: 'UNKNOWN', title: 'Unknown outcome', help: 'The provider did not answer clearly: only a query (reconcile) settles it; resubmit sends the same bytes again.' },
@@ -54,6 +55,33 @@
 
   function showTokenState() {
     $('token-state').textContent = token() ? 'token set for this tab' : 'no token';
+  }
+
+  // --- merchant filter ---------------------------------------------------
+
+  // The overview shows one merchant's refunds, or every merchant's the
+  // token sees (''). Only names whoami lists in sees are offered or kept.
+  const merchant = () => sessionStorage.getItem(MERCHANT_KEY) || '';
+
+  function setMerchant(m) {
+    if (m) sessionStorage.setItem(MERCHANT_KEY, m);
+    else sessionStorage.removeItem(MERCHANT_KEY);
+  }
+
+  // merchantQuery is the query parameter of the filter: '' for all, else
+  // 'merchant=NAME' preceded by sep.
+  const merchantQuery = (sep) => (merchant() ? sep + 'merchant=' + seg(merchant()) : '');
+
+  function showMerchantFilter() {
+    const sees = who && Array.isArray(who.sees) ? who.sees : [];
+    if (merchant() && !sees.includes(merchant())) setMerchant('');
+    const select = $('merchant-filter');
+    const options = [h('option', { value: '' }, 'All merchants')];
+    for (const m of sees) options.push(h('option', { value: m }, m));
+    select.replaceChildren(...options);
+    select.value = merchant();
+    // One merchant (or none known): nothing to choose.
+    $('merchant-box').hidden = sees.length < 2;
   }
 
   // --- API ---------------------------------------------------------------
@@ -177,6 +205,7 @@
     }
     if (stale(g)) return;
     who = w;
+    showMerchantFilter();
     $('whoami').textContent = who
       ? 'signed in as ' + who.principal + (who.merchants.length ? ' (merchants ' + who.merchants.join(', ') + ')' : '')
       : '';
@@ -199,7 +228,7 @@
     const box = $('headline');
     let s;
     try {
-      s = await api('GET', '/v1/summary');
+      s = await api('GET', '/v1/summary' + merchantQuery('?'));
     } catch (e) {
       if (stale(g)) return;
       box.replaceChildren(h('p', { class: 'error' }, 'Summary unavailable: ' + e.message));
@@ -236,7 +265,7 @@
       const sec = h('section', { class: 'kind', id: 'kind-' + k.kind, 'data-kind': k.kind });
       let page;
       try {
-        page = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100');
+        page = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100' + merchantQuery('&'));
       } catch (e) {
         sec.append(h('h2', null, k.title), h('p', { class: 'error' }, e.message));
         if (!stale(g)) explain(e, k.title);
@@ -270,7 +299,7 @@
           onclick: async () => {
             more.disabled = true;
             try {
-              const p = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100&after=' + seg(next));
+              const p = await api('GET', '/v1/refunds?state=' + seg(k.kind) + '&limit=100&after=' + seg(next) + merchantQuery('&'));
               add(p);
               next = p.next;
               if (!next) more.remove();
@@ -418,6 +447,7 @@
     const facts = h('dl', { class: 'facts' });
     const fact = (k, v) => facts.append(h('dt', null, k), h('dd', null, v));
     fact('Status', stateBadge(res.status));
+    if (res.merchant) fact('Merchant', res.merchant);
     fact('User', res.user_id);
     fact('Order (out_trade_no)', h('span', { class: 'mono' }, res.out_trade_no));
     if (res.transaction_id) fact('Transaction', h('span', { class: 'mono' }, res.transaction_id));
@@ -487,6 +517,10 @@
       if (id) location.hash = '#/reservation/' + seg(id);
     });
     $('refresh').addEventListener('click', () => refreshView());
+    $('merchant-filter').addEventListener('change', (ev) => {
+      setMerchant(ev.target.value);
+      route();
+    });
     window.addEventListener('hashchange', () => route());
     route();
   });

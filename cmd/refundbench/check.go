@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,16 +20,17 @@ type ledger struct {
 
 type booked struct {
 	paid     int64
+	merchant string           // named at registration; "" when none was
 	accepted map[string]int64 // refund number -> amount
 }
 
 func newLedger() *ledger { return &ledger{res: map[string]*booked{}} }
 
-func (l *ledger) registered(id string, paid int64) {
+func (l *ledger) registered(id, merchant string, paid int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.res[id] == nil {
-		l.res[id] = &booked{paid: paid, accepted: map[string]int64{}}
+		l.res[id] = &booked{paid: paid, merchant: merchant, accepted: map[string]int64{}}
 	}
 }
 
@@ -105,7 +107,7 @@ func (b *bench) check(ctx context.Context) CheckResult {
 		for no, a := range bk.accepted {
 			want[no] = a
 		}
-		paid := bk.paid
+		paid, merchant := bk.paid, bk.merchant
 		l.mu.Unlock()
 		for {
 			v, r := b.client.getReservation(ctx, "", id)
@@ -115,6 +117,7 @@ func (b *bench) check(ctx context.Context) CheckResult {
 				problems = append(problems, fmt.Sprintf("%s: read back failed: %s %v", id, errorKey("get", r), r.err))
 			} else {
 				problems, open = verify(id, paid, want, v, b.cfg.Scenario == scenarioNotifyStorm)
+				problems = append(problems, verifyMerchant(id, merchant, v)...)
 			}
 			if len(problems) > 0 || open == 0 || time.Now().After(deadline) {
 				mu.Lock()
@@ -141,6 +144,25 @@ func (b *bench) check(ctx context.Context) CheckResult {
 	res.Examples = bad
 	res.OK = res.Violations == 0 && ctx.Err() == nil
 	return res
+}
+
+// verifyMerchant checks that a reservation registered for merchant (named
+// by benchMerchant) belongs to it and that each of its refund numbers
+// carries its prefix.
+func verifyMerchant(id, merchant string, v reservationView) (problems []string) {
+	if merchant == "" {
+		return nil
+	}
+	if v.Merchant != merchant {
+		problems = append(problems, fmt.Sprintf("%s: registered for merchant %s, read back as %q's", id, merchant, v.Merchant))
+	}
+	prefix := benchPrefix(merchant)
+	for _, r := range v.Refunds {
+		if !strings.HasPrefix(r.RefundNo, prefix+"-") {
+			problems = append(problems, fmt.Sprintf("%s: refund %s of merchant %s lacks its prefix %s", id, r.RefundNo, merchant, prefix))
+		}
+	}
+	return problems
 }
 
 // verify checks one reservation as read back; open counts accepted

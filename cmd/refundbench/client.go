@@ -56,6 +56,7 @@ func (c *client) close() {
 // bench reads.
 type reservationView struct {
 	ID         string       `json:"id"`
+	Merchant   string       `json:"merchant"`
 	Amount     int64        `json:"amount"`
 	Status     string       `json:"status"`
 	Refunded   int64        `json:"refunded"`
@@ -166,10 +167,14 @@ func errorCode(raw []byte) string {
 	return e.Code
 }
 
-func (c *client) register(ctx context.Context, id string, amount int64) result {
-	body, _ := json.Marshal(map[string]any{
-		"id": id, "user_id": "u-" + id, "out_trade_no": "OT" + id, "amount": amount, "currency": "CNY",
-	})
+// register registers reservation id for merchant ("" names none: the
+// target's only merchant).
+func (c *client) register(ctx context.Context, id, merchant string, amount int64) result {
+	m := map[string]any{"id": id, "user_id": "u-" + id, "out_trade_no": "OT" + id, "amount": amount, "currency": "CNY"}
+	if merchant != "" {
+		m["merchant"] = merchant
+	}
+	body, _ := json.Marshal(m)
 	return c.do(ctx, "register", http.MethodPost, "/v1/reservations", nil, body, nil)
 }
 

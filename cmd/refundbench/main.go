@@ -35,6 +35,12 @@
 //
 //	refundbench compare A1.json B1.json A2.json B2.json   # Markdown table of A/B ratios
 //	refundbench protocol [--sandbox-keys DIR] [--duration 2s]  # RSA and AES-GCM cost per core
+//	refundbench merchants-file --merchants 100 --out m.toml  # a merchants file for refundd --provider memory
+//
+// --merchants N registers reservations round-robin for N merchants named
+// as merchants-file names them (bench-001 .. with prefixes B001 ..), and
+// the check verifies each reservation's merchant and its refund numbers'
+// prefix.
 package main
 
 import (
@@ -62,6 +68,12 @@ func main() {
 			if err := compare(os.Stdout, os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "refundbench:", err)
 				os.Exit(1)
+			}
+			return
+		case "merchants-file":
+			if err := merchantsFileCommand(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+				fmt.Fprintln(os.Stderr, "refundbench:", err)
+				os.Exit(2)
 			}
 			return
 		case "protocol":

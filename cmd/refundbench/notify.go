@@ -51,10 +51,9 @@ func (b *bench) setupNotify(ctx context.Context) error {
 	refunds := make([]prepared, n)
 	if err := b.parallel(ctx, n, func(i int) error {
 		id := b.newID("N")
-		if r := b.client.register(ctx, id, c.Amount); !r.ok() {
+		if r := b.register(ctx, id); !r.ok() {
 			return fmt.Errorf("register %s: %s", id, errorKey("register", r))
 		}
-		b.ledger.registered(id, c.Amount)
 		v, r := b.client.refund(ctx, id, "k1", c.RefundAmount, 0)
 		if !r.ok() || r.err != nil {
 			return fmt.Errorf("refund %s: %s %v", id, errorKey("refund", r), r.err)

@@ -41,18 +41,22 @@ type Config struct {
 	Output   string        // table or json
 	RunID    string        // prefix of every id this run creates; empty picks a random one
 
-	Amount       int64   // paid amount of each reservation, fen
-	RefundAmount int64   // amount of each refund, fen
-	Shared       int     // claims: reservations raced on at once
-	Duplicates   int     // notify-storm: copies of each notification
-	Refunds      int     // notify-storm: refunds prepared; 0 means 20 per client
-	SandboxKeys  string  // notify-storm: directory of the sandbox keys (data/sandbox)
-	Mix          string  // mixed: weights "lifecycle=6,claims=2,read=2"
-	Check        bool    // read back and check every reservation at the end
-	CheckMax     int     // check at most this many reservations (0 = all), chosen at random
-	Settle       float64 // seconds to wait for accepted refunds to become final before the check
-	CPUPids      string  // processes of the service whose CPU time is measured, comma-separated
-	CPUUser      string  // every process of this user counts too (postgres)
+	Amount       int64  // paid amount of each reservation, fen
+	RefundAmount int64  // amount of each refund, fen
+	Shared       int    // claims: reservations raced on at once
+	Duplicates   int    // notify-storm: copies of each notification
+	Refunds      int    // notify-storm: refunds prepared; 0 means 20 per client
+	SandboxKeys  string // notify-storm: directory of the sandbox keys (data/sandbox)
+	Mix          string // mixed: weights "lifecycle=6,claims=2,read=2"
+	// Merchants registers reservations round-robin for this many merchants
+	// (benchMerchant's names; refundbench merchants-file writes them for
+	// the target); 0 names none.
+	Merchants int
+	Check     bool    // read back and check every reservation at the end
+	CheckMax  int     // check at most this many reservations (0 = all), chosen at random
+	Settle    float64 // seconds to wait for accepted refunds to become final before the check
+	CPUPids   string  // processes of the service whose CPU time is measured, comma-separated
+	CPUUser   string  // every process of this user counts too (postgres)
 	// MaxErrorRate is the share of failed operations (0.01 = 1%) above
 	// which the run fails, as a load tool's threshold would: a benchmark
 	// of a service that refused everything measured nothing.
@@ -137,6 +141,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	num(&c.Refunds, "refunds", "notify-storm: refunds prepared (default 20 per client, or rate x duration)")
 	str(&c.SandboxKeys, "sandbox-keys", "notify-storm: sandbox key directory (refundd's DATA/sandbox)")
 	str(&c.Mix, "mix", "mixed: weights of lifecycle, claims and read operations")
+	num(&c.Merchants, "merchants", "register reservations round-robin for this many merchants, as \"refundbench merchants-file\" names them (0: name none)")
 	fs.BoolVar(&c.Check, "check", c.Check, "read back every reservation used and check the invariants (env REFUNDBENCH_CHECK)")
 	defs = append(defs, def{"check", "REFUNDBENCH_CHECK"})
 	num(&c.CheckMax, "check-max", "check at most this many reservations, chosen at random (0: all)")
@@ -198,6 +203,9 @@ func (c *Config) validate() error {
 	}
 	if c.Shared < 1 || c.Duplicates < 1 || c.Refunds < 0 || c.CheckMax < 0 || c.Settle < 0 {
 		return errors.New("--shared and --duplicates must be at least 1; --refunds, --check-max and --settle not negative")
+	}
+	if c.Merchants < 0 || c.Merchants > maxBenchMerchants {
+		return fmt.Errorf("--merchants must be 0..%d", maxBenchMerchants)
 	}
 	if c.MaxErrorRate < 0 || c.MaxErrorRate > 1 {
 		return errors.New("--max-error-rate must be between 0 and 1 (0.01 = 1%)")

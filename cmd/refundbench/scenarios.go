@@ -22,6 +22,8 @@ type bench struct {
 	ledger *ledger
 	seq    atomic.Int64
 	mix    mix
+	// merchantSeq picks the merchant of each registration, round-robin.
+	merchantSeq atomic.Int64
 
 	slots []*claimSlot // claims: the shared reservations
 
@@ -46,6 +48,21 @@ func newBench(c Config, log *slog.Logger) *bench {
 		client: newClient(c.Target, c.Token, c.Timeout, conns+8, rec),
 		recent: make([]string, 4096),
 	}
+}
+
+// register registers reservation id for --amount, for the next of the
+// --merchants merchants in turn (none named without --merchants), and
+// records it in the ledger once the service accepted it.
+func (b *bench) register(ctx context.Context, id string) result {
+	merchant := ""
+	if n := b.cfg.Merchants; n > 0 {
+		merchant, _ = benchMerchant(int(b.merchantSeq.Add(1)-1)%n+1, n)
+	}
+	r := b.client.register(ctx, id, merchant, b.cfg.Amount)
+	if r.ok() {
+		b.ledger.registered(id, merchant, b.cfg.Amount)
+	}
+	return r
 }
 
 // newID returns a fresh reservation id: run id, kind letter, counter.
@@ -135,10 +152,9 @@ func (b *bench) lifecycleOp(ctx context.Context, sched time.Time) bool {
 func (b *bench) lifecycle(ctx context.Context) (bool, string) {
 	c := b.cfg
 	id := b.newID("L")
-	if r := b.client.register(ctx, id, c.Amount); !r.ok() {
+	if r := b.register(ctx, id); !r.ok() {
 		return false, ""
 	}
-	b.ledger.registered(id, c.Amount)
 	b.remember(id)
 	v, r := b.client.refund(ctx, id, "k1", c.RefundAmount, c.Wait)
 	if !r.ok() || r.err != nil {
@@ -183,10 +199,9 @@ func (b *bench) setupClaims(ctx context.Context) error {
 
 func (b *bench) freshShared(ctx context.Context) (string, error) {
 	id := b.newID("C")
-	if r := b.client.register(ctx, id, b.cfg.Amount); !r.ok() {
+	if r := b.register(ctx, id); !r.ok() {
 		return "", fmt.Errorf("register shared reservation %s: %s", id, errorKey("register", r))
 	}
-	b.ledger.registered(id, b.cfg.Amount)
 	b.remember(id)
 	return id, nil
 }

@@ -16,8 +16,10 @@ func exportCommand() command {
 		summary: "every event, flattened, as JSON lines or CSV, amounts in fen and yuan",
 		help: `--from and --to bound the events' decision times (from <= time < to):
 RFC 3339, yyyy-MM-dd or "yyyy-MM-dd HH:mm:ss" (Beijing time). CSV columns:
-global, reservation_id, seq, at, type, version, by, refund_no, amount_fen,
-amount_yuan, refund_state, status, summary, data (the event as JSON).`,
+global, reservation_id, merchant, seq, at, type, version, by, refund_no, amount_fen,
+amount_yuan, refund_state, status, summary, data (the event as JSON).
+--merchant keeps one merchant's reservations (events that do not decode
+name no merchant and are then left out; "journal verify" reports them).`,
 		options: func() options { return &exportOptions{} },
 	}
 }
@@ -29,6 +31,7 @@ type exportOptions struct {
 	from   string
 	to     string
 	out    string
+	merch  string
 }
 
 func (o *exportOptions) register(fs *flag.FlagSet, c *cli) {
@@ -37,6 +40,7 @@ func (o *exportOptions) register(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&o.from, "from", "", "first moment included")
 	fs.StringVar(&o.to, "to", "", "first moment excluded")
 	fs.StringVar(&o.out, "out", "", "write to this file (atomically) instead of stdout")
+	fs.StringVar(&o.merch, "merchant", "", merchantUsage)
 }
 
 func (o *exportOptions) run(c *cli, args []string) int {
@@ -47,7 +51,7 @@ func (o *exportOptions) run(c *cli, args []string) int {
 	if o.format != "jsonl" && o.format != "csv" {
 		return c.usageError(name, "--format must be jsonl or csv")
 	}
-	var opts audit.ExportOptions
+	opts := audit.ExportOptions{Merchant: o.merch}
 	var err error
 	if o.from != "" {
 		if opts.From, err = parseTime(o.from); err != nil {

@@ -131,6 +131,10 @@ by its number and compares state, amount and order. With --fix (and
 disagrees and is not final (POST .../reconcile); the journal file is
 never written by this tool.
 
+--merchant compares only that merchant's refunds: a bill is one WeChat Pay
+account's (and, in partner mode, one sub-merchant's), so reconcile each
+merchant on its own.
+
 Credentials: --wechatpay-* flags (or REFUNDD_WECHATPAY_* variables), or
 --sandbox-keys DIR for a sandbox. Exit status 1 when anything disagrees,
 4 when there was nothing to compare (no refund in the range on either
@@ -154,6 +158,7 @@ type reconcileOptions struct {
 	to       string
 	fix      bool
 	asJSON   bool
+	merch    string
 }
 
 func (o *reconcileOptions) register(fs *flag.FlagSet, c *cli) {
@@ -170,6 +175,7 @@ func (o *reconcileOptions) register(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&o.to, "to", "", "query mode: first request time excluded")
 	fs.BoolVar(&o.fix, "fix", false, "query mode: ask the running refundd (--server) to reconcile refunds that disagree")
 	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&o.merch, "merchant", "", merchantUsage)
 }
 
 func (o *reconcileOptions) run(c *cli, args []string) int {
@@ -247,6 +253,10 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 		if keep, err = audit.BillFacts(bill, o.date); err != nil {
 			return c.fail(name, err)
 		}
+	}
+	if o.merch != "" {
+		inRange := keep
+		keep = func(f *audit.RefundFact) bool { return f.Merchant == o.merch && inRange(f) }
 	}
 	p := c.progress("records replayed")
 	facts, undecoded, err := audit.RefundFacts(c.ctx, db, keep, p.report)

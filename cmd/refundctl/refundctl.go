@@ -54,6 +54,10 @@ func commands() []command {
 	}
 }
 
+// merchantUsage is the --merchant flag's help, the same on every command
+// that lists or folds reservations.
+const merchantUsage = "only this merchant's reservations (its name in the merchants file; \"default\" for the --wechatpay-* merchant and reservations from before merchants)"
+
 // cli is one invocation's environment.
 type cli struct {
 	ctx    context.Context

@@ -24,11 +24,13 @@ func showCommand() command {
 type showOptions struct {
 	src    source
 	asJSON bool
+	merch  string
 }
 
 func (o *showOptions) register(fs *flag.FlagSet, c *cli) {
 	o.src.register(fs, c)
 	fs.BoolVar(&o.asJSON, "json", false, "print the timeline as JSON")
+	fs.StringVar(&o.merch, "merchant", "", "answer only for a reservation of this merchant; another's reads as not in the journal")
 }
 
 func (o *showOptions) run(c *cli, args []string) int {
@@ -42,6 +44,9 @@ func (o *showOptions) run(c *cli, args []string) int {
 	}
 	defer done()
 	tl, err := audit.Timeline(c.ctx, db, args[0])
+	if err == nil && o.merch != "" && (len(tl) == 0 || tl[len(tl)-1].State.Merchant != o.merch) {
+		err = audit.ErrNotFound
+	}
 	if errors.Is(err, audit.ErrNotFound) {
 		fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
 		return exitProblems

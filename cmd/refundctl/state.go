@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
 )
 
 // stateOutput is the --json shape of journal state.
@@ -45,6 +46,7 @@ type stateOptions struct {
 	asJSON bool
 	atFlag string
 	seq    uint64
+	merch  string
 }
 
 func (o *stateOptions) register(fs *flag.FlagSet, c *cli) {
@@ -52,6 +54,7 @@ func (o *stateOptions) register(fs *flag.FlagSet, c *cli) {
 	fs.BoolVar(&o.asJSON, "json", false, "print the state as JSON")
 	fs.StringVar(&o.atFlag, "at", "", "the moment: RFC 3339, yyyy-MM-dd or \"yyyy-MM-dd HH:mm:ss\" (Beijing)")
 	fs.Uint64Var(&o.seq, "seq", 0, "the state after this per-reservation sequence number")
+	fs.StringVar(&o.merch, "merchant", "", "answer only for a reservation of this merchant; another's reads as not in the journal")
 }
 
 func (o *stateOptions) run(c *cli, args []string) int {
@@ -78,6 +81,9 @@ func (o *stateOptions) run(c *cli, args []string) int {
 	}
 	defer done()
 	v, last, err := audit.StateAt(c.ctx, db, args[0], at)
+	if err == nil && o.merch != "" && !ofMerchant(c, db, args[0], o.merch) {
+		err = audit.ErrNotFound
+	}
 	if errors.Is(err, audit.ErrNotFound) {
 		fmt.Fprintf(c.stderr, "refundctl %s: reservation %q is not in %s\n", name, args[0], db.Path())
 		return exitProblems
@@ -100,4 +106,11 @@ func (o *stateOptions) run(c *cli, args []string) int {
 	fmt.Fprintf(c.stdout, "as of event #%d (global %d, %s, %s)\n", last.Seq, last.Global, last.At.UTC().Format(time.RFC3339Nano), last.Type)
 	printState(c.stdout, v)
 	return exitOK
+}
+
+// ofMerchant says whether reservation id belongs to merchant (which never
+// changes once registered: its latest state tells).
+func ofMerchant(c *cli, db *journal.DB, id, merchant string) bool {
+	tl, err := audit.Timeline(c.ctx, db, id)
+	return err == nil && len(tl) > 0 && tl[len(tl)-1].State.Merchant == merchant
 }

@@ -11,7 +11,9 @@ import (
 func statsCommand() command {
 	return command{
 		name:    "journal stats",
-		summary: "counts by event type and refund state, totals, size, oldest refund in flight",
+		summary: "counts by event type and refund state, totals by merchant, size, oldest refund in flight",
+		help: `--merchant limits the counts and totals to one merchant's reservations
+(size, epoch and checkpoints stay the journal's).`,
 		options: func() options { return &statsOptions{} },
 	}
 }
@@ -20,11 +22,13 @@ func statsCommand() command {
 type statsOptions struct {
 	src    source
 	asJSON bool
+	merch  string
 }
 
 func (o *statsOptions) register(fs *flag.FlagSet, c *cli) {
 	o.src.register(fs, c)
 	fs.BoolVar(&o.asJSON, "json", false, "print the figures as JSON")
+	fs.StringVar(&o.merch, "merchant", "", merchantUsage)
 }
 
 func (o *statsOptions) run(c *cli, args []string) int {
@@ -38,7 +42,7 @@ func (o *statsOptions) run(c *cli, args []string) int {
 	}
 	defer done()
 	p := c.progress("records read")
-	st, err := audit.ComputeStats(c.ctx, db, p.report)
+	st, err := audit.ComputeStats(c.ctx, db, audit.StatsOptions{Merchant: o.merch, Progress: p.report})
 	p.done()
 	if err != nil {
 		return c.fail(name, err)
@@ -61,6 +65,9 @@ func printStats(c *cli, path string, st *audit.Stats) {
 	if !st.AsOf.IsZero() {
 		fmt.Fprintf(w, "latest event  %s\n", st.AsOf.UTC().Format(time.RFC3339))
 	}
+	if st.Merchant != "" {
+		fmt.Fprintf(w, "merchant      %s (the figures below are its reservations' only)\n", st.Merchant)
+	}
 	fmt.Fprintf(w, "reservations  %d (%d canceled)\n", st.Reservations, st.Canceled)
 	fmt.Fprintf(w, "paid          %s\n", audit.Yuan(st.Paid))
 	fmt.Fprintf(w, "refunded      %s\n", audit.Yuan(st.Refunded))
@@ -69,6 +76,12 @@ func printStats(c *cli, path string, st *audit.Stats) {
 	fmt.Fprintf(w, "refunds       %d\n", st.Refunds)
 	for _, k := range sortedKeys(st.RefundStates) {
 		fmt.Fprintf(w, "  %-12s %d\n", k, st.RefundStates[k])
+	}
+	fmt.Fprintln(w, "by merchant")
+	for _, k := range sortedKeys(st.Merchants) {
+		m := st.Merchants[k]
+		fmt.Fprintf(w, "  %-20s %d reservations (%d canceled), %d refunds, paid %s, refunded %s, in flight %s, released %s\n",
+			k, m.Reservations, m.Canceled, m.Refunds, audit.Yuan(m.Paid), audit.Yuan(m.Refunded), audit.Yuan(m.InFlight), audit.Yuan(m.Released))
 	}
 	fmt.Fprintln(w, "events")
 	for _, k := range sortedKeys(st.EventTypes) {

@@ -91,7 +91,7 @@ func TestMain_MetricsLogsAndEffectiveConfig(t *testing.T) {
 	}
 	for _, want := range []string{"refundd_journal_commit_batch_size_count", "refundd_journal_sync_duration_seconds_bucket",
 		`refundd_http_request_duration_seconds_count{code="201",method="POST",route="/v1/reservations"} 1`,
-		"refundd_actors_active 1", `refundd_refunds_attention{kind="stuck"} 0`, `refundd_notifications_total{outcome="applied"} 0`} {
+		"refundd_actors_active 1", `refundd_refunds_attention{kind="stuck"} 0`, `refundd_notifications_total{merchant="_none",outcome="applied"} 0`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

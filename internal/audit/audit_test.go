@@ -370,7 +370,7 @@ func TestExportAndStats(t *testing.T) {
 	if err := audit.Export(bg, db, audit.ExportOptions{}, func(r audit.Row) error { rows = append(rows, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	st, err := audit.ComputeStats(bg, db, nil)
+	st, err := audit.ComputeStats(bg, db, audit.StatsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestExportAndStats(t *testing.T) {
 	_ = w.Write(first.CSV())
 	w.Flush()
 	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil || len(recs[1]) != len(audit.RowHeader) || recs[1][8] != "3000" || recs[1][9] != "30.00" {
+	if err != nil || len(recs[1]) != len(audit.RowHeader) || recs[1][9] != "3000" || recs[1][10] != "30.00" || recs[1][2] != reservation.DefaultMerchant {
 		t.Fatalf("csv %v, %v", recs, err)
 	}
 }

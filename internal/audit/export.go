@@ -85,12 +85,12 @@ type Row struct {
 }
 
 // RowHeader is the CSV header matching Row.CSV.
-var RowHeader = []string{"global", "reservation_id", "seq", "at", "type", "version", "by", "refund_no",
+var RowHeader = []string{"global", "reservation_id", "merchant", "seq", "at", "type", "version", "by", "refund_no",
 	"amount_fen", "amount_yuan", "refund_state", "status", "summary", "data"}
 
 // CSV returns the row's fields in RowHeader order.
 func (r Row) CSV() []string {
-	return []string{itoa(r.Global), r.Reservation, itoa(r.Seq), r.At.UTC().Format(time.RFC3339Nano), r.Type,
+	return []string{itoa(r.Global), r.Reservation, r.Merchant, itoa(r.Seq), r.At.UTC().Format(time.RFC3339Nano), r.Type,
 		itoa(uint64(r.Version)), r.By, r.RefundNo, i64toa(r.Amount), r.AmountYuan, r.RefundState, r.Status, r.Summary, string(r.Data)}
 }
 
@@ -99,6 +99,10 @@ type ExportOptions struct {
 	// From and To bound the events' decision times: From <= At < To. Zero
 	// means unbounded.
 	From, To time.Time
+	// Merchant, if set, keeps only the events of that merchant's
+	// reservations. Events that do not decode name no merchant and are
+	// left out then (Verify reports them).
+	Merchant string
 	// Progress, if set, gets the number of records read so far.
 	Progress func(uint64)
 }
@@ -121,10 +125,14 @@ func export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 		e, st, ok := rp.apply(r)
 		defer sc.after(r)
 		if !ok {
+			if opts.Merchant != "" {
+				return nil
+			}
 			return emit(Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, Type: r.Type, Version: r.Version,
 				Summary: "cannot decode", Data: json.RawMessage("null")})
 		}
-		if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) {
+		if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) ||
+			(opts.Merchant != "" && st.Merchant != opts.Merchant) {
 			return nil
 		}
 		row := Row{Global: r.Global, Reservation: r.Stream, Merchant: st.Merchant, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
@@ -219,6 +227,9 @@ func (c *stateCache) forget(id string) {
 }
 
 type Stats struct {
+	// Merchant is the merchant the figures are limited to (StatsOptions);
+	// empty for the whole journal.
+	Merchant     string         `json:"merchant,omitempty"`
 	Records      uint64         `json:"records"`
 	Undecoded    int            `json:"undecoded"`
 	Reservations int            `json:"reservations"`
@@ -234,12 +245,47 @@ type Stats struct {
 	Released int64 `json:"released"`
 	// AsOf is the time of the latest event: ages are measured from it, so
 	// a backup gives the same answer on any day.
-	AsOf           time.Time           `json:"as_of,omitzero"`
-	OldestInFlight *InFlightRefund     `json:"oldest_in_flight,omitempty"`
-	FileSize       int64               `json:"file_size"`
-	Epoch          uint64              `json:"epoch"`
-	Head           journal.Checkpoint  `json:"head"`
-	LastCheckpoint *journal.Checkpoint `json:"last_checkpoint,omitempty"`
+	AsOf time.Time `json:"as_of,omitzero"`
+	// Merchants splits the reservation figures by merchant.
+	Merchants      map[string]*MerchantStats `json:"merchants"`
+	OldestInFlight *InFlightRefund           `json:"oldest_in_flight,omitempty"`
+	FileSize       int64                     `json:"file_size"`
+	Epoch          uint64                    `json:"epoch"`
+	Head           journal.Checkpoint        `json:"head"`
+	LastCheckpoint *journal.Checkpoint       `json:"last_checkpoint,omitempty"`
+}
+
+// MerchantStats are one merchant's reservation figures; amounts in fen as
+// in Stats.
+type MerchantStats struct {
+	Reservations int   `json:"reservations"`
+	Canceled     int   `json:"canceled"`
+	Refunds      int   `json:"refunds"`
+	Paid         int64 `json:"paid"`
+	Refunded     int64 `json:"refunded"`
+	InFlight     int64 `json:"in_flight"`
+	Released     int64 `json:"released"`
+}
+
+func (m *MerchantStats) add(o *MerchantStats) {
+	m.Reservations += o.Reservations
+	m.Canceled += o.Canceled
+	m.Refunds += o.Refunds
+	m.Paid += o.Paid
+	m.Refunded += o.Refunded
+	m.InFlight += o.InFlight
+	m.Released += o.Released
+}
+
+// StatsOptions selects what ComputeStats counts.
+type StatsOptions struct {
+	// Merchant, if set, limits the figures to that merchant's
+	// reservations: records, event types and amounts. Records of streams
+	// that never registered (or do not decode) name no merchant and are
+	// left out then.
+	Merchant string
+	// Progress, if set, gets the number of records read so far.
+	Progress func(uint64)
 }
 
 // InFlightRefund is a refund that holds money and has not succeeded.
@@ -253,14 +299,18 @@ type InFlightRefund struct {
 }
 
 // ComputeStats reads the whole journal once.
-func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*Stats, error) {
+func ComputeStats(ctx context.Context, db *journal.DB, opts StatsOptions) (*Stats, error) {
 	// Each worker sums its reservations; the sums are merged after.
 	parts := make([]*Stats, foldWorkers())
 	for i := range parts {
-		parts[i] = &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}}
+		parts[i] = &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}, Merchants: map[string]*MerchantStats{}}
 	}
-	err := foldStreams(ctx, db, progress, func(w int, f folded) {
+	err := foldStreams(ctx, db, opts.Progress, func(w int, f folded) {
 		st := parts[w]
+		s := f.State
+		if opts.Merchant != "" && (s == nil || !s.Registered() || s.Merchant != opts.Merchant) {
+			return
+		}
 		st.Records += uint64(len(f.Records) + f.Unreadable)
 		for _, r := range f.Records {
 			st.EventTypes[r.Type]++
@@ -269,22 +319,17 @@ func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*
 		if f.Latest.After(st.AsOf) {
 			st.AsOf = f.Latest
 		}
-		s := f.State
 		if s == nil || !s.Registered() {
 			return
 		}
-		st.Reservations++
+		m := &MerchantStats{Reservations: 1, Paid: s.Amount, Refunded: s.Refunded(), InFlight: s.InFlight(), Refunds: len(s.Refunds)}
 		if s.Status == reservation.StatusCanceled {
-			st.Canceled++
+			m.Canceled = 1
 		}
-		st.Paid += s.Amount
-		st.Refunded += s.Refunded()
-		st.InFlight += s.InFlight()
 		for _, r := range s.Refunds {
-			st.Refunds++
 			st.RefundStates[string(r.State)]++
 			if r.State == reservation.Failed {
-				st.Released += r.Amount
+				m.Released += r.Amount
 			}
 			if r.State.Holds() && r.State != reservation.Succeeded {
 				o := &InFlightRefund{ReservationID: f.Stream, RefundNo: r.No, State: string(r.State), Amount: r.Amount, CreatedAt: r.CreatedAt}
@@ -293,21 +338,19 @@ func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*
 				}
 			}
 		}
+		st.add(s.Merchant, m)
 	})
 	if err != nil {
 		return nil, err
 	}
 	st := parts[0]
+	st.Merchant = opts.Merchant
 	for _, p := range parts[1:] {
 		st.Records += p.Records
 		st.Undecoded += p.Undecoded
-		st.Reservations += p.Reservations
-		st.Canceled += p.Canceled
-		st.Refunds += p.Refunds
-		st.Paid += p.Paid
-		st.Refunded += p.Refunded
-		st.InFlight += p.InFlight
-		st.Released += p.Released
+		for name, m := range p.Merchants {
+			st.add(name, m)
+		}
 		for k, n := range p.EventTypes {
 			st.EventTypes[k] += n
 		}
@@ -339,6 +382,21 @@ func ComputeStats(ctx context.Context, db *journal.DB, progress func(uint64)) (*
 		st.LastCheckpoint = &cp
 	}
 	return st, nil
+}
+
+// add counts m, one merchant's figures, in st's totals and under name.
+func (st *Stats) add(name string, m *MerchantStats) {
+	st.Reservations += m.Reservations
+	st.Canceled += m.Canceled
+	st.Refunds += m.Refunds
+	st.Paid += m.Paid
+	st.Refunded += m.Refunded
+	st.InFlight += m.InFlight
+	st.Released += m.Released
+	if st.Merchants[name] == nil {
+		st.Merchants[name] = &MerchantStats{}
+	}
+	st.Merchants[name].add(m)
 }
 
 // olderInFlight orders refunds in flight by request time, then

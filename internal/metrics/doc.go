@@ -17,10 +17,10 @@
 //	actor_activations_total                              counter; every activation loads its journal once
 //	actor_passivations_total                             counter; activations minus live actors
 //	actor_load_duration_seconds                          histogram; recovering one reservation from the journal
-//	refund_transitions_total{from,to}                    counter; refund state changes journaled since start ("NEW" for a new refund)
+//	refund_transitions_total{from,to,merchant}           counter; refund state changes journaled since start ("NEW" for a new refund)
 //	refunds_attention{kind}                              gauge; refunds needing attention: UNKNOWN, REJECTED, ABNORMAL, stuck (the reconciler's stuck count)
 //	timers_overdue                                       gauge; due times more than OverdueAfter late (a stalled scheduler)
-//	notifications_total{outcome}                         counter; WeChat Pay notifications by outcome
+//	notifications_total{merchant,outcome}                counter; WeChat Pay notifications by outcome
 //	provider_calls_total{op,outcome}                     counter; submit/query by outcome
 //	provider_call_duration_seconds{op}                   histogram
 //	webhook_events_behind{endpoint}                      gauge; journal records not yet delivered or parked
@@ -32,6 +32,12 @@
 //	build_info{version,revision,goversion}               gauge; always 1, the running build (internal/version)
 //
 // plus the Go runtime and process collectors.
+//
+// The merchant label takes only the configured merchants' names
+// (Options.Merchants; "default" alone when none are given), "_other" for
+// any other name and, on notifications, "_none" for ones attributed to no
+// merchant. Merchant names cannot start with "_", so the series of a
+// deployment are bounded by its configuration, never by its traffic.
 //
 // Refund states are not kept as a full gauge (that would need a journal
 // scan): the states that need people are exact gauges from the attention

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/version"
 )
 
@@ -36,7 +37,23 @@ type Options struct {
 	OverdueAfter time.Duration
 	// NoRuntime leaves out the Go runtime and process collectors (tests).
 	NoRuntime bool
+	// Merchants are the configured merchants' names: the values the
+	// merchant label may take, besides OtherMerchant (any other name) and
+	// NoMerchant (a notification not attributed to one). Empty means the
+	// single default merchant (reservation.DefaultMerchant). The label set
+	// stays bounded whatever the journal or a caller names.
+	Merchants []string
 }
+
+// Values of the merchant label that are not configured merchants. A
+// merchant's name cannot start with "_", so they never collide with one.
+const (
+	// OtherMerchant counts every name that is not a configured merchant.
+	OtherMerchant = "_other"
+	// NoMerchant counts notifications attributed to no merchant (not
+	// verified, or counted by a source that does not split by merchant).
+	NoMerchant = "_none"
+)
 
 // Metrics is refundd's registry and instruments. Its methods are safe for
 // concurrent use.
@@ -44,6 +61,8 @@ type Metrics struct {
 	opts Options
 	log  *slog.Logger
 	reg  *prometheus.Registry
+	// merchants is the set of merchant label values (Options.Merchants).
+	merchants map[string]bool
 
 	httpDuration     *prometheus.HistogramVec
 	appendDuration   *prometheus.HistogramVec
@@ -101,7 +120,13 @@ func New(opts Options) *Metrics {
 	if opts.OverdueAfter <= 0 {
 		opts.OverdueAfter = time.Minute
 	}
-	m := &Metrics{opts: opts, log: opts.Logger, reg: prometheus.NewRegistry()}
+	m := &Metrics{opts: opts, log: opts.Logger, reg: prometheus.NewRegistry(), merchants: map[string]bool{}}
+	for _, name := range opts.Merchants {
+		m.merchants[name] = true
+	}
+	if len(m.merchants) == 0 {
+		m.merchants[reservation.DefaultMerchant] = true
+	}
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "http_request_duration_seconds", Help: "HTTP requests by method, route template and status code.",
 		Buckets: requestBuckets}, []string{"method", "route", "code"})
@@ -121,7 +146,8 @@ func New(opts Options) *Metrics {
 	m.loadDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "actor_load_duration_seconds", Help: "Loading a reservation's events when its actor activates.", Buckets: diskBuckets})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
-		Name: "refund_transitions_total", Help: "Refund state changes journaled since start; from is NEW for a new refund."}, []string{"from", "to"})
+		Name: "refund_transitions_total", Help: "Refund state changes journaled since start, by merchant (configured ones, else _other); from is NEW for a new refund."},
+		[]string{"from", "to", "merchant"})
 	m.providerCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
 		Name: "provider_calls_total", Help: "Provider calls by operation (submit, query) and outcome."}, []string{"op", "outcome"})
 	m.providerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
@@ -142,6 +168,15 @@ func New(opts Options) *Metrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// merchant is the merchant label value of name: itself when configured,
+// OtherMerchant otherwise.
+func (m *Metrics) merchant(name string) string {
+	if m.merchants[name] {
+		return name
+	}
+	return OtherMerchant
 }
 
 // Registry returns the registry, to add collectors or gather in tests.

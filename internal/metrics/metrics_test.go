@@ -70,7 +70,15 @@ type engineEnv struct {
 
 func newEngine(t *testing.T, fault simprovider.Fault) *engineEnv {
 	t.Helper()
-	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
+	return newEngineWith(t, fault, metrics.Options{})
+}
+
+// newEngineWith is newEngine with metrics options (NoRuntime and a quiet
+// logger added).
+func newEngineWith(t *testing.T, fault simprovider.Fault, opts metrics.Options) *engineEnv {
+	t.Helper()
+	opts.NoRuntime, opts.Logger = true, quiet()
+	m := metrics.New(opts)
 	store := eventstore.New(journaltest.Open(t))
 	engine, err := actors.New(actors.Config{
 		Store: m.Store(store), Provider: m.Provider(simprovider.New(simprovider.Options{Fault: fault})), Encode: simprovider.Encode,
@@ -86,9 +94,16 @@ func newEngine(t *testing.T, fault simprovider.Fault) *engineEnv {
 
 func (e *engineEnv) refund(t *testing.T, id string) string {
 	t.Helper()
+	return e.refundFor(t, id, "")
+}
+
+// refundFor registers id for merchant ("" names none) and requests a
+// refund.
+func (e *engineEnv) refundFor(t *testing.T, id, merchant string) string {
+	t.Helper()
 	ctx := t.Context()
 	if _, _, err := e.engine.Execute(ctx, id, "test", reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "o-" + id,
-		Amount: 1000, Currency: "CNY"}); err != nil {
+		Amount: 1000, Currency: "CNY", Merchant: merchant}); err != nil {
 		t.Fatal(err)
 	}
 	st, _, err := e.engine.Execute(ctx, id, "test", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: new(int64(100))})
@@ -116,8 +131,8 @@ func TestStore_EventsTransitionsActivations(t *testing.T) {
 	no := e.refund(t, "r1")
 	e.await(t, "r1", no, reservation.Succeeded)
 	text := scrape(t, e.m)
-	want(t, text, `refundd_refund_transitions_total{from="NEW",to="PROCESSING"}`, 1)
-	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",to="SUCCEEDED"}`, 1)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="default",to="PROCESSING"}`, 1)
+	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",merchant="default",to="SUCCEEDED"}`, 1)
 	want(t, text, `refundd_journal_events_total{type="reservation.registered"}`, 1)
 	want(t, text, `refundd_journal_events_total{type="refund.requested"}`, 1)
 	want(t, text, `refundd_journal_events_total{type="refund.provider_result"}`, 1)
@@ -162,14 +177,14 @@ func TestStore_AttentionGauge(t *testing.T) {
 	}
 	text := scrape(t, e.m)
 	want(t, text, `refundd_refunds_attention{kind="REJECTED"}`, 3)
-	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",to="REJECTED"}`, 3)
+	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",merchant="default",to="REJECTED"}`, 3)
 	want(t, text, `refundd_provider_calls_total{op="submit",outcome="REJECTED"}`, 3)
 	if _, _, err := e.engine.Abandon(t.Context(), "a2", "op", reservation.Abandon{RefundNo: nos[1], Reason: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	text = scrape(t, e.m)
 	want(t, text, `refundd_refunds_attention{kind="REJECTED"}`, 2)
-	want(t, text, `refundd_refund_transitions_total{from="REJECTED",to="FAILED"}`, 1)
+	want(t, text, `refundd_refund_transitions_total{from="REJECTED",merchant="default",to="FAILED"}`, 1)
 }
 
 // countAttention pages through the index and stops at the cap.
@@ -227,8 +242,8 @@ func TestWatch_NotificationsWebhooksAndFailures(t *testing.T) {
 		t.Fatalf("second Watch: %v", err)
 	}
 	text := scrape(t, m)
-	want(t, text, `refundd_notifications_total{outcome="applied"}`, 3)
-	want(t, text, `refundd_notifications_total{outcome="probe"}`, 1)
+	want(t, text, `refundd_notifications_total{merchant="_none",outcome="applied"}`, 3)
+	want(t, text, `refundd_notifications_total{merchant="_none",outcome="probe"}`, 1)
 	want(t, text, `refundd_webhook_events_behind{endpoint="ledger"}`, 7)
 	want(t, text, `refundd_webhook_parked{endpoint="ledger"}`, 2)
 	want(t, text, `refundd_webhook_oldest_undelivered_age_seconds{endpoint="ledger"}`, 90)
@@ -239,7 +254,7 @@ func TestWatch_NotificationsWebhooksAndFailures(t *testing.T) {
 	failHooks = true
 	text = scrape(t, m)
 	want(t, text, `refundd_webhook_events_behind{endpoint="ledger"}`, -1)
-	want(t, text, `refundd_notifications_total{outcome="applied"}`, 3)
+	want(t, text, `refundd_notifications_total{merchant="_none",outcome="applied"}`, 3)
 }
 
 func TestObserveRequest_Labels(t *testing.T) {

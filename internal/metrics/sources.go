@@ -26,8 +26,14 @@ type Sources struct {
 	// DueBefore lists due timers at or before a time (actors.Store.DueBefore).
 	DueBefore func(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
 	// Notifications returns notification counts by outcome
-	// (api.NotifyStats.Snapshot).
+	// (api.NotifyStats.Snapshot), not split by merchant: exported under
+	// merchant="_none". Used only when NotificationsByMerchant is nil.
 	Notifications func() map[string]int64
+	// NotificationsByMerchant returns notification counts by merchant,
+	// then outcome; "" for ones attributed to no merchant. Names that are
+	// not configured merchants are summed under "_other". It replaces
+	// Notifications once the notification handler counts per merchant.
+	NotificationsByMerchant func() map[string]map[string]int64
 	// Webhooks returns each webhook endpoint's lag (webhook.Dispatcher.Lag).
 	Webhooks func(ctx context.Context) ([]webhook.EndpointLag, error)
 	// PlatformCertificates returns the NotAfter of each WeChat Pay platform
@@ -63,7 +69,7 @@ var (
 		[]string{"kind"}, nil)
 	descOverdue = prometheus.NewDesc(namespace+"_timers_overdue",
 		"Journaled due times that are overdue by more than the configured margin: a scheduler that is not keeping up.", nil, nil)
-	descNotify       = prometheus.NewDesc(namespace+"_notifications_total", "WeChat Pay refund notifications by outcome.", []string{"outcome"}, nil)
+	descNotify       = prometheus.NewDesc(namespace+"_notifications_total", "WeChat Pay refund notifications by merchant (configured ones, _other, or _none when not attributed) and outcome.", []string{"merchant", "outcome"}, nil)
 	descHookBehind   = prometheus.NewDesc(namespace+"_webhook_events_behind", "Journal records after the endpoint's cursor.", []string{"endpoint"}, nil)
 	descHookAge      = prometheus.NewDesc(namespace+"_webhook_oldest_undelivered_age_seconds", "Age of the oldest event not yet delivered to the endpoint.", []string{"endpoint"}, nil)
 	descHookParked   = prometheus.NewDesc(namespace+"_webhook_parked", "Events parked after exhausting retries.", []string{"endpoint"}, nil)
@@ -115,15 +121,16 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descOverdue, prometheus.GaugeValue, float64(len(timers)))
 		}
 	}
-	if c.src.Notifications != nil {
-		counts := c.src.Notifications()
-		outcomes := make([]string, 0, len(counts))
-		for o := range counts {
-			outcomes = append(outcomes, o)
+	if counts := c.notifications(); counts != nil {
+		keys := make([]notifyKey, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
 		}
-		sort.Strings(outcomes)
-		for _, o := range outcomes {
-			ch <- prometheus.MustNewConstMetric(descNotify, prometheus.CounterValue, float64(counts[o]), o)
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i].merchant < keys[j].merchant || keys[i].merchant == keys[j].merchant && keys[i].outcome < keys[j].outcome
+		})
+		for _, k := range keys {
+			ch <- prometheus.MustNewConstMetric(descNotify, prometheus.CounterValue, float64(counts[k]), k.merchant, k.outcome)
 		}
 	}
 	if c.src.PlatformCertificates != nil {
@@ -145,6 +152,33 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHookFailures, prometheus.CounterValue, float64(l.FailedAttempts), l.Name)
 		}
 	}
+}
+
+type notifyKey struct{ merchant, outcome string }
+
+// notifications reads the notification counts, with merchant label values
+// bounded: names that are not configured merchants are summed as other.
+func (c *sourceCollector) notifications() map[notifyKey]int64 {
+	out := map[notifyKey]int64{}
+	switch {
+	case c.src.NotificationsByMerchant != nil:
+		for name, counts := range c.src.NotificationsByMerchant() {
+			label := NoMerchant
+			if name != "" {
+				label = c.m.merchant(name)
+			}
+			for o, n := range counts {
+				out[notifyKey{label, o}] += n
+			}
+		}
+	case c.src.Notifications != nil:
+		for o, n := range c.src.Notifications() {
+			out[notifyKey{NoMerchant, o}] += n
+		}
+	default:
+		return nil
+	}
+	return out
 }
 
 // countAttention counts one kind page by page, up to AttentionCap.

@@ -57,16 +57,21 @@ func (s *store) Append(ctx context.Context, id string, before *reservation.State
 	}
 	s.m.appendDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	if err == nil {
-		s.m.countEvents(events)
+		s.m.countEvents(before, events)
 	}
 	return err
 }
 
 // countEvents counts journaled events by type and the refund transitions
-// they carry. A resubmission (REJECTED or UNKNOWN back to PROCESSING) does
+// they carry, by the merchant of the reservation (before, or the
+// registration among events). A resubmission (REJECTED or UNKNOWN back to PROCESSING) does
 // not say which state it left, so it shows as a refund.submission_started
 // event and in the attention gauges, not as a transition.
-func (m *Metrics) countEvents(events []reservation.Event) {
+func (m *Metrics) countEvents(before *reservation.State, events []reservation.Event) {
+	var merchant string
+	if before != nil && before.Registered() {
+		merchant = m.merchant(before.Merchant)
+	}
 	for _, e := range events {
 		if e.Data == nil {
 			continue
@@ -74,6 +79,8 @@ func (m *Metrics) countEvents(events []reservation.Event) {
 		m.events.WithLabelValues(e.Data.EventType()).Inc()
 		var from, to reservation.RefundState
 		switch d := e.Data.(type) {
+		case reservation.Registered:
+			merchant = m.merchant(reservation.MerchantOf(d.Merchant))
 		case reservation.RefundRequested:
 			from, to = "NEW", reservation.Processing
 		case reservation.ProviderResult:
@@ -86,7 +93,10 @@ func (m *Metrics) countEvents(events []reservation.Event) {
 			from, to = "RECOVERED", d.State
 		}
 		if from != to {
-			m.transitions.WithLabelValues(string(from), string(to)).Inc()
+			if merchant == "" { // a refund event before the registration: not journaled by the engine
+				merchant = OtherMerchant
+			}
+			m.transitions.WithLabelValues(string(from), string(to), merchant).Inc()
 		}
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -26,6 +29,12 @@ type Endpoint struct {
 	// Types limits the event types delivered (feed.Types()); empty means
 	// all of them.
 	Types []string
+	// Merchants limits the events delivered to those of reservations of
+	// these merchants; empty means every merchant's. Each must be one of
+	// Config.Merchants. Events of other merchants are skipped: they move
+	// the cursor like a filtered type, are never parked and never hold
+	// anything back.
+	Merchants []string
 	// FromNow starts an endpoint that has no stored cursor at the
 	// journal's current end. False (the zero value) delivers the whole
 	// history first.
@@ -52,6 +61,10 @@ type Config struct {
 	DB Journal
 	// Endpoints to deliver to; may be empty (Run then only waits).
 	Endpoints []Endpoint
+	// Merchants are the names of the configured merchants, which an
+	// endpoint's Merchants must be among. Empty means the single default
+	// merchant (reservation.DefaultMerchant).
+	Merchants []string
 	// MaxAttempts is how many POSTs one event gets before it is parked.
 	// Zero means 12.
 	MaxAttempts int
@@ -116,10 +129,20 @@ func (c *Config) validate() error {
 			return http.ErrUseLastResponse
 		}}
 	}
+	known := c.Merchants
+	if len(known) == 0 {
+		known = []string{reservation.DefaultMerchant}
+	}
 	seen := map[string]bool{}
 	for i, e := range c.Endpoints {
 		if err := e.validate(); err != nil {
 			return fmt.Errorf("%w: endpoint %d: %w", ErrConfig, i, err)
+		}
+		for _, m := range e.Merchants {
+			if !slices.Contains(known, m) {
+				return fmt.Errorf("%w: endpoint %s: unknown merchant %q; configured: %s",
+					ErrConfig, e.Name, m, strings.Join(known, ", "))
+			}
 		}
 		if seen[e.Name] {
 			return fmt.Errorf("%w: endpoint name %q used twice", ErrConfig, e.Name)
@@ -155,6 +178,11 @@ func (e Endpoint) validate() error {
 	for _, t := range e.Types {
 		if !feed.KnownType(t) {
 			return fmt.Errorf("%s: unknown event type %q", e.Name, t)
+		}
+	}
+	for i, m := range e.Merchants {
+		if m == "" || slices.Contains(e.Merchants[:i], m) {
+			return fmt.Errorf("%s: merchant %q empty or listed twice", e.Name, m)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/refundd/refundd/internal/webhook"
@@ -43,5 +44,40 @@ func TestNew_Invalid(t *testing.T) {
 	}
 	if _, err := webhook.New(webhook.Config{DB: db, Endpoints: []webhook.Endpoint{ok}}); err != nil {
 		t.Fatalf("valid config refused: %v", err)
+	}
+}
+
+// TestNew_Merchants: an endpoint's merchants must be configured ones (the
+// default merchant alone when none are given); the error names the
+// endpoint and the merchant.
+func TestNew_Merchants(t *testing.T) {
+	db := journaltest.Open(t)
+	ep := func(name string, merchants ...string) webhook.Endpoint {
+		return webhook.Endpoint{Name: name, URL: "https://example.com/hook", Secret: []byte("0123456789abcdef"), Merchants: merchants}
+	}
+	tests := []struct {
+		name       string
+		configured []string
+		eps        []webhook.Endpoint
+		want       string // "" = valid; else the error mentions it
+	}{
+		{"default merchant, none configured", nil, []webhook.Endpoint{ep("a", "default")}, ""},
+		{"no subscription", []string{"hotel-sh"}, []webhook.Endpoint{ep("a")}, ""},
+		{"configured ones", []string{"default", "hotel-sh", "hotel-bj"}, []webhook.Endpoint{ep("a", "hotel-bj", "hotel-sh"), ep("b", "default")}, ""},
+		{"unknown with none configured", nil, []webhook.Endpoint{ep("crm", "hotel-sh")}, `endpoint crm: unknown merchant "hotel-sh"`},
+		{"unknown among configured", []string{"default", "hotel-sh"}, []webhook.Endpoint{ep("a", "hotel-sh"), ep("erp", "hotel-sh", "hotel-gz")}, `endpoint erp: unknown merchant "hotel-gz"`},
+		{"listed twice", []string{"hotel-sh"}, []webhook.Endpoint{ep("erp", "hotel-sh", "hotel-sh")}, "listed twice"},
+		{"empty name", []string{"hotel-sh"}, []webhook.Endpoint{ep("erp", "")}, "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := webhook.New(webhook.Config{DB: db, Endpoints: tt.eps, Merchants: tt.configured})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("New: %v, want valid", err)
+			case tt.want != "" && (!errors.Is(err, webhook.ErrConfig) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("New: %v, want ErrConfig mentioning %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -102,6 +102,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	for _, e := range cfg.Endpoints {
 		e.Secret = append([]byte(nil), e.Secret...)
 		e.Types = append([]string(nil), e.Types...)
+		e.Merchants = append([]string(nil), e.Merchants...)
 		ep := &endpoint{d: d, cfg: e, log: d.log.With("webhook", e.Name), wake: make(chan struct{}, 1)}
 		d.eps = append(d.eps, ep)
 		d.byName[e.Name] = ep
@@ -201,7 +202,11 @@ func (ep *endpoint) loadLocked(ctx context.Context) error {
 	return nil
 }
 
-// readParked returns the stored parked events in global order.
+// readParked returns the stored parked events in global order, those of
+// merchants the endpoint takes. Events parked before its subscription
+// narrowed stay stored, untouched, and come back if it widens again; until
+// then they are neither listed, counted, replayed nor holding anything
+// back.
 func (ep *endpoint) readParked(ctx context.Context) ([]*ParkedEvent, error) {
 	kvs, err := ep.d.cfg.DB.List(ctx, ep.parkedPrefix())
 	if err != nil {
@@ -216,7 +221,9 @@ func (ep *endpoint) readParked(ctx context.Context) ([]*ParkedEvent, error) {
 		// Parked before events named their merchant: every reservation
 		// then belonged to the default one.
 		p.Event.Merchant = reservation.MerchantOf(p.Event.Merchant)
-		out = append(out, p)
+		if ep.takes(p.Event.Merchant) {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }
@@ -292,7 +299,7 @@ func (ep *endpoint) run(ctx context.Context) error {
 		ep.mu.Lock()
 		from := ep.pos
 		ep.mu.Unlock()
-		events, next, err := feed.Read(ctx, db, from, ep.d.cfg.BatchSize, ep.cfg.Types)
+		events, next, err := ep.read(ctx, from, ep.d.cfg.BatchSize)
 		what := "feed read"
 		if err == nil {
 			what = "recording a delivery"
@@ -329,6 +336,22 @@ func (ep *endpoint) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// read is feed.Read with the endpoint's types, keeping only the events of
+// its merchants. Skipped events are past next like filtered types, so the
+// cursor moves over them without a delivery or a parking.
+func (ep *endpoint) read(ctx context.Context, from uint64, limit int) ([]feed.Event, uint64, error) {
+	events, next, err := feed.Read(ctx, ep.d.cfg.DB, from, limit, ep.cfg.Types)
+	if err != nil || len(ep.cfg.Merchants) == 0 {
+		return events, next, err
+	}
+	return slices.DeleteFunc(events, func(ev feed.Event) bool { return !ep.takes(ev.Merchant) }), next, nil
+}
+
+// takes reports whether the endpoint subscribes to merchant's events.
+func (ep *endpoint) takes(merchant string) bool {
+	return len(ep.cfg.Merchants) == 0 || slices.Contains(ep.cfg.Merchants, merchant)
 }
 
 // recordCtx is the context for recording what a delivery attempt did: it
@@ -574,6 +597,33 @@ func (d *Dispatcher) Parked(ctx context.Context, name string) ([]ParkedEvent, er
 	return out, nil
 }
 
+// lagPages bounds the pages nextEvent reads looking past other merchants'
+// events, so Lag answers in bounded time behind a long backlog of them.
+const lagPages = 4
+
+// nextEvent returns the first event after pos the endpoint would deliver,
+// or nil if there is none within lagPages pages.
+func (ep *endpoint) nextEvent(ctx context.Context, pos uint64) (*feed.Event, error) {
+	limit := 1
+	if len(ep.cfg.Merchants) > 0 {
+		limit = ep.d.cfg.BatchSize
+	}
+	for range lagPages {
+		events, next, err := ep.read(ctx, pos, limit)
+		if err != nil {
+			return nil, err
+		}
+		if len(events) > 0 {
+			return &events[0], nil
+		}
+		if next == pos {
+			return nil, nil
+		}
+		pos = next
+	}
+	return nil, nil
+}
+
 // Lag reports every endpoint's position, in configuration order.
 func (d *Dispatcher) Lag(ctx context.Context) ([]EndpointLag, error) {
 	last, err := d.cfg.DB.LastGlobal(ctx)
@@ -602,12 +652,12 @@ func (d *Dispatcher) Lag(ctx context.Context) ([]EndpointLag, error) {
 			Delivered: ep.stats.delivered.Load(), FailedAttempts: ep.stats.failures.Load()}
 		if last > pos {
 			l.EventsBehind = last - pos
-			next, _, err := feed.Read(ctx, d.cfg.DB, pos, 1, ep.cfg.Types)
+			next, err := ep.nextEvent(ctx, pos)
 			if err != nil {
 				return nil, fmt.Errorf("webhook: lag of %s: %w", ep.cfg.Name, err)
 			}
-			if len(next) > 0 && (oldest.IsZero() || next[0].At.Before(oldest)) {
-				oldest = next[0].At
+			if next != nil && (oldest.IsZero() || next.At.Before(oldest)) {
+				oldest = next.At
 			}
 		}
 		if !oldest.IsZero() {

@@ -13,13 +13,16 @@ import (
 //	# name  url                              secret                       options
 //	ledger  https://ledger.internal/refundd  env:LEDGER_WEBHOOK_SECRET    types=refund.succeeded,reservation.canceled
 //	crm     https://crm.internal/hooks       file:/etc/refundd/crm.secret start=now
+//	sh-erp  https://erp.sh.internal/refunds  env:SH_ERP_SECRET            merchants=hotel-sh,hotel-bj
 //
 // Blank lines and lines starting with # are ignored. The secret itself is
 // never in the file: env:NAME reads it from the environment through getenv,
 // file:PATH from a file through readFile (one trailing newline is dropped).
-// Options: types=a,b (Endpoint.Types) and start=now|beginning
-// (Endpoint.FromNow). Each endpoint is checked as New checks it; errors
-// wrap ErrConfig and name the line.
+// Options: types=a,b (Endpoint.Types), merchants=a,b (Endpoint.Merchants)
+// and start=now|beginning (Endpoint.FromNow). Each endpoint is checked as
+// New checks it, except that merchant names are checked against the
+// configured merchants by New (Config.Merchants); errors wrap ErrConfig and
+// name the line.
 func ParseEndpoints(r io.Reader, getenv func(string) string, readFile func(string) ([]byte, error)) ([]Endpoint, error) {
 	var eps []Endpoint
 	seen := map[string]int{}
@@ -34,7 +37,7 @@ func ParseEndpoints(r io.Reader, getenv func(string) string, readFile func(strin
 		}
 		f := strings.Fields(line)
 		if len(f) < 3 {
-			return nil, bad("want: name url secret [types=...] [start=now|beginning]")
+			return nil, bad("want: name url secret [types=...] [merchants=...] [start=now|beginning]")
 		}
 		e := Endpoint{Name: f[0], URL: f[1]}
 		switch src, ref, _ := strings.Cut(f[2], ":"); {
@@ -54,12 +57,14 @@ func ParseEndpoints(r io.Reader, getenv func(string) string, readFile func(strin
 			switch {
 			case k == "types" && v != "":
 				e.Types = strings.Split(v, ",")
+			case k == "merchants" && v != "":
+				e.Merchants = strings.Split(v, ",")
 			case k == "start" && v == "now":
 				e.FromNow = true
 			case k == "start" && v == "beginning":
 				e.FromNow = false
 			default:
-				return nil, bad("unknown option %q; want types=a,b or start=now|beginning", opt)
+				return nil, bad("unknown option %q; want types=a,b, merchants=a,b or start=now|beginning", opt)
 			}
 		}
 		if err := e.validate(); err != nil {

@@ -23,22 +23,27 @@ func TestParseEndpoints_Valid(t *testing.T) {
 # name url secret options
 ledger https://ledger.internal/refundd env:LEDGER_SECRET types=refund.succeeded,reservation.canceled
   crm  http://crm.internal:8080/hooks?x=1  file:/etc/crm.secret start=now
+sh-erp https://erp.sh.internal/refunds env:LEDGER_SECRET merchants=hotel-sh,default types=refund.failed
 `
 	eps, err := webhook.ParseEndpoints(strings.NewReader(in), func(k string) string { return env[k] }, readFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(eps) != 2 {
+	if len(eps) != 3 {
 		t.Fatalf("got %d endpoints", len(eps))
 	}
-	l, c := eps[0], eps[1]
+	l, c, sh := eps[0], eps[1], eps[2]
 	if l.Name != "ledger" || l.URL != "https://ledger.internal/refundd" || string(l.Secret) != "ledger-secret-0123456789" ||
 		!slices.Equal(l.Types, []string{"refund.succeeded", "reservation.canceled"}) || l.FromNow {
 		t.Errorf("ledger = %+v", l)
 	}
 	if c.Name != "crm" || c.URL != "http://crm.internal:8080/hooks?x=1" || string(c.Secret) != "crm-secret-0123456789" ||
-		len(c.Types) != 0 || !c.FromNow {
+		len(c.Types) != 0 || !c.FromNow || len(c.Merchants) != 0 || len(l.Merchants) != 0 {
 		t.Errorf("crm = %+v", c)
+	}
+	if sh.Name != "sh-erp" || !slices.Equal(sh.Merchants, []string{"hotel-sh", "default"}) ||
+		!slices.Equal(sh.Types, []string{"refund.failed"}) {
+		t.Errorf("sh-erp = %+v", sh)
 	}
 }
 
@@ -57,6 +62,9 @@ func TestParseEndpoints_Invalid(t *testing.T) {
 		{"missing file", "a https://x/h file:/nope", "secret of a"},
 		{"empty env name", "a https://x/h env:", "env:NAME"},
 		{"unknown option", "a https://x/h env:OK retries=3", "retries=3"},
+		{"empty merchants", "a https://x/h env:OK merchants=", "merchants="},
+		{"merchant twice", "a https://x/h env:OK merchants=x,x", "listed twice"},
+		{"empty merchant", "a https://x/h env:OK merchants=x,", "empty"},
 		{"bad start", "a https://x/h env:OK start=later", "start=later"},
 		{"unknown type", "a https://x/h env:OK types=refund.nope", "refund.nope"},
 		{"bad url", "a ftp://x/h env:OK", "URL"},

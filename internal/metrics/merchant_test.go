@@ -1,0 +1,87 @@
+package metrics_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/reservation"
+)
+
+// merchantLabel finds every merchant label value in a scrape.
+var merchantLabel = regexp.MustCompile(`merchant="([^"]*)"`)
+
+// checkBounded fails if the scrape has a merchant label value outside
+// allowed.
+func checkBounded(t *testing.T, text string, allowed ...string) {
+	t.Helper()
+	ok := map[string]bool{}
+	for _, a := range allowed {
+		ok[a] = true
+	}
+	for _, m := range merchantLabel.FindAllStringSubmatch(text, -1) {
+		if !ok[m[1]] {
+			t.Errorf("merchant label %q, want one of %v", m[1], allowed)
+		}
+	}
+}
+
+// TestTransitions_ByMerchant: refund transitions carry the reservation's
+// merchant when it is configured, and _other otherwise (the default
+// merchant too, when it is not configured).
+func TestTransitions_ByMerchant(t *testing.T) {
+	e := newEngineWith(t, nil, metrics.Options{Merchants: []string{"hotel-sh", "hotel-bj"}})
+	for _, r := range []struct{ id, merchant string }{{"r-sh1", "hotel-sh"}, {"r-sh2", "hotel-sh"}, {"r-gz", "hotel-gz"}, {"r-old", ""}} {
+		e.await(t, r.id, e.refundFor(t, r.id, r.merchant), reservation.Succeeded)
+	}
+	text := scrape(t, e.m)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="hotel-sh",to="PROCESSING"}`, 2)
+	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",merchant="hotel-sh",to="SUCCEEDED"}`, 2)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="_other",to="PROCESSING"}`, 2)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="hotel-gz",to="PROCESSING"}`, -1)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="hotel-bj",to="PROCESSING"}`, -1)
+	checkBounded(t, text, "hotel-sh", "hotel-bj", metrics.OtherMerchant)
+}
+
+// TestTransitions_DefaultMerchant: with no merchants configured, the
+// default merchant is the one label value.
+func TestTransitions_DefaultMerchant(t *testing.T) {
+	e := newEngine(t, nil)
+	e.await(t, "r1", e.refundFor(t, "r1", ""), reservation.Succeeded)
+	e.await(t, "r2", e.refundFor(t, "r2", reservation.DefaultMerchant), reservation.Succeeded)
+	e.await(t, "r3", e.refundFor(t, "r3", "hotel-sh"), reservation.Succeeded)
+	text := scrape(t, e.m)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="default",to="PROCESSING"}`, 2)
+	want(t, text, `refundd_refund_transitions_total{from="NEW",merchant="_other",to="PROCESSING"}`, 1)
+	checkBounded(t, text, reservation.DefaultMerchant, metrics.OtherMerchant)
+}
+
+// TestNotifications_ByMerchant: per-merchant notification counts keep
+// configured names, sum the rest under _other and unattributed ones under
+// _none.
+func TestNotifications_ByMerchant(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet(), Merchants: []string{"hotel-sh", "default"}})
+	counts := map[string]map[string]int64{
+		"hotel-sh": {"applied": 2, "mismatch": 1},
+		"default":  {"applied": 7},
+		"hotel-gz": {"applied": 1},
+		"evil-1":   {"applied": 4, "mismatch": 3},
+		"":         {"rejected": 5},
+	}
+	if err := m.Watch(metrics.Sources{
+		NotificationsByMerchant: func() map[string]map[string]int64 { return counts },
+		// Ignored when the per-merchant source is there: nothing counted twice.
+		Notifications: func() map[string]int64 { return map[string]int64{"applied": 100} },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := scrape(t, m)
+	want(t, text, `refundd_notifications_total{merchant="hotel-sh",outcome="applied"}`, 2)
+	want(t, text, `refundd_notifications_total{merchant="hotel-sh",outcome="mismatch"}`, 1)
+	want(t, text, `refundd_notifications_total{merchant="default",outcome="applied"}`, 7)
+	want(t, text, `refundd_notifications_total{merchant="_other",outcome="applied"}`, 5)
+	want(t, text, `refundd_notifications_total{merchant="_other",outcome="mismatch"}`, 3)
+	want(t, text, `refundd_notifications_total{merchant="_none",outcome="rejected"}`, 5)
+	want(t, text, `refundd_notifications_total{merchant="_none",outcome="applied"}`, -1)
+	checkBounded(t, text, "hotel-sh", "default", metrics.OtherMerchant, metrics.NoMerchant)
+}
