@@ -155,7 +155,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	// One node at a time dispatches webhooks: the leader, by an etcd
 	// election with etcd membership, a PostgreSQL advisory lock with
 	// automanaged membership (docs/CLUSTER.md, "Webhook dispatch").
-	be.webhooks = func(eps []webhook.Endpoint) (dispatch, error) {
+	be.webhooks = func(eps []webhook.Endpoint, merchants []string) (dispatch, error) {
 		log := m.log.With("component", "webhook")
 		value := nodeID + " " + m.ln.Addr().String()
 		var el webhook.Elector
@@ -166,7 +166,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 			el = &pgjournal.LockElector{DSN: cc.Journal, Key: pgjournal.AdvisoryKey("webhooks", cc.JournalSchema, cc.Name),
 				Name: "webhook leader lock", Value: value, Logger: log}
 		}
-		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Logger: log}, pg, el, webhook.LeaderTiming{})
+		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Merchants: merchants, Logger: log}, pg, el, webhook.LeaderTiming{})
 		if err != nil {
 			return dispatch{}, err
 		}

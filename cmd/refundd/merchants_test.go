@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,18 @@ func TestMerchantsFile_CheckedBeforeStart(t *testing.T) {
 	if err := os.WriteFile(scoped, []byte("reader "+strings.Repeat("ab", 32)+" ledger merchants=inn-1,inn-2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	hooks := func(name, merchants string) string {
+		f := filepath.Join(dir, name)
+		secret := filepath.Join(dir, "hook-secret")
+		line := "erp https://erp.example/hook file:" + secret + " merchants=" + merchants + "\n"
+		if err := os.WriteFile(secret, []byte(strings.Repeat("s", 32)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
 	wx := []string{"--provider", "wechatpay", "--merchants-file", good}
 	for _, tc := range []struct {
 		name     string
@@ -112,6 +125,10 @@ func TestMerchantsFile_CheckedBeforeStart(t *testing.T) {
 		{"with a --wechatpay-* flag", append([]string{"--wechatpay-mchid", "1900000001"}, wx...), 1,
 			[]string{"--merchants-file", "--wechatpay-mchid"}},
 		{"with the sandbox", []string{"--provider", "sandbox", "--merchants-file", good}, 1, []string{"--merchants-file", "--provider sandbox"}},
+		{"webhook endpoint subscribed to merchants of the file", append([]string{"--webhooks-file", hooks("hooks-ok", "inn-1,shop")}, wx...), 0,
+			[]string{"configuration OK"}},
+		{"webhook endpoint subscribed to a merchant not in the file", append([]string{"--webhooks-file", hooks("hooks-bad", "inn-1,inn-9")}, wx...), 1,
+			[]string{"--webhooks-file", "erp", `"inn-9"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")
@@ -200,6 +217,23 @@ func testMemoryProviderMerchants(t *testing.T, delay string) {
 		if code != 200 || !strings.HasPrefix(no, tc.prefix) || body["state"] != "SUCCEEDED" {
 			t.Fatalf("refund under %s: %d %v, want 200 SUCCEEDED numbered %s...", tc.merchant, code, body, tc.prefix)
 		}
+	}
+	// Series by merchant name the file's merchants, none lumped as _other.
+	req, _ := http.NewRequest("GET", c.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testServiceToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	text, _ := io.ReadAll(res.Body)
+	for _, name := range []string{"shop", "inn-1", "inn-2"} {
+		if !regexp.MustCompile(`(?m)^refundd_refund_transitions_total\{[^}]*merchant="` + name + `"[^}]*to="SUCCEEDED"`).Match(text) {
+			t.Errorf("no SUCCEEDED transition series for merchant %s in /metrics", name)
+		}
+	}
+	if strings.Contains(string(text), `merchant="_other"`) {
+		t.Errorf("/metrics counts configured merchants as _other")
 	}
 }
 

@@ -101,7 +101,7 @@ type backend struct {
 	// the fields below; work it starts in the background ends with bg.
 	start func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error
 	// webhooks sets webhook dispatch up; Run runs it.
-	webhooks func(eps []webhook.Endpoint) (dispatch, error)
+	webhooks func(eps []webhook.Endpoint, merchants []string) (dispatch, error)
 
 	engine    api.Engine
 	scheduler func(ctx context.Context, every time.Duration)
@@ -137,11 +137,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.runtimeNote != "" {
 		m.log.Info("go runtime: " + m.runtimeNote)
 	}
-	m.metrics = metrics.New(metrics.Options{Logger: m.log})
 	pre, err := m.check()
 	if err != nil {
 		return err
 	}
+	// Series by merchant are bounded to the configured names.
+	m.metrics = metrics.New(metrics.Options{Logger: m.log, Merchants: pre.merchants.names()})
 	if err := m.start(ctx, pre); err != nil {
 		m.Close()
 		return err
@@ -213,7 +214,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		}
 	}
 	if c.WebhooksFile != "" {
-		d, err := be.webhooks(pre.endpoints)
+		d, err := be.webhooks(pre.endpoints, pre.merchants.names())
 		if err != nil {
 			return fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
 		}
@@ -229,7 +230,14 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	}
 	srv := api.New(be.engine, opts)
 	if st := srv.NotifyStats(); st != nil {
-		sources.Notifications = st.Snapshot
+		sources.NotificationsByMerchant = func() map[string]map[string]int64 {
+			counts := st.ByMerchant()
+			if c, ok := counts[api.Unattributed]; ok { // the metrics' "no merchant"
+				delete(counts, api.Unattributed)
+				counts[""] = c
+			}
+			return counts
+		}
 	}
 	if err := m.metrics.Watch(sources); err != nil {
 		return err
@@ -304,6 +312,9 @@ func (m *Main) check() (*checked, error) {
 	// A token may be limited only to merchants the API serves.
 	if err := api.CheckScopes(pre.tokens, pre.merchants.names()); err != nil {
 		return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
+	}
+	if err := webhook.CheckMerchants(pre.endpoints, pre.merchants.names()); err != nil {
+		return nil, fmt.Errorf("--webhooks-file %s: %w", c.WebhooksFile, err)
 	}
 	return pre, nil
 }
@@ -393,8 +404,8 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		}
 		return err
 	}
-	be.webhooks = func(eps []webhook.Endpoint) (dispatch, error) {
-		hooks, err := webhook.New(webhook.Config{DB: db, Endpoints: eps, Logger: m.log.With("component", "webhook")})
+	be.webhooks = func(eps []webhook.Endpoint, merchants []string) (dispatch, error) {
+		hooks, err := webhook.New(webhook.Config{DB: db, Endpoints: eps, Merchants: merchants, Logger: m.log.With("component", "webhook")})
 		if err != nil {
 			return dispatch{}, err
 		}

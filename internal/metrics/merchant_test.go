@@ -70,8 +70,6 @@ func TestNotifications_ByMerchant(t *testing.T) {
 	}
 	if err := m.Watch(metrics.Sources{
 		NotificationsByMerchant: func() map[string]map[string]int64 { return counts },
-		// Ignored when the per-merchant source is there: nothing counted twice.
-		Notifications: func() map[string]int64 { return map[string]int64{"applied": 100} },
 	}); err != nil {
 		t.Fatal(err)
 	}

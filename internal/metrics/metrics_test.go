@@ -224,7 +224,9 @@ func TestWatch_NotificationsWebhooksAndFailures(t *testing.T) {
 	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
 	var failHooks bool
 	err := m.Watch(metrics.Sources{
-		Notifications: func() map[string]int64 { return map[string]int64{"applied": 3, "probe": 1} },
+		NotificationsByMerchant: func() map[string]map[string]int64 {
+			return map[string]map[string]int64{"": {"applied": 3, "probe": 1}}
+		},
 		Webhooks: func(context.Context) ([]webhook.EndpointLag, error) {
 			if failHooks {
 				return nil, errors.New("journal closed")

@@ -25,14 +25,9 @@ type Sources struct {
 	Attention func(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
 	// DueBefore lists due timers at or before a time (actors.Store.DueBefore).
 	DueBefore func(ctx context.Context, t time.Time, limit int) ([]reservation.Timer, error)
-	// Notifications returns notification counts by outcome
-	// (api.NotifyStats.Snapshot), not split by merchant: exported under
-	// merchant="_none". Used only when NotificationsByMerchant is nil.
-	Notifications func() map[string]int64
 	// NotificationsByMerchant returns notification counts by merchant,
 	// then outcome; "" for ones attributed to no merchant. Names that are
-	// not configured merchants are summed under "_other". It replaces
-	// Notifications once the notification handler counts per merchant.
+	// not configured merchants are summed under "_other".
 	NotificationsByMerchant func() map[string]map[string]int64
 	// Webhooks returns each webhook endpoint's lag (webhook.Dispatcher.Lag).
 	Webhooks func(ctx context.Context) ([]webhook.EndpointLag, error)
@@ -170,10 +165,6 @@ func (c *sourceCollector) notifications() map[notifyKey]int64 {
 			for o, n := range counts {
 				out[notifyKey{label, o}] += n
 			}
-		}
-	case c.src.Notifications != nil:
-		for o, n := range c.src.Notifications() {
-			out[notifyKey{NoMerchant, o}] += n
 		}
 	default:
 		return nil

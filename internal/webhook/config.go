@@ -129,20 +129,13 @@ func (c *Config) validate() error {
 			return http.ErrUseLastResponse
 		}}
 	}
-	known := c.Merchants
-	if len(known) == 0 {
-		known = []string{reservation.DefaultMerchant}
+	if err := CheckMerchants(c.Endpoints, c.Merchants); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for i, e := range c.Endpoints {
 		if err := e.validate(); err != nil {
 			return fmt.Errorf("%w: endpoint %d: %w", ErrConfig, i, err)
-		}
-		for _, m := range e.Merchants {
-			if !slices.Contains(known, m) {
-				return fmt.Errorf("%w: endpoint %s: unknown merchant %q; configured: %s",
-					ErrConfig, e.Name, m, strings.Join(known, ", "))
-			}
 		}
 		if seen[e.Name] {
 			return fmt.Errorf("%w: endpoint name %q used twice", ErrConfig, e.Name)
@@ -183,6 +176,25 @@ func (e Endpoint) validate() error {
 	for i, m := range e.Merchants {
 		if m == "" || slices.Contains(e.Merchants[:i], m) {
 			return fmt.Errorf("%s: merchant %q empty or listed twice", e.Name, m)
+		}
+	}
+	return nil
+}
+
+// CheckMerchants reports an endpoint subscribed to a merchant that is not
+// among merchants (empty: the single reservation.DefaultMerchant), naming
+// the endpoint and the merchant. New checks it; refundd checks it before
+// it creates anything.
+func CheckMerchants(eps []Endpoint, merchants []string) error {
+	if len(merchants) == 0 {
+		merchants = []string{reservation.DefaultMerchant}
+	}
+	for _, e := range eps {
+		for _, m := range e.Merchants {
+			if !slices.Contains(merchants, m) {
+				return fmt.Errorf("%w: endpoint %s: unknown merchant %q; configured: %s",
+					ErrConfig, e.Name, m, strings.Join(merchants, ", "))
+			}
 		}
 	}
 	return nil
