@@ -24,6 +24,7 @@ const (
 	CodeRefundSettling         Code = "refund_settling"
 	CodeReleaseUnconfirmed     Code = "release_unconfirmed"
 	CodeProviderHasRefund      Code = "provider_has_refund"
+	CodeSelfApproval           Code = "self_approval"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -90,6 +91,9 @@ var (
 	// ErrProviderHasRefund is returned when releasing a refund's amount that
 	// WeChat Pay has: its answer is recorded instead.
 	ErrProviderHasRefund = &Error{Code: CodeProviderHasRefund, Message: "WeChat Pay has this refund; its state was recorded"}
+	// ErrSelfApproval is returned when the requester of a refund approves
+	// it: four eyes need a second person.
+	ErrSelfApproval = &Error{Code: CodeSelfApproval, Message: "a refund must be approved by someone other than its requester"}
 	// ErrOutcomeMismatch is returned when a provider outcome disagrees with
 	// local records (order, refund amount, order total). It is not applied.
 	ErrOutcomeMismatch = &Error{Code: CodeOutcomeMismatch, Message: "provider outcome does not match local records"}
