@@ -84,6 +84,12 @@ func (m *Metrics) countEvents(events []reservation.Event) {
 			from, to = reservation.Abnormal, reservation.Succeeded
 		case reservation.RefundRecovered:
 			from, to = "RECOVERED", d.State
+		case reservation.ApprovalRequested:
+			from, to = reservation.Processing, reservation.PendingApproval
+		case reservation.Approved:
+			from, to = reservation.PendingApproval, reservation.Processing
+		case reservation.ApprovalRejected, reservation.ApprovalExpired:
+			from, to = reservation.PendingApproval, reservation.Failed
 		}
 		if from != to {
 			m.transitions.WithLabelValues(string(from), string(to)).Inc()
