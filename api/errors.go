@@ -35,6 +35,7 @@ var statusOf = map[string]int{
 	string(reservation.CodeRefundSettling):         http.StatusConflict,
 	string(reservation.CodeReleaseUnconfirmed):     http.StatusConflict,
 	string(reservation.CodeProviderHasRefund):      http.StatusConflict,
+	string(reservation.CodeSelfApproval):           http.StatusForbidden,
 	codeUnavailable:                                http.StatusServiceUnavailable,
 	codeTimeout:                                    http.StatusGatewayTimeout,
 	codeInternal:                                   http.StatusInternalServerError,

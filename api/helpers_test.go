@@ -45,6 +45,7 @@ var statusFor = map[string]int{
 	"refund_settling":         http.StatusConflict,
 	"release_unconfirmed":     http.StatusConflict,
 	"provider_has_refund":     http.StatusConflict,
+	"self_approval":           http.StatusForbidden,
 	"idempotency_key_reused":  http.StatusUnprocessableEntity,
 	"body_too_large":          http.StatusRequestEntityTooLarge,
 	"internal":                http.StatusInternalServerError,
@@ -253,7 +254,7 @@ type errorJSON struct {
 }
 
 var refundStates = map[string]bool{
-	"PROCESSING": true, "SUCCEEDED": true, "FAILED": true, "UNKNOWN": true, "REJECTED": true, "ABNORMAL": true,
+	"PROCESSING": true, "SUCCEEDED": true, "FAILED": true, "UNKNOWN": true, "REJECTED": true, "ABNORMAL": true, "PENDING_APPROVAL": true,
 }
 
 // checkJSON fails unless r is a JSON answer.
