@@ -57,7 +57,9 @@ var grants = map[Role][]Permission{
 func Roles() []Role { return []Role{RoleService, RoleReader, RoleAuditor, RoleOperator, RoleApprover} }
 
 // Permissions lists every permission.
-func Permissions() []Permission { return []Permission{PermRead, PermWrite, PermAudit, PermOperate, PermApprove} }
+func Permissions() []Permission {
+	return []Permission{PermRead, PermWrite, PermAudit, PermOperate, PermApprove}
+}
 
 // Can reports whether a role has a permission.
 func (r Role) Can(p Permission) bool { return slices.Contains(grants[r], p) }
