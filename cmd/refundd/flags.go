@@ -114,7 +114,7 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.DataDir, "data", "data directory holding the journal (refundd.db)")
 	t.def(&c.ConfigFile, "config", "optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
 	t.def(&c.TokensFile, "tokens-file",
-		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
+		"bearer tokens, one per line: role sha256-hex-of-token name [merchants=a,b] [approver] (roles: service, reader, auditor, operator, approver; the word approver lets an operator approve too); REFUNDD_TOKENS=role:token,... adds tokens for development")
 	t.def(&c.WebhooksFile, "webhooks-file",
 		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
 	t.def(&c.TLSCert, "tls-cert", "serve HTTPS with this certificate PEM (with --tls-key)")
