@@ -303,7 +303,8 @@ func TestExampleFilesParse(t *testing.T) {
 		t.Fatalf("tokens: %v", err)
 	}
 	for token, want := range map[string]string{"example-service-token-0001": "service:booking",
-		"example-reader-token-0001": "reader:prometheus", "example-operator-token-0001": "operator:oncall"} {
+		"example-reader-token-0001": "reader:prometheus", "example-operator-token-0001": "operator:oncall",
+		"example-approver-token-0001": "approver:finance"} {
 		if p, ok := tokens.Authenticate(token); !ok || p.String() != want {
 			t.Errorf("token %s authenticates as %v %v, want %s", token, p, ok, want)
 		}
