@@ -263,6 +263,13 @@ func TestVerify_IllegalEvents(t *testing.T) {
 			6, "transition", "paid after FAILED"},
 		{"resubmission scheduled with other bytes", append(legal(at), reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{ }"), DueAt: at}),
 			4, "transition", "other request bytes"},
+		{"submission of a refund never approved", append(legal(at)[:2], reservation.ApprovalRequested{RefundNo: "T-x-1", Rule: "all", DueAt: at},
+			reservation.SubmissionStarted{RefundNo: "T-x-1", Attempt: 1, Request: []byte("{}"), DueAt: at}), 4, "transition", "in state PENDING_APPROVAL"},
+		// Every event of these journals is by "test": the approval is its requester's.
+		{"approval by the requester", append(legal(at)[:2], reservation.ApprovalRequested{RefundNo: "T-x-1", Rule: "all", DueAt: at},
+			reservation.Approved{RefundNo: "T-x-1", RequestedBy: "test"}), 4, "transition", "who requested it"},
+		{"rejection of a refund not held", append(legal(at), reservation.ApprovalRejected{RefundNo: "T-x-1", Reason: "no"}),
+			4, "transition", "only PENDING_APPROVAL"},
 		{"resubmission scheduled of a settled refund", append(legal(at), succeed, reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{}"), DueAt: at}),
 			5, "transition", "scheduled in state SUCCEEDED"},
 	}
