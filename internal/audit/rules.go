@@ -213,8 +213,6 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 				bad("submission attempt %d of refund %s after %d attempts", d.Attempt, r.No, r.Attempts)
 			case d.Attempt == 1 && len(d.Request) == 0 && len(r.Request) == 0:
 				bad("first submission of refund %s without request bytes", r.No)
-			case r.ApprovalRequired && r.ApprovedBy == "":
-				bad("submission of refund %s, which needs approval and was never approved", r.No)
 			}
 		}
 	case reservation.SubmissionScheduled:
@@ -225,8 +223,6 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 			switch {
 			case r.State != reservation.Processing && r.State != reservation.Rejected && r.State != reservation.Unknown:
 				bad("submission of refund %s scheduled in state %s after %d attempts", r.No, r.State, r.Attempts)
-			case r.ApprovalRequired && r.ApprovedBy == "":
-				bad("submission of refund %s scheduled, which needs approval and was never approved", r.No)
 			case len(r.Request) > 0 && string(d.Request) != string(r.Request):
 				bad("submission of refund %s scheduled with other request bytes", r.No)
 			}
