@@ -597,4 +597,3 @@ func TestVerify_ApprovalIsLegal(t *testing.T) {
 		t.Fatalf("a legal approval journal is reported: %v", rep.Problems)
 	}
 }
-
