@@ -186,6 +186,9 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		a.answer(m, reply{err: a.broken})
 		return
 	}
+	if approves(events) {
+		crashpoint.Hit(crashpoint.AfterApprovalJournaled)
+	}
 	next := a.state
 	if a.shared {
 		next = a.state.Clone()
@@ -216,6 +219,16 @@ func (a *reservationActor) merchant(cmd reservation.Command) string {
 		return reservation.MerchantOf(c.Merchant)
 	}
 	return reservation.DefaultMerchant
+}
+
+// approves reports whether events approve a refund (for the crash point).
+func approves(events []reservation.Event) bool {
+	for _, e := range events {
+		if _, ok := e.Data.(reservation.Approved); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // isTimer reports whether cmd fires a due timer.

@@ -37,6 +37,8 @@ var routePerms = map[string]routeRule{
 	"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":   {auth.PermOperate, scopeReservation},
 	"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile": {auth.PermOperate, scopeReservation},
 	"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":   {auth.PermOperate, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/approve":   {auth.PermApprove, scopeReservation},
+	"POST /v1/reservations/{id}/refunds/{refund_no}/reject":    {auth.PermApprove, scopeReservation},
 	"GET /v1/refunds":                                       {auth.PermRead, scopeFiltered},
 	"GET /v1/events":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/webhooks":                                      {auth.PermRead, scopeRefused},
@@ -102,7 +104,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, st *reqState,
 		s.writeError(w, r, &apiError{code: codeForbidden, msg: "no role may do this"})
 		return false
 	}
-	if !p.Role.Can(rule.perm) {
+	if !p.Can(rule.perm) {
 		s.writeError(w, r, &apiError{code: codeForbidden, msg: "role " + string(p.Role) + " may not do this"})
 		return false
 	}

@@ -90,8 +90,8 @@ func timelineData(d reservation.EventData) (json.RawMessage, error) {
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	p := viewer(r)
 	perms := []auth.Permission{}
-	for _, perm := range []auth.Permission{auth.PermRead, auth.PermWrite, auth.PermAudit, auth.PermOperate} {
-		if p.Role.Can(perm) {
+	for _, perm := range auth.Permissions() {
+		if p.Can(perm) {
 			perms = append(perms, perm)
 		}
 	}

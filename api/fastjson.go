@@ -463,7 +463,33 @@ func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byt
 		b = append(b, `,"succeeded_at":`...)
 		b, ok = appendTime(b, r.SucceededAt, ok)
 	}
+	if r.ApprovalRequired {
+		b, ok = appendApproval(b, r, ok)
+	}
 	return append(b, '}'), ok
+}
+
+// appendApproval appends the approval members of refundView.
+func appendApproval(b []byte, r *reservation.Refund, ok bool) ([]byte, bool) {
+	b = append(b, `,"approval_required":true,"requested_by":`...)
+	b = jsontext.AppendString(b, r.RequestedBy)
+	if r.ApprovedBy != "" {
+		b = append(b, `,"approved_by":`...)
+		b = jsontext.AppendString(b, r.ApprovedBy)
+	}
+	if !r.ApprovedAt.IsZero() {
+		b = append(b, `,"approved_at":`...)
+		b, ok = appendTime(b, r.ApprovedAt, ok)
+	}
+	if r.RejectedBy != "" {
+		b = append(b, `,"rejected_by":`...)
+		b = jsontext.AppendString(b, r.RejectedBy)
+	}
+	if r.State == reservation.PendingApproval && !r.DueAt.IsZero() {
+		b = append(b, `,"approval_expires_at":`...)
+		b, ok = appendTime(b, r.DueAt, ok)
+	}
+	return b, ok
 }
 
 // appendTime encodes t as time.Time.MarshalJSON does; ok becomes false

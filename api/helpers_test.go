@@ -46,6 +46,7 @@ var statusFor = map[string]int{
 	"release_unconfirmed":     http.StatusConflict,
 	"provider_has_refund":     http.StatusConflict,
 	"merchant_not_configured": http.StatusConflict,
+	"self_approval":           http.StatusForbidden,
 	"idempotency_key_reused":  http.StatusUnprocessableEntity,
 	"body_too_large":          http.StatusRequestEntityTooLarge,
 	"internal":                http.StatusInternalServerError,
@@ -254,7 +255,7 @@ type errorJSON struct {
 }
 
 var refundStates = map[string]bool{
-	"PROCESSING": true, "SUCCEEDED": true, "FAILED": true, "UNKNOWN": true, "REJECTED": true, "ABNORMAL": true,
+	"PROCESSING": true, "SUCCEEDED": true, "FAILED": true, "UNKNOWN": true, "REJECTED": true, "ABNORMAL": true, "PENDING_APPROVAL": true,
 }
 
 // checkJSON fails unless r is a JSON answer.

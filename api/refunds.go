@@ -187,6 +187,27 @@ func (s *Server) resolveRefund(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// approveRefund approves a refund held for approval (PENDING_APPROVAL); its
+// submission to WeChat Pay follows through the usual path, spacing
+// included. The approver must not be the requester (403 self_approval). An
+// approval carries no reason.
+func (s *Server) approveRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, reason string) reservation.Command {
+		if reason != "" {
+			return nil
+		}
+		return reservation.Approve{RefundNo: no}
+	})
+}
+
+// rejectRefund refuses a refund held for approval: FAILED, its amount
+// released. A reason is required.
+func (s *Server) rejectRefund(w http.ResponseWriter, r *http.Request) {
+	s.operatorAction(w, r, func(no, reason string) reservation.Command {
+		return reservation.Reject{RefundNo: no, Reason: reason}
+	})
+}
+
 func (s *Server) operatorAction(w http.ResponseWriter, r *http.Request, build func(no, reason string) reservation.Command) {
 	s.operatorExec(w, r, s.engineFor(r).Execute, build)
 }
@@ -201,9 +222,14 @@ func (s *Server) operatorExec(w http.ResponseWriter, r *http.Request, exec execu
 		s.writeError(w, r, err)
 		return
 	}
+	cmd := build(vars["refund_no"], req.Reason)
+	if cmd == nil {
+		s.writeError(w, r, badRequest("reason", "is not taken by this action"))
+		return
+	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, _, err := exec(ctx, vars["id"], s.principal(r), build(vars["refund_no"], req.Reason))
+	st, _, err := exec(ctx, vars["id"], s.principal(r), cmd)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

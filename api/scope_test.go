@@ -188,6 +188,8 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":   byID,
 		"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile": byID,
 		"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":   byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/approve":   byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/reject":    byID,
 		"GET /v1/reservations/{id}/events":                         byID,
 		"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay":    byID,
 		"GET /v1/refunds":                                        filtered,

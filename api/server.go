@@ -167,6 +167,8 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reconcile", s.reconcileRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resolve", s.resolveRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/approve", s.approveRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reject", s.rejectRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/refunds", s.listAttention).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)

@@ -46,6 +46,14 @@ type refundView struct {
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
 	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+	// Four eyes, for a refund held for approval: who asked, who approved
+	// or rejected it and when, and until when it waits (PENDING_APPROVAL).
+	ApprovalRequired  bool       `json:"approval_required,omitempty"`
+	RequestedBy       string     `json:"requested_by,omitempty"`
+	ApprovedBy        string     `json:"approved_by,omitempty"`
+	ApprovedAt        *time.Time `json:"approved_at,omitempty"`
+	RejectedBy        string     `json:"rejected_by,omitempty"`
+	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
 }
 
 func viewReservation(s *reservation.State) reservationView {
@@ -63,11 +71,18 @@ func viewReservation(s *reservation.State) reservationView {
 
 // viewRefund is the view of refund r of the reservation s.
 func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
-	return refundView{
+	v := refundView{
 		RefundNo: r.No, ReservationID: s.ID, Merchant: s.Merchant, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck && !r.State.Terminal(),
 		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}
+	if r.ApprovalRequired {
+		v.ApprovalRequired, v.RequestedBy, v.ApprovedBy, v.ApprovedAt, v.RejectedBy = true, r.RequestedBy, r.ApprovedBy, timePtr(r.ApprovedAt), r.RejectedBy
+		if r.State == reservation.PendingApproval {
+			v.ApprovalExpiresAt = timePtr(r.DueAt)
+		}
+	}
+	return v
 }
 
 func timePtr(t time.Time) *time.Time {

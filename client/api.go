@@ -28,6 +28,8 @@ var operations = map[string]string{
 	"abandonRefund":       "AbandonRefund",
 	"reconcileRefund":     "ReconcileRefund",
 	"resolveRefund":       "ResolveRefund",
+	"approveRefund":       "ApproveRefund",
+	"rejectRefund":        "RejectRefund",
 	"listAttention":       "ListAttention",
 	"getEvents":           "Events",
 	"getWebhooks":         "Webhooks",
@@ -201,6 +203,22 @@ func (c *Client) ReconcileRefund(ctx context.Context, reservationID, refundNo st
 // retried.
 func (c *Client) ResolveRefund(ctx context.Context, reservationID, refundNo, reason string) (*Refund, error) {
 	return c.operate(ctx, reservationID, refundNo, "resolve", reason)
+}
+
+// ApproveRefund approves a refund held for four-eyes approval
+// (PENDING_APPROVAL); its submission to WeChat Pay follows. The token needs
+// the approve permission and must not be the requester's (an *Error with
+// CodeSelfApproval). Approving again answers the current state. Not
+// retried: on a network error, read the refund to learn whether it was
+// taken.
+func (c *Client) ApproveRefund(ctx context.Context, reservationID, refundNo string) (*Refund, error) {
+	return c.operate(ctx, reservationID, refundNo, "approve", "")
+}
+
+// RejectRefund refuses a refund held for approval: FAILED, its amount
+// released. A reason is required. Not retried.
+func (c *Client) RejectRefund(ctx context.Context, reservationID, refundNo, reason string) (*Refund, error) {
+	return c.operate(ctx, reservationID, refundNo, "reject", reason)
 }
 
 func (c *Client) operate(ctx context.Context, id, no, action, reason string) (*Refund, error) {

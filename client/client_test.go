@@ -381,3 +381,44 @@ func TestClient_WaitHoldsTheAnswer(t *testing.T) {
 		t.Fatalf("RequestRefund with wait: %+v %v, want SUCCEEDED", got, err)
 	}
 }
+
+// Four eyes through the client: a held refund is approved by another
+// person (and then paid), refused to its requester's name with
+// CodeSelfApproval, and rejected with a reason.
+func TestClient_Approval(t *testing.T) {
+	r := newRefundd(t, refunddOptions{policy: &reservation.Policy{RefundNoPrefix: "T", ApproveAll: true}})
+	ctx := context.Background()
+	svc := newClient(t, r.URL, serviceToken)
+	approver := newClient(t, r.URL, approverToken)
+	register(t, svc, "ap", 10000)
+	rf, err := svc.RequestRefund(ctx, "ap", client.RefundRequest{UserID: "u-ap", Amount: amount(4000)})
+	if err != nil || rf.State != client.StatePendingApproval || !rf.ApprovalRequired || rf.RequestedBy != "service:shop" || rf.ApprovalExpiresAt == nil {
+		t.Fatalf("request: %+v %v", rf, err)
+	}
+	page, err := approver.ListAttention(ctx, client.AttentionQuery{State: client.StatePendingApproval})
+	if err != nil || len(page.Refunds) != 1 || page.Refunds[0].RefundNo != rf.RefundNo {
+		t.Fatalf("pending list: %+v %v", page, err)
+	}
+	var ce *client.Error
+	if _, err := newClient(t, r.URL, selfApproverToken).ApproveRefund(ctx, "ap", rf.RefundNo); !errors.As(err, &ce) || ce.Code != client.CodeSelfApproval {
+		t.Fatalf("self-approval: %v", err)
+	}
+	if _, err := newClient(t, r.URL, operatorToken).ApproveRefund(ctx, "ap", rf.RefundNo); !errors.As(err, &ce) || ce.Code != client.CodeForbidden {
+		t.Fatalf("operator approval: %v", err)
+	}
+	got, err := approver.ApproveRefund(ctx, "ap", rf.RefundNo)
+	if err != nil || got.ApprovedBy != "approver:finance" || got.ApprovedAt == nil {
+		t.Fatalf("approve: %+v %v", got, err)
+	}
+	if got, err := svc.GetRefund(ctx, "ap", rf.RefundNo, 5*time.Second); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("after approval: %+v %v", got, err)
+	}
+	rf2, err := svc.RequestRefund(ctx, "ap", client.RefundRequest{UserID: "u-ap", Amount: amount(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := approver.RejectRefund(ctx, "ap", rf2.RefundNo, "not justified"); err != nil || got.State != client.StateFailed ||
+		got.Code != "APPROVAL_REJECTED" || got.RejectedBy != "approver:finance" {
+		t.Fatalf("reject: %+v %v", got, err)
+	}
+}

@@ -36,6 +36,9 @@ const (
 	// CodeMerchantScope: the token is limited to some merchants and the
 	// route answers about every merchant.
 	CodeMerchantScope = Code("merchant_scope")
+	// CodeSelfApproval: the requester of a refund tried to approve it;
+	// four eyes need another person.
+	CodeSelfApproval = Code("self_approval")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -43,7 +46,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope}
+	CodeMerchantScope, CodeSelfApproval}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

@@ -30,6 +30,10 @@ const (
 	serviceToken  = "svc-token-0123456789"
 	operatorToken = "ops-token-0123456789"
 	readerToken   = "rdr-token-0123456789"
+	// approverToken approves as finance; selfApproverToken approves under
+	// the service's own name (shop), which four eyes refuse.
+	approverToken     = "apr-token-0123456789"
+	selfApproverToken = "apr-shop-token-0123456789"
 )
 
 // refunddOptions shape an in-process refundd.
@@ -45,6 +49,8 @@ type refunddOptions struct {
 	// front, if set, wraps the API handler (fault injection in front of
 	// the real server).
 	front func(http.Handler) http.Handler
+	// policy replaces the engine's (refund numbers "T..." by default).
+	policy *reservation.Policy
 }
 
 // refundd is the real service in process: a bbolt journal, the actor
@@ -70,8 +76,12 @@ func startRefundd(dir string, o refunddOptions) (*refundd, error) {
 	sim := simprovider.New(simprovider.Options{Delay: o.delay, Fault: o.fault,
 		Notify: func(no string, out reservation.Outcome) { notify(live.Load(), no, out) }})
 	store := eventstore.New(db)
+	policy := reservation.Policy{RefundNoPrefix: "T"}
+	if o.policy != nil {
+		policy = *o.policy
+	}
 	engine, err := actors.New(actors.Config{Store: m.Store(store), Provider: m.Provider(sim), Encode: simprovider.Encode,
-		Logger: quiet, Policy: reservation.Policy{RefundNoPrefix: "T"}})
+		Logger: quiet, Policy: policy})
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -81,7 +91,8 @@ func startRefundd(dir string, o refunddOptions) (*refundd, error) {
 	for _, t := range []struct {
 		role        auth.Role
 		name, token string
-	}{{auth.RoleService, "shop", serviceToken}, {auth.RoleOperator, "ops", operatorToken}, {auth.RoleReader, "dash", readerToken}} {
+	}{{auth.RoleService, "shop", serviceToken}, {auth.RoleOperator, "ops", operatorToken}, {auth.RoleReader, "dash", readerToken},
+		{auth.RoleApprover, "finance", approverToken}, {auth.RoleApprover, "shop", selfApproverToken}} {
 		if err := tokens.Add(t.role, t.name, t.token); err != nil {
 			return nil, err
 		}
@@ -106,7 +117,7 @@ func startRefundd(dir string, o refunddOptions) (*refundd, error) {
 	}
 	s := api.New(engine, opts)
 	if err := m.Watch(metrics.Sources{Active: engine.Active, Attention: engine.Attention, DueBefore: store.DueBefore,
-		Notifications: s.NotifyStats().Snapshot}); err != nil {
+		NotificationsByMerchant: s.NotifyStats().ByMerchant}); err != nil {
 		stopHooks()
 		return nil, err
 	}

@@ -15,10 +15,13 @@ const (
 	StateUnknown    = "UNKNOWN"
 	StateRejected   = "REJECTED"
 	StateAbnormal   = "ABNORMAL"
+	// StatePendingApproval: held until an approver other than the
+	// requester approves it (ApproveRefund); nothing was sent yet.
+	StatePendingApproval = "PENDING_APPROVAL"
 )
 
 // states lists every state; the tests compare it with the document.
-var states = []string{StateProcessing, StateSucceeded, StateFailed, StateUnknown, StateRejected, StateAbnormal}
+var states = []string{StateProcessing, StateSucceeded, StateFailed, StateUnknown, StateRejected, StateAbnormal, StatePendingApproval}
 
 // Registration is the body of RegisterReservation: a payment the booking
 // system took, which refunds may then draw on. Amounts are integer fen.
@@ -90,6 +93,13 @@ type Refund struct {
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
 	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+	// Four eyes: set when the refund was held for approval.
+	ApprovalRequired  bool       `json:"approval_required,omitempty"`
+	RequestedBy       string     `json:"requested_by,omitempty"`
+	ApprovedBy        string     `json:"approved_by,omitempty"`
+	ApprovedAt        *time.Time `json:"approved_at,omitempty"`
+	RejectedBy        string     `json:"rejected_by,omitempty"`
+	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
 }
 
 // Terminal reports whether the refund is SUCCEEDED or FAILED: it will
@@ -98,7 +108,8 @@ func (r *Refund) Terminal() bool { return r.State == StateSucceeded || r.State =
 
 // AttentionQuery selects refunds an operator should look at.
 type AttentionQuery struct {
-	// State is UNKNOWN, REJECTED, ABNORMAL or stuck.
+	// State is UNKNOWN, REJECTED, ABNORMAL, stuck, conflict or
+	// PENDING_APPROVAL.
 	State string
 	// After is the Next of the previous page; empty starts at the first.
 	After string
@@ -168,6 +179,10 @@ const (
 	EventRefundAbnormal      = "refund.abnormal"
 	EventRefundStuck         = "refund.stuck"
 	EventReservationCanceled = "reservation.canceled"
+	// Four-eyes approval.
+	EventRefundApprovalRequested = "refund.approval_requested"
+	EventRefundApproved          = "refund.approved"
+	EventRefundRejected          = "refund.rejected"
 )
 
 // Event is one event of the feed and of webhook deliveries. Within one
@@ -200,6 +215,12 @@ type EventData struct {
 	ProviderRefundID string    `json:"provider_refund_id,omitempty"`
 	SuccessTime      time.Time `json:"success_time,omitzero"`
 	Source           string    `json:"source,omitempty"`
+	// Approval events: who requested and who decided (role:name), the rule
+	// that held the refund, and when it is released unless approved.
+	RequestedBy  string    `json:"requested_by,omitempty"`
+	DecidedBy    string    `json:"decided_by,omitempty"`
+	ApprovalRule string    `json:"approval_rule,omitempty"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
 }
 
 // EventsQuery reads the feed after a cursor.

@@ -52,8 +52,10 @@ func exported(t *testing.T) map[string]bool {
 		Attention: func(context.Context, string, string, int) ([]reservation.RefundRef, error) {
 			return nil, nil
 		},
-		DueBefore:     func(context.Context, time.Time, int) ([]reservation.Timer, error) { return nil, nil },
-		Notifications: func() map[string]int64 { return map[string]int64{"applied": 1} },
+		DueBefore: func(context.Context, time.Time, int) ([]reservation.Timer, error) { return nil, nil },
+		NotificationsByMerchant: func() map[string]map[string]int64 {
+			return map[string]map[string]int64{"": {"applied": 1}}
+		},
 		Webhooks: func(context.Context) ([]webhook.EndpointLag, error) {
 			return []webhook.EndpointLag{{Name: "orders"}}, nil
 		},
@@ -303,7 +305,8 @@ func TestExampleFilesParse(t *testing.T) {
 		t.Fatalf("tokens: %v", err)
 	}
 	for token, want := range map[string]string{"example-service-token-0001": "service:booking",
-		"example-reader-token-0001": "reader:prometheus", "example-operator-token-0001": "operator:oncall"} {
+		"example-reader-token-0001": "reader:prometheus", "example-operator-token-0001": "operator:oncall",
+		"example-approver-token-0001": "approver:finance"} {
 		if p, ok := tokens.Authenticate(token); !ok || p.String() != want {
 			t.Errorf("token %s authenticates as %v %v, want %s", token, p, ok, want)
 		}

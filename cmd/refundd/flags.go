@@ -24,24 +24,29 @@ type GCConfig = gctune.Config
 
 // Config is refundd's effective configuration.
 type Config struct {
-	Listen, DataDir, ConfigFile       string // ConfigFile: key = value lines beneath flags and REFUNDD_* variables
-	TokensFile, WebhooksFile          string
-	MerchantsFile                     string // accounts and merchants (internal/merchant); empty: the --wechatpay-* merchant
-	TLSCert, TLSKey                   string
-	MetricsPublic                     bool // /metrics without a token
-	AccessLog                         bool // a line per request (api.Options.NoAccessLog when off)
-	LogFormat, LogLevel               string
-	Pprof                             string // a loopback address serving net/http/pprof; empty: none
-	Provider, RefundNoPrefix          string
-	Wechatpay                         WechatpayConfig
-	SandboxDelay                      time.Duration
-	SandboxTimeFactor                 float64
-	ReconcileAfter, StuckAfter        time.Duration
-	ReconcileSchedule                 string
-	MaxAttempts                       int
-	RetryBackoff, RetryBackoffMax     time.Duration
-	RefundSpacing, RefundWindow       time.Duration
-	SettleHorizon                     time.Duration
+	Listen, DataDir, ConfigFile   string // ConfigFile: key = value lines beneath flags and REFUNDD_* variables
+	TokensFile, WebhooksFile      string
+	MerchantsFile                 string // accounts and merchants (internal/merchant); empty: the --wechatpay-* merchant
+	TLSCert, TLSKey               string
+	MetricsPublic                 bool // /metrics without a token
+	AccessLog                     bool // a line per request (api.Options.NoAccessLog when off)
+	LogFormat, LogLevel           string
+	Pprof                         string // a loopback address serving net/http/pprof; empty: none
+	Provider, RefundNoPrefix      string
+	Wechatpay                     WechatpayConfig
+	SandboxDelay                  time.Duration
+	SandboxTimeFactor             float64
+	ReconcileAfter, StuckAfter    time.Duration
+	ReconcileSchedule             string
+	MaxAttempts                   int
+	RetryBackoff, RetryBackoffMax time.Duration
+	RefundSpacing, RefundWindow   time.Duration
+	SettleHorizon                 time.Duration
+	// Four-eyes approval of the default merchant (the merchants file sets
+	// it per merchant): reservation.Policy's Approve* and ApprovalTimeout.
+	ApproveAll, ApproveNonService     bool
+	ApproveAbove, ApproveAbovePercent int
+	ApprovalTimeout                   time.Duration
 	CheckpointKeyFile, BackupSpoolDir string
 	CheckpointEvery                   int
 	CheckpointInterval                time.Duration
@@ -61,6 +66,7 @@ func NewMain() *Main {
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
+			ApprovalTimeout: reservation.DefaultApprovalTimeout,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
 			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
@@ -109,7 +115,7 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.DataDir, "data", "data directory holding the journal (refundd.db)")
 	t.def(&c.ConfigFile, "config", "optional configuration file: key = value lines named like these flags; flags and REFUNDD_* variables win over it")
 	t.def(&c.TokensFile, "tokens-file",
-		"bearer tokens, one per line: role sha256-hex-of-token name (roles: service, reader, auditor, operator); REFUNDD_TOKENS=role:token,... adds tokens for development")
+		"bearer tokens, one per line: role sha256-hex-of-token name [merchants=a,b] [approver] (roles: service, reader, auditor, operator, approver; the word approver lets an operator approve too); REFUNDD_TOKENS=role:token,... adds tokens for development")
 	t.def(&c.WebhooksFile, "webhooks-file",
 		"webhook endpoints, one per line: name url env:VAR|file:PATH [types=a,b] [start=now|beginning]; empty: none")
 	t.def(&c.TLSCert, "tls-cert", "serve HTTPS with this certificate PEM (with --tls-key)")
@@ -151,6 +157,11 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.RefundWindow, "refund-window", "refuse refunds this long after payment")
 	t.def(&c.SettleHorizon, "settle-horizon",
 		"how long after an attempt with an unknown outcome WeChat Pay may still apply it: until then the refund is queried and its amount is not released")
+	t.def(&c.ApproveAll, "approve-all", "hold every refund for four-eyes approval (PENDING_APPROVAL) until an approver other than its requester approves it")
+	t.def(&c.ApproveAbove, "approve-above", "hold refunds above this amount, in fen, for approval; 0: no such rule")
+	t.def(&c.ApproveAbovePercent, "approve-above-percent", "hold refunds above this share of the paid amount, 1..100 percent, for approval; 0: no such rule")
+	t.def(&c.ApproveNonService, "approve-non-service", "hold refunds requested by anyone but a service token (an operator's, say) for approval")
+	t.def(&c.ApprovalTimeout, "approval-timeout", "release a refund held for approval that nobody approved within this long")
 	t.def(&c.CheckpointKeyFile, "checkpoint-key", "Ed25519 private key (PKCS#8 PEM, from refundctl keygen) signing journal checkpoints and /v1/audit/head; empty: unsigned")
 	t.def(&c.CheckpointEvery, "checkpoint-every", "write a journal checkpoint every this many records")
 	t.def(&c.CheckpointInterval, "checkpoint-interval", "write a journal checkpoint with the first append this long after the last")
@@ -220,6 +231,13 @@ func (c *Config) validate() error {
 	if err := (reservation.Policy{RefundNoPrefix: c.RefundNoPrefix}).Validate(); err != nil {
 		return fmt.Errorf("--refund-prefix: %w", err)
 	}
+	// Named by flag here: policy() would name the policy's field.
+	if c.ApproveAbove < 0 || int64(c.ApproveAbove) > reservation.MaxAmount {
+		return errors.New("--approve-above must be 0..1000000000000 fen")
+	}
+	if c.ApproveAbovePercent < 0 || c.ApproveAbovePercent > 100 {
+		return errors.New("--approve-above-percent must be 0..100")
+	}
 	if _, err := c.policy(); err != nil {
 		return err
 	}
@@ -232,7 +250,7 @@ func (c *Config) validate() error {
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
 		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow,
-		"--settle-horizon": c.SettleHorizon} {
+		"--settle-horizon": c.SettleHorizon, "--approval-timeout": c.ApprovalTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -282,6 +300,8 @@ func (c *Config) policy() (reservation.Policy, error) {
 		StuckAfter: c.StuckAfter, MaxAttempts: c.MaxAttempts, RetryBackoff: c.RetryBackoff,
 		RetryBackoffMax: c.RetryBackoffMax, RefundSpacing: c.RefundSpacing, RefundWindow: c.RefundWindow,
 		SettleHorizon: c.SettleHorizon,
+		ApproveAll:    c.ApproveAll, ApproveAbove: int64(c.ApproveAbove), ApproveAbovePercent: c.ApproveAbovePercent,
+		ApproveNonService: c.ApproveNonService, ApprovalTimeout: c.ApprovalTimeout,
 	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("policy: %w", err)

@@ -167,3 +167,34 @@ func TestRun_LogsDeprecatedVariables(t *testing.T) {
 		t.Errorf("no deprecation warning in the log:\n%s", logs.String())
 	}
 }
+
+// The approval flags reach the default merchant's policy; none set keeps
+// every refund going out at once.
+func TestParseFlags_Approval(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := m.Config.policy(); err != nil || p.RequiresApproval() {
+		t.Fatalf("default policy %+v %v asks for approval", p, err)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	args := []string{"--approve-above", "50000", "--approve-above-percent", "30", "--approve-non-service", "--approval-timeout", "2h"}
+	if err := m.ParseFlags(args, func(k string) string { return map[string]string{"REFUNDD_APPROVE_ALL": "true"}[k] }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Config.policy()
+	if err != nil || !p.ApproveAll || p.ApproveAbove != 50000 || p.ApproveAbovePercent != 30 || !p.ApproveNonService || p.ApprovalTimeout != 2*time.Hour {
+		t.Fatalf("policy %+v %v", p, err)
+	}
+	for _, args := range [][]string{{"--approve-above", "-1"}, {"--approve-above-percent", "101"}, {"--approval-timeout", "0s"}} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		err := m.ParseFlags(args, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("ParseFlags(%v) = %v, want an error naming the flag", args, err)
+		}
+	}
+}

@@ -263,6 +263,13 @@ func TestVerify_IllegalEvents(t *testing.T) {
 			6, "transition", "paid after FAILED"},
 		{"resubmission scheduled with other bytes", append(legal(at), reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{ }"), DueAt: at}),
 			4, "transition", "other request bytes"},
+		{"submission of a refund never approved", append(legal(at)[:2], reservation.ApprovalRequested{RefundNo: "T-x-1", Rule: "all", DueAt: at},
+			reservation.SubmissionStarted{RefundNo: "T-x-1", Attempt: 1, Request: []byte("{}"), DueAt: at}), 4, "transition", "in state PENDING_APPROVAL"},
+		// Every event of these journals is by "test": the approval is its requester's.
+		{"approval by the requester", append(legal(at)[:2], reservation.ApprovalRequested{RefundNo: "T-x-1", Rule: "all", DueAt: at},
+			reservation.Approved{RefundNo: "T-x-1", RequestedBy: "test"}), 4, "transition", "who requested it"},
+		{"rejection of a refund not held", append(legal(at), reservation.ApprovalRejected{RefundNo: "T-x-1", Reason: "no"}),
+			4, "transition", "only PENDING_APPROVAL"},
 		{"resubmission scheduled of a settled refund", append(legal(at), succeed, reservation.SubmissionScheduled{RefundNo: "T-x-1", Request: []byte("{}"), DueAt: at}),
 			5, "transition", "scheduled in state SUCCEEDED"},
 	}
@@ -542,5 +549,51 @@ func TestVerify_SpacedResubmissions(t *testing.T) {
 	}
 	if !rep.OK() || rep.Refunds != 2 {
 		t.Fatalf("Verify: refunds %d, journal problems %v, problems %v", rep.Refunds, rep.Journal.Problems, rep.Problems)
+	}
+}
+
+// A journal the core decided with approvals verifies: holds, a conflict
+// about a refund never sent, approval by another person, a rejection and
+// an expiry.
+func TestVerify_ApprovalIsLegal(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := eventstore.New(db)
+	st := &reservation.State{}
+	policy := reservation.Policy{RefundNoPrefix: "T", ApproveAll: true, ApprovalTimeout: time.Hour}
+	do := func(cmd reservation.Command, by string) {
+		t.Helper()
+		at = at.Add(time.Minute)
+		events, err := reservation.Decide(st, cmd, reservation.Env{Now: at, By: by, Policy: policy,
+			Encode: func(r reservation.RefundRequest) ([]byte, error) { return []byte(r.RefundNo), nil }})
+		if err != nil || len(events) == 0 {
+			t.Fatalf("%T: %v %v", cmd, events, err)
+		}
+		if err := store.Append(bg, "x", st, events); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			reservation.Apply(st, e)
+		}
+	}
+	do(reservation.Register{ReservationID: "x", UserID: "u", OutTradeNo: "ORD-x", Amount: 1000, Currency: "CNY"}, "service:shop")
+	for _, k := range []string{"k1", "k2", "k3"} {
+		do(reservation.RequestRefund{UserID: "u", IdempotencyKey: k, Amount: ptr(100)}, "service:shop")
+	}
+	do(reservation.RecordOutcome{RefundNo: "T-x-1", Source: reservation.SourceNotification, Outcome: reservation.Outcome{
+		Kind: reservation.OutcomeSucceeded, ProviderID: "wx", OutTradeNo: "ORD-x", RefundAmount: 100, TotalAmount: 1000}}, "provider:wechatpay")
+	do(reservation.Approve{RefundNo: "T-x-1"}, "approver:carol")
+	do(reservation.Reject{RefundNo: "T-x-2", Reason: "no"}, "approver:carol")
+	do(reservation.FireTimer{RefundNo: "T-x-3", DueAt: st.Refund("T-x-3").DueAt}, "engine")
+	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("a legal approval journal is reported: %v", rep.Problems)
 	}
 }

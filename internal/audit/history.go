@@ -140,6 +140,14 @@ func Describe(e reservation.Event) string {
 		return fmt.Sprintf("refund %s: %s said %s, but it is %s: not applied, needs an operator", d.RefundNo, d.Source, d.Outcome, d.State)
 	case reservation.FlaggedStuck:
 		return fmt.Sprintf("refund %s flagged stuck", d.RefundNo)
+	case reservation.ApprovalRequested:
+		return fmt.Sprintf("refund %s needs approval (rule %s): held, not sent; expires at %s", d.RefundNo, d.Rule, ts(d.DueAt))
+	case reservation.Approved:
+		return fmt.Sprintf("refund %s approved by %s (requested by %s)", d.RefundNo, e.By, d.RequestedBy)
+	case reservation.ApprovalRejected:
+		return fmt.Sprintf("refund %s rejected by %s (requested by %s): FAILED, amount released (%q)", d.RefundNo, e.By, d.RequestedBy, d.Reason)
+	case reservation.ApprovalExpired:
+		return fmt.Sprintf("refund %s not approved in time: FAILED, amount released", d.RefundNo)
 	case reservation.RefundRecovered:
 		return fmt.Sprintf("refund %s recovered after a restore: the provider has it %s, %s (%d fen), refund id %s",
 			d.RefundNo, d.State, Yuan(d.Amount), d.Amount, d.ProviderID)

@@ -262,8 +262,33 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 			bad("refund %s resolved in state %s (only ABNORMAL may be)", r.No, r.State)
 		}
 	case reservation.Conflict:
-		if r := refund(d.RefundNo); r != nil && (!r.State.Terminal() || d.State != r.State) {
+		// A refund never approved was never sent: any final outcome about
+		// it is a conflict, whatever its state.
+		if r := refund(d.RefundNo); r != nil && (!(r.State.Terminal() || r.ApprovalRequired && r.ApprovedBy == "") || d.State != r.State) {
 			bad("conflict recorded for refund %s in state %s (event says %s)", r.No, r.State, d.State)
+		}
+	case reservation.ApprovalRequested:
+		if r := refund(d.RefundNo); r != nil && (r.State != reservation.Processing || r.Attempts > 0 || r.ApprovalRequired) {
+			bad("approval of refund %s requested in state %s after %d attempts", r.No, r.State, r.Attempts)
+		}
+	case reservation.Approved:
+		if r := refund(d.RefundNo); r != nil {
+			switch {
+			case r.State != reservation.PendingApproval:
+				bad("refund %s approved in state %s", r.No, r.State)
+			case reservation.SamePerson(e.By, r.RequestedBy):
+				bad("refund %s approved by %s, who requested it as %s", r.No, e.By, r.RequestedBy)
+			case d.RequestedBy != r.RequestedBy:
+				bad("approval of refund %s names requester %s, the journal says %s", r.No, d.RequestedBy, r.RequestedBy)
+			}
+		}
+	case reservation.ApprovalRejected:
+		if r := refund(d.RefundNo); r != nil && r.State != reservation.PendingApproval {
+			bad("refund %s rejected in state %s (only PENDING_APPROVAL may be)", r.No, r.State)
+		}
+	case reservation.ApprovalExpired:
+		if r := refund(d.RefundNo); r != nil && r.State != reservation.PendingApproval {
+			bad("refund %s expired in state %s (only PENDING_APPROVAL may)", r.No, r.State)
 		}
 	case reservation.FlaggedStuck:
 		if r := refund(d.RefundNo); r != nil && (r.Stuck || r.State.Terminal()) {
@@ -291,7 +316,8 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 
 func validState(s reservation.RefundState) bool {
 	switch s {
-	case reservation.Processing, reservation.Succeeded, reservation.Failed, reservation.Unknown, reservation.Rejected, reservation.Abnormal:
+	case reservation.Processing, reservation.Succeeded, reservation.Failed, reservation.Unknown, reservation.Rejected, reservation.Abnormal,
+		reservation.PendingApproval:
 		return true
 	}
 	return false

@@ -27,6 +27,7 @@ const (
 	RoleReader   Role = "reader"   // read-only, including the event feed
 	RoleAuditor  Role = "auditor"  // read-only plus the audit head
 	RoleOperator Role = "operator" // read, audit, and operator actions (reconcile, resubmit, abandon, resolve, webhooks, backup)
+	RoleApprover Role = "approver" // read, and approve or reject refunds held for four-eyes approval
 )
 
 // Permission is one kind of access a route needs.
@@ -38,6 +39,10 @@ const (
 	PermWrite   Permission = "write"
 	PermAudit   Permission = "audit"
 	PermOperate Permission = "operate"
+	// PermApprove approves or rejects refunds held for approval. Only the
+	// approver role has it, and operators whose token line says
+	// "approver" (ParseFile): approving is not an operator action.
+	PermApprove Permission = "approve"
 )
 
 var grants = map[Role][]Permission{
@@ -45,10 +50,16 @@ var grants = map[Role][]Permission{
 	RoleReader:   {PermRead},
 	RoleAuditor:  {PermRead, PermAudit},
 	RoleOperator: {PermRead, PermAudit, PermOperate},
+	RoleApprover: {PermRead, PermApprove},
 }
 
 // Roles lists every role.
-func Roles() []Role { return []Role{RoleService, RoleReader, RoleAuditor, RoleOperator} }
+func Roles() []Role { return []Role{RoleService, RoleReader, RoleAuditor, RoleOperator, RoleApprover} }
+
+// Permissions lists every permission.
+func Permissions() []Permission {
+	return []Permission{PermRead, PermWrite, PermAudit, PermOperate, PermApprove}
+}
 
 // Can reports whether a role has a permission.
 func (r Role) Can(p Permission) bool { return slices.Contains(grants[r], p) }
@@ -61,6 +72,15 @@ type Principal struct {
 	// of these merchants; empty means every merchant (unscoped). It is not
 	// journaled: String stays "role:name".
 	Merchants []string
+	// Approver grants PermApprove beside the role's own permissions (an
+	// operator's token line saying "approver").
+	Approver bool
+}
+
+// Can reports whether the principal has a permission: its role's, and
+// PermApprove when its token makes it an approver.
+func (p Principal) Can(perm Permission) bool {
+	return p.Role.Can(perm) || p.Approver && perm == PermApprove
 }
 
 // Scoped reports whether the principal is limited to some merchants.
@@ -155,10 +175,13 @@ func (t *Tokens) Merchants() []string {
 	return out
 }
 
-// ParseFile reads lines "role sha256-hex-of-token name [merchants=a,b]";
-// blank lines and lines starting with # are ignored. The optional fourth
-// field limits the token to those merchants' reservations; without it the
-// token sees every merchant. Errors name the line, never a token.
+// ParseFile reads lines "role sha256-hex-of-token name [merchants=a,b]
+// [approver]"; blank lines and lines starting with # are ignored. The
+// optional merchants= field limits the token to those merchants'
+// reservations; without it the token sees every merchant. The optional word
+// approver lets an operator's token also approve and reject refunds held for
+// approval (the approver role always may; other roles may not be given it).
+// Errors name the line, never a token.
 func ParseFile(r io.Reader, into *Tokens) error {
 	sc := bufio.NewScanner(r)
 	n := 0
@@ -169,8 +192,8 @@ func ParseFile(r io.Reader, into *Tokens) error {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 && len(f) != 4 {
-			return fmt.Errorf("%w: line %d: want \"role sha256-hex name [merchants=a,b]\"", ErrConfig, n)
+		if len(f) < 3 || len(f) > 5 {
+			return fmt.Errorf("%w: line %d: want \"role sha256-hex name [merchants=a,b] [approver]\"", ErrConfig, n)
 		}
 		raw, err := hex.DecodeString(f[1])
 		if err != nil || len(raw) != sha256.Size {
@@ -181,9 +204,22 @@ func ParseFile(r io.Reader, into *Tokens) error {
 			return fmt.Errorf("%w: line %d: unknown role %q", ErrConfig, n, f[0])
 		}
 		p := Principal{Role: role, Name: f[2]}
-		if len(f) == 4 {
-			if p.Merchants, err = parseMerchants(f[3]); err != nil {
-				return fmt.Errorf("%w: line %d: %w", ErrConfig, n, err)
+		for _, opt := range f[3:] {
+			switch {
+			case opt == "approver":
+				if p.Approver {
+					return fmt.Errorf("%w: line %d: approver is given twice", ErrConfig, n)
+				}
+				if role != RoleOperator {
+					return fmt.Errorf("%w: line %d: only an operator's token may add approver (role %s)", ErrConfig, n, role)
+				}
+				p.Approver = true
+			case p.Merchants != nil:
+				return fmt.Errorf("%w: line %d: merchants= is given twice, or %q is not merchants= or approver", ErrConfig, n, limitField(opt))
+			default:
+				if p.Merchants, err = parseMerchants(opt); err != nil {
+					return fmt.Errorf("%w: line %d: %w", ErrConfig, n, err)
+				}
 			}
 		}
 		var h [sha256.Size]byte
@@ -195,12 +231,21 @@ func ParseFile(r io.Reader, into *Tokens) error {
 	return sc.Err()
 }
 
+// limitField cuts an unexpected field short for an error message (a
+// misplaced token must not be echoed whole).
+func limitField(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "..."
+	}
+	return s
+}
+
 // parseMerchants reads "merchants=a,b": distinct merchant names, at least
 // one.
 func parseMerchants(field string) ([]string, error) {
 	list, ok := strings.CutPrefix(field, "merchants=")
 	if !ok || list == "" {
-		return nil, errors.New("the fourth field must be merchants=NAME[,NAME...]")
+		return nil, errors.New("an optional field must be merchants=NAME[,NAME...] or approver")
 	}
 	var out []string
 	for m := range strings.SplitSeq(list, ",") {

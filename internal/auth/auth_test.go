@@ -38,9 +38,10 @@ func TestTokens_AuthenticateAndRoles(t *testing.T) {
 	perms := map[Role][]Permission{
 		RoleService: {PermRead, PermWrite}, RoleReader: {PermRead},
 		RoleAuditor: {PermRead, PermAudit}, RoleOperator: {PermRead, PermAudit, PermOperate},
+		RoleApprover: {PermRead, PermApprove},
 	}
 	for _, r := range Roles() {
-		for _, p := range []Permission{PermRead, PermWrite, PermAudit, PermOperate} {
+		for _, p := range Permissions() {
 			want := false
 			for _, q := range perms[r] {
 				want = want || q == p
@@ -65,7 +66,9 @@ func TestParse_Errors(t *testing.T) {
 	h := HashHex("t")
 	for _, f := range []string{"service abc x", "service " + h + "", "root " + h + " x", "service " + h + " bad/name",
 		"service " + h + " x merchants=", "service " + h + " x shops=a", "service " + h + " x merchants=a,a",
-		"service " + h + " x merchants=a,,b", "service " + h + " x merchants=a/b", "service " + h + " x merchants=a extra"} {
+		"service " + h + " x merchants=a,,b", "service " + h + " x merchants=a/b", "service " + h + " x merchants=a extra",
+		"reader " + h + " x approver", "service " + h + " x approver", "operator " + h + " x approver approver",
+		"operator " + h + " x approver merchants=a merchants=b", "operator " + h + " x approver merchants=a extra"} {
 		var ts Tokens
 		err := ParseFile(strings.NewReader(f), &ts)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "line 1") {
@@ -101,4 +104,61 @@ func TestPrincipal_Sees(t *testing.T) {
 	if got := ts.Merchants(); !reflect.DeepEqual(got, []string{"m1", "m2", "m3"}) {
 		t.Errorf("Merchants() = %v", got)
 	}
+}
+
+// TestParseFile_Approver: an operator is an approver only when its token
+// line says so; the approver role always is.
+func TestParseFile_Approver(t *testing.T) {
+	file := "operator " + HashHex("op-plain-0123456789") + " olga\n" +
+		"operator " + HashHex("op-approver-0123456789") + " oscar approver\n" +
+		"operator " + HashHex("op-scoped-0123456789") + " otto merchants=m1 approver\n" +
+		"approver " + HashHex("approver-0123456789") + " carol\n"
+	var ts Tokens
+	if err := ParseFile(strings.NewReader(file), &ts); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token   string
+		approve bool
+		operate bool
+	}{
+		{"op-plain-0123456789", false, true},
+		{"op-approver-0123456789", true, true},
+		{"op-scoped-0123456789", true, true},
+		{"approver-0123456789", true, false},
+	} {
+		p, ok := ts.Authenticate(tc.token)
+		if !ok || p.Can(PermApprove) != tc.approve || p.Can(PermOperate) != tc.operate || p.Can(PermWrite) {
+			t.Errorf("%s: %+v approve %v operate %v", tc.token, p, p.Can(PermApprove), p.Can(PermOperate))
+		}
+	}
+	if p, _ := ts.Authenticate("op-scoped-0123456789"); !reflect.DeepEqual(p.Merchants, []string{"m1"}) || p.String() != "operator:otto" {
+		t.Errorf("scoped approver %+v", p)
+	}
+}
+
+// FuzzParseFile: the tokens file is outside input. ParseFile must not
+// panic, every error wraps ErrConfig, and what it accepts has only valid
+// roles and names, approver only on operators.
+func FuzzParseFile(f *testing.F) {
+	h := HashHex("t")
+	for _, s := range []string{"", "# c\n", "operator " + h + " a approver\n", "service " + h + " s merchants=a,b\n",
+		"approver " + h + " c\nreader " + HashHex("u") + " r merchants=x approver\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var ts Tokens
+		if err := ParseFile(strings.NewReader(s), &ts); err != nil {
+			if !errors.Is(err, ErrConfig) && !strings.Contains(err.Error(), "token too long") {
+				t.Fatalf("error %v wraps no ErrConfig", err)
+			}
+			return
+		}
+		for _, e := range ts.entries {
+			p := e.principal
+			if _, ok := grants[p.Role]; !ok || !validName(p.Name) || p.Approver && p.Role != RoleOperator {
+				t.Fatalf("accepted %+v", p)
+			}
+		}
+	})
 }

@@ -19,4 +19,7 @@ const (
 	// AfterNotificationJournaled: a notification's outcome is journaled,
 	// WeChat has not been acknowledged.
 	AfterNotificationJournaled = "after-notification-journaled"
+	// AfterApprovalJournaled: an approval (and the first submission it
+	// starts) is journaled, nothing is applied, answered or sent yet.
+	AfterApprovalJournaled = "after-approval-journaled"
 )

@@ -1,6 +1,8 @@
 // Package feed turns journal records into the domain events that downstream
 // systems consume: refund.requested, refund.succeeded, refund.failed,
-// refund.abnormal, refund.stuck and reservation.canceled.
+// refund.abnormal, refund.stuck, reservation.canceled, and for refunds
+// held for four-eyes approval refund.approval_requested, refund.approved and
+// refund.rejected.
 //
 // Events are derived, never stored: each one is computed from one journal
 // record and the records of the same reservation before it, so an event and

@@ -23,19 +23,29 @@ const (
 	TypeRefundAbnormal      = "refund.abnormal"      // WeChat could not deliver the money; an operator must act
 	TypeRefundStuck         = "refund.stuck"         // unresolved past the policy's limit; an operator should look
 	TypeReservationCanceled = "reservation.canceled" // refunds that succeeded add up to the paid amount
+	// Four eyes: a refund held until someone other than its requester
+	// approves it. An approved one goes on as usual (its outcome follows as
+	// refund.succeeded and so on); a rejected one is closed and its amount
+	// released; one not approved in time ends as refund.failed with the
+	// code APPROVAL_EXPIRED.
+	TypeRefundApprovalRequested = "refund.approval_requested" // held for approval; nothing sent to WeChat
+	TypeRefundApproved          = "refund.approved"           // approved; its submission to WeChat follows
+	TypeRefundRejected          = "refund.rejected"           // an approver refused it: FAILED, the amount is released
 )
 
 // Types returns every event type, in a fixed order.
 func Types() []string {
 	return []string{TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
-		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled}
+		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled,
+		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected}
 }
 
 // KnownType reports whether typ is one of Types().
 func KnownType(typ string) bool {
 	switch typ {
 	case TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
-		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled:
+		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled,
+		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected:
 		return true
 	}
 	return false
@@ -89,6 +99,15 @@ type Data struct {
 	// Source is where the outcome came from: response, notification, query,
 	// or operator.
 	Source string `json:"source,omitempty"`
+	// RequestedBy and DecidedBy are the principals ("role:name") who
+	// requested the refund and who approved or rejected it
+	// (refund.approved, refund.rejected); RequestedBy also comes with
+	// refund.approval_requested, with ApprovalRule (all, amount, share or
+	// requester) and ExpiresAt, when it is released unless approved.
+	RequestedBy  string    `json:"requested_by,omitempty"`
+	DecidedBy    string    `json:"decided_by,omitempty"`
+	ApprovalRule string    `json:"approval_rule,omitempty"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
 }
 
 // ID returns the event id of the record with this global sequence.
@@ -134,7 +153,8 @@ func isLowerHex(s string) bool {
 func candidate(e reservation.Event) bool {
 	switch d := e.Data.(type) {
 	case reservation.RefundRequested, reservation.Abandoned, reservation.Resolved, reservation.FlaggedStuck,
-		reservation.Canceled:
+		reservation.Canceled, reservation.ApprovalRequested, reservation.Approved, reservation.ApprovalRejected,
+		reservation.ApprovalExpired:
 		return true
 	case reservation.ProviderResult:
 		return d.From != d.To && (d.To == reservation.Succeeded || d.To == reservation.Failed || d.To == reservation.Abnormal)
@@ -208,6 +228,30 @@ func derive(id string, global uint64, e reservation.Event, st *reservation.State
 		ev.Type = TypeRefundStuck
 	case reservation.Canceled:
 		ev.Type = TypeReservationCanceled
+	case reservation.ApprovalRequested:
+		r, err := refund(d.RefundNo)
+		if err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.RequestedBy, ev.Data.ApprovalRule, ev.Data.ExpiresAt = TypeRefundApprovalRequested, r.RequestedBy, d.Rule, d.DueAt.UTC()
+		ev.Data.Reason = r.Reason
+	case reservation.Approved:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.RequestedBy, ev.Data.DecidedBy = TypeRefundApproved, d.RequestedBy, e.By
+	case reservation.ApprovalRejected:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.RequestedBy, ev.Data.DecidedBy, ev.Data.Reason = TypeRefundRejected, d.RequestedBy, e.By, d.Reason
+		ev.Data.Code, ev.Data.Source = reservation.CodeApprovalRejected, "approver"
+	case reservation.ApprovalExpired:
+		r, err := refund(d.RefundNo)
+		if err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.Code, ev.Data.Message, ev.Data.Source = TypeRefundFailed, reservation.CodeApprovalExpired, r.Message, "engine"
 	}
 	if st.ID == "" {
 		return Event{}, false, fmt.Errorf("%w: record %d (%s) belongs to a reservation that was never registered",

@@ -11,6 +11,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // The merchants file as TOML sees it. Strings stay strings here (durations,
@@ -52,6 +54,12 @@ type filePolicy struct {
 	RetryMaxAttempts *int64  `toml:"retry_max_attempts,omitempty"`
 	RetryBackoff     *string `toml:"retry_backoff,omitempty"`
 	RetryBackoffMax  *string `toml:"retry_backoff_max,omitempty"`
+	// Four-eyes approval.
+	ApproveAll          *bool   `toml:"approve_all,omitempty"`
+	ApproveAbove        *int64  `toml:"approve_above,omitempty"`
+	ApproveAbovePercent *int64  `toml:"approve_above_percent,omitempty"`
+	ApproveNonService   *bool   `toml:"approve_non_service,omitempty"`
+	ApprovalTimeout     *string `toml:"approval_timeout,omitempty"`
 }
 
 // keyHints answer the unknown keys people are likely to guess.
@@ -344,6 +352,24 @@ func (fp *filePolicy) overrides(where func(string) string, ps *problems) Overrid
 	o.RefundWindow = dur("refund_window", fp.RefundWindow, 1)
 	o.RetryBackoff = dur("retry_backoff", fp.RetryBackoff, 1)
 	o.RetryBackoffMax = dur("retry_backoff_max", fp.RetryBackoffMax, 1)
+	o.ApprovalTimeout = dur("approval_timeout", fp.ApprovalTimeout, 1)
+	o.ApproveAll, o.ApproveNonService = fp.ApproveAll, fp.ApproveNonService
+	if n := fp.ApproveAbove; n != nil {
+		if *n < 0 || *n > reservation.MaxAmount {
+			ps.add(where("policy.approve_above"), ErrInvalid, "must be 0..%d fen (0: no such rule)", reservation.MaxAmount)
+		} else {
+			v := *n
+			o.ApproveAbove = &v
+		}
+	}
+	if n := fp.ApproveAbovePercent; n != nil {
+		if *n < 0 || *n > 100 {
+			ps.add(where("policy.approve_above_percent"), ErrInvalid, "must be 0..100 (0: no such rule)")
+		} else {
+			v := int(*n)
+			o.ApproveAbovePercent = &v
+		}
+	}
 	if n := fp.RetryMaxAttempts; n != nil {
 		if *n < 1 || *n > maxAttempts {
 			ps.add(where("policy.retry_max_attempts"), ErrInvalid, "must be 1..%d", maxAttempts)
@@ -402,6 +428,11 @@ func (r *Registry) Encode() ([]byte, error) {
 			if o.RetryMaxAttempts != nil {
 				n := int64(*o.RetryMaxAttempts)
 				fp.RetryMaxAttempts = &n
+			}
+			fp.ApprovalTimeout, fp.ApproveAll, fp.ApproveNonService, fp.ApproveAbove = str(o.ApprovalTimeout), o.ApproveAll, o.ApproveNonService, o.ApproveAbove
+			if o.ApproveAbovePercent != nil {
+				n := int64(*o.ApproveAbovePercent)
+				fp.ApproveAbovePercent = &n
 			}
 			fm.Policy = fp
 		}

@@ -1,6 +1,8 @@
 package merchant
 
 import (
+	"github.com/refundd/refundd/internal/reservation"
+
 	"errors"
 	"path/filepath"
 	"strings"
@@ -58,6 +60,10 @@ refund_window = "720h"
 retry_max_attempts = 3
 retry_backoff = "2s"
 retry_backoff_max = "2m"
+approve_above = 50000
+approve_above_percent = 50
+approve_non_service = true
+approval_timeout = "4h"
 `
 
 func TestParse_Valid(t *testing.T) {
@@ -100,6 +106,14 @@ func TestParse_Valid(t *testing.T) {
 	if o.RefundSpacing == nil || *o.RefundSpacing != 0 || *o.RefundWindow != 720*time.Hour || *o.RetryMaxAttempts != 3 ||
 		*o.RetryBackoff != 2*time.Second || *o.RetryBackoffMax != 2*time.Minute {
 		t.Errorf("inn-2 overrides: %+v", o)
+	}
+	if *o.ApproveAbove != 50000 || *o.ApproveAbovePercent != 50 || !*o.ApproveNonService || *o.ApprovalTimeout != 4*time.Hour || o.ApproveAll != nil {
+		t.Errorf("inn-2 approval overrides: %+v", o)
+	}
+	// Engine-wide approval settings the file does not name stay.
+	p := inn2.Policy(reservation.Policy{ApproveAll: true, ApproveAbove: 1})
+	if !p.ApproveAll || p.ApproveAbove != 50000 || p.ApproveAbovePercent != 50 || !p.ApproveNonService || p.ApprovalTimeout != 4*time.Hour {
+		t.Errorf("inn-2 policy: %+v", p)
 	}
 	if inn1, _ := r.ByName("inn-1"); !inn1.Overrides.IsZero() || inn1.NotifyURL != "" {
 		t.Errorf("inn-1 has no policy table and no notify_url: %+v", inn1)
@@ -303,6 +317,18 @@ account = "sp"`}},
 				{path: "merchants[2].policy.retry_backoff_max", sentinel: ErrInvalid},
 				{path: "merchants[2].policy.retry_max_attempts", sentinel: ErrInvalid},
 			}},
+		{name: "approval values", edits: []edit{
+			{`approve_above = 50000`, `approve_above = -1`}, {`approve_above_percent = 50`, `approve_above_percent = 101`},
+			{`approval_timeout = "4h"`, `approval_timeout = "0s"`}},
+			want: []want{
+				{path: "merchants[2].policy.approval_timeout", sentinel: ErrInvalid, text: "positive"},
+				{path: "merchants[2].policy.approve_above", sentinel: ErrInvalid, text: "fen"},
+				{path: "merchants[2].policy.approve_above_percent", sentinel: ErrInvalid, text: "0..100"},
+			}},
+		{name: "approval flag of the wrong type", edits: []edit{{`approve_non_service = true`, `approve_non_service = "yes"`}},
+			want: []want{{path: "merchants[2].policy.approve_non_service", sentinel: ErrSyntax}}},
+		{name: "approval key misspelt", edits: []edit{{`approve_non_service = true`, `approve_operator = true`}},
+			want: []want{{path: "merchants[2].policy.approve_operator", sentinel: ErrUnknownKey}}},
 		{name: "retry_max_attempts too large", edits: []edit{{`retry_max_attempts = 3`, `retry_max_attempts = 9223372036854775807`}},
 			want: []want{{path: "merchants[2].policy.retry_max_attempts", sentinel: ErrInvalid}}},
 		{name: "policy duration of the wrong type", edits: []edit{{`refund_window = "720h"`, `refund_window = 720`}},

@@ -23,6 +23,8 @@ func FuzzParse(f *testing.F) {
 		string(example), base, credFile, "", strings.Replace(base, "serial", "seriall", 2),
 		"[[accounts]\n", "version = 1\n", "[[merchants]]\nname = 1\n",
 		"[[merchants]]\nname = \"m\"\nkind = \"direct\"\naccount = \"a\"\nrefund_prefix = \"R\"\n[merchants.policy]\nrefund_window = \"1h\"\n",
+		"[[merchants]]\nname = \"m\"\nkind = \"direct\"\naccount = \"a\"\nrefund_prefix = \"R\"\n[merchants.policy]\napprove_all = false\n" +
+			"approve_above = 0\napprove_above_percent = 100\napprove_non_service = true\napproval_timeout = \"30m\"\n",
 		"accounts = [{name = \"a\", kind = \"direct\", apiv3_key = \"k\"}]\n",
 		"[[accounts]]\nprivate_key = \"file:-----BEGIN\"\n[accounts.policy]\n",
 	} {

@@ -124,12 +124,19 @@ type Overrides struct {
 	RetryMaxAttempts *int           // --retry-max-attempts
 	RetryBackoff     *time.Duration // --retry-backoff
 	RetryBackoffMax  *time.Duration // --retry-backoff-max
+	// Four-eyes approval (reservation.Policy's Approve* fields).
+	ApproveAll          *bool          // --approve-all
+	ApproveAbove        *int64         // --approve-above, fen; 0: no such rule
+	ApproveAbovePercent *int           // --approve-above-percent; 0: no such rule
+	ApproveNonService   *bool          // --approve-non-service
+	ApprovalTimeout     *time.Duration // --approval-timeout
 }
 
 // IsZero reports whether nothing is overridden.
 func (o Overrides) IsZero() bool {
 	return o.RefundSpacing == nil && o.RefundWindow == nil && o.RetryMaxAttempts == nil &&
-		o.RetryBackoff == nil && o.RetryBackoffMax == nil
+		o.RetryBackoff == nil && o.RetryBackoffMax == nil && o.ApproveAll == nil && o.ApproveAbove == nil &&
+		o.ApproveAbovePercent == nil && o.ApproveNonService == nil && o.ApprovalTimeout == nil
 }
 
 // Policy returns base with the merchant's refund-number prefix and
@@ -152,6 +159,21 @@ func (m *Merchant) Policy(base reservation.Policy) reservation.Policy {
 	}
 	if o.RetryBackoffMax != nil {
 		p.RetryBackoffMax = *o.RetryBackoffMax
+	}
+	if o.ApproveAll != nil {
+		p.ApproveAll = *o.ApproveAll
+	}
+	if o.ApproveAbove != nil {
+		p.ApproveAbove = *o.ApproveAbove
+	}
+	if o.ApproveAbovePercent != nil {
+		p.ApproveAbovePercent = *o.ApproveAbovePercent
+	}
+	if o.ApproveNonService != nil {
+		p.ApproveNonService = *o.ApproveNonService
+	}
+	if o.ApprovalTimeout != nil {
+		p.ApprovalTimeout = *o.ApprovalTimeout
 	}
 	return p
 }

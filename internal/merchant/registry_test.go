@@ -93,6 +93,7 @@ func TestMerchant_Policy(t *testing.T) {
 	want = engine
 	want.RefundNoPrefix, want.RefundSpacing, want.RefundWindow = "IB", 0, 720*time.Hour
 	want.MaxAttempts, want.RetryBackoff, want.RetryBackoffMax = 3, 2*time.Second, 2*time.Minute
+	want.ApproveAbove, want.ApproveAbovePercent, want.ApproveNonService, want.ApprovalTimeout = 50000, 50, true, 4*time.Hour
 	if !equalPolicy(got, want) {
 		t.Errorf("overrides: %+v, want %+v", got, want)
 	}

@@ -91,6 +91,12 @@ func (m *Metrics) countEvents(before *reservation.State, events []reservation.Ev
 			from, to = reservation.Abnormal, reservation.Succeeded
 		case reservation.RefundRecovered:
 			from, to = "RECOVERED", d.State
+		case reservation.ApprovalRequested:
+			from, to = reservation.Processing, reservation.PendingApproval
+		case reservation.Approved:
+			from, to = reservation.PendingApproval, reservation.Processing
+		case reservation.ApprovalRejected, reservation.ApprovalExpired:
+			from, to = reservation.PendingApproval, reservation.Failed
 		}
 		if from != to {
 			if merchant == "" { // a refund event before the registration: not journaled by the engine

@@ -5,6 +5,9 @@ import "time"
 // Apply folds one journaled event into s. It never fails: events are facts.
 func Apply(s *State, e Event) {
 	s.Version++
+	if applyApproval(s, e) {
+		return
+	}
 	switch d := e.Data.(type) {
 	case Registered:
 		s.ID, s.UserID, s.OutTradeNo, s.TransactionID = d.ReservationID, d.UserID, d.OutTradeNo, d.TransactionID

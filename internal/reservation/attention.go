@@ -11,9 +11,12 @@ const AttentionStuck = "stuck"
 const AttentionConflict = "conflict"
 
 // AttentionKinds lists every attention kind.
-var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal), AttentionStuck, AttentionConflict}
+var AttentionKinds = []string{string(Unknown), string(Rejected), string(Abnormal), AttentionStuck, AttentionConflict,
+	string(PendingApproval)}
 
-func needsAttention(s RefundState) bool { return s == Unknown || s == Rejected || s == Abnormal }
+func needsAttention(s RefundState) bool {
+	return s == Unknown || s == Rejected || s == Abnormal || s == PendingApproval
+}
 
 // AttentionOf says how an event changes the attention index: the kinds it
 // adds the refund to and removes it from (refundNo is empty when it changes
@@ -80,6 +83,16 @@ func appendAttention(marks []Mark, d EventData) []Mark {
 		if needsAttention(d.State) {
 			set(d.RefundNo, string(d.State))
 		}
+	case ApprovalRequested:
+		set(d.RefundNo, string(PendingApproval))
+	case Approved:
+		unset(d.RefundNo, string(PendingApproval))
+	case ApprovalRejected:
+		unset(d.RefundNo, string(PendingApproval))
+		unset(d.RefundNo, AttentionStuck)
+	case ApprovalExpired:
+		unset(d.RefundNo, string(PendingApproval))
+		unset(d.RefundNo, AttentionStuck)
 	}
 	return marks
 }

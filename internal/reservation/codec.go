@@ -124,6 +124,14 @@ func decodeJSON(typ string, data []byte) (Event, error) {
 		ev, err = decodeAs[Resolved](data)
 	case TypeRefundRecovered:
 		ev, err = decodeAs[RefundRecovered](data)
+	case TypeApprovalRequested:
+		ev, err = decodeAs[ApprovalRequested](data)
+	case TypeApproved:
+		ev, err = decodeAs[Approved](data)
+	case TypeApprovalRejected:
+		ev, err = decodeAs[ApprovalRejected](data)
+	case TypeApprovalExpired:
+		ev, err = decodeAs[ApprovalExpired](data)
 	default:
 		return Event{}, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
 	}

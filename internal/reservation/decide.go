@@ -38,6 +38,10 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 		data, err = decideResolve(s, c)
 	case RecordRecovered:
 		data, err = decideRecovered(s, c, env)
+	case Approve:
+		data, err = decideApprove(s, c, env)
+	case Reject:
+		data, err = decideReject(s, c, env)
 	default:
 		return nil, invalid("command", "unknown command")
 	}
@@ -133,7 +137,11 @@ func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error
 		RefundNo: RefundNo(p.prefix(), s.ID, n), Number: n, IdempotencyKey: c.IdempotencyKey,
 		Fingerprint: fp, Amount: amount, Reason: c.Reason,
 	}
+	rule := p.approvalRule(s, amount, env.By)
 	if env.Encode == nil {
+		if rule != "" {
+			return []EventData{req, ApprovalRequested{RefundNo: req.RefundNo, Rule: rule, DueAt: env.Now.Add(p.approvalTimeout())}}, nil
+		}
 		return []EventData{req}, nil
 	}
 	// The first submission, with the exact provider bytes, goes in the same
@@ -147,6 +155,11 @@ func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error
 	}
 	if len(body) == 0 {
 		return nil, invalid("request", "the provider request bytes are required")
+	}
+	if rule != "" {
+		// Held for approval: the bytes are journaled now, sent once approved.
+		return []EventData{req, ApprovalRequested{RefundNo: req.RefundNo, Rule: rule, Request: body,
+			DueAt: env.Now.Add(p.approvalTimeout())}}, nil
 	}
 	return []EventData{req, firstSubmission(s, req.RefundNo, body, env)}, nil
 }
@@ -351,6 +364,10 @@ func decideOutcome(s *State, c RecordOutcome, env Env) ([]EventData, error) {
 		}
 		return pr
 	}
+	if r.ApprovalRequired && r.ApprovedBy == "" {
+		// Never approved, so never sent (approval.go).
+		return decidePendingOutcome(r, c), nil
+	}
 	target := o.Kind.target()
 
 	if r.State.Terminal() {
@@ -484,6 +501,9 @@ func decideTimer(s *State, c FireTimer, env Env) ([]EventData, error) {
 	}
 	if r.DueAt.IsZero() || !r.DueAt.Equal(c.DueAt) {
 		return nil, nil // stale timer
+	}
+	if r.State == PendingApproval {
+		return []EventData{ApprovalExpired{RefundNo: r.No}}, nil
 	}
 	// A REJECTED refund has a due time only while an attempt may still
 	// land: it is queried.

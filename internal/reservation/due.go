@@ -18,6 +18,8 @@ func DueOf(d EventData) (refundNo string, at time.Time, ok bool) {
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	case RefundRecovered:
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
+	case ApprovalRequested:
+		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	}
 	return "", time.Time{}, false
 }
@@ -44,6 +46,14 @@ func DueEffect(d EventData) (refundNo string, at time.Time, set bool) {
 		return d.RefundNo, time.Time{}, true
 	case RefundRecovered:
 		return d.RefundNo, d.DueAt, true
+	case ApprovalRequested:
+		return d.RefundNo, d.DueAt, true
+	case Approved:
+		return d.RefundNo, time.Time{}, true
+	case ApprovalRejected:
+		return d.RefundNo, time.Time{}, true
+	case ApprovalExpired:
+		return d.RefundNo, time.Time{}, true
 	}
 	return "", time.Time{}, false
 }

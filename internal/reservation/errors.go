@@ -25,6 +25,7 @@ const (
 	CodeReleaseUnconfirmed     Code = "release_unconfirmed"
 	CodeProviderHasRefund      Code = "provider_has_refund"
 	CodeMerchantNotConfigured  Code = "merchant_not_configured"
+	CodeSelfApproval           Code = "self_approval"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -96,6 +97,9 @@ var (
 	// (or never) configured: nothing can sign its requests. The
 	// reservation's existing refunds are still queried and settle.
 	ErrMerchantNotConfigured = &Error{Code: CodeMerchantNotConfigured, Message: "the reservation's merchant is not configured; no new refund can be made for it"}
+	// ErrSelfApproval is returned when the requester of a refund approves
+	// it: four eyes need a second person.
+	ErrSelfApproval = &Error{Code: CodeSelfApproval, Message: "a refund must be approved by someone other than its requester"}
 	// ErrOutcomeMismatch is returned when a provider outcome disagrees with
 	// local records (order, refund amount, order total). It is not applied.
 	ErrOutcomeMismatch = &Error{Code: CodeOutcomeMismatch, Message: "provider outcome does not match local records"}

@@ -179,6 +179,14 @@ func RefundNoOf(d EventData) string {
 		return d.RefundNo
 	case RefundRecovered:
 		return d.RefundNo
+	case ApprovalRequested:
+		return d.RefundNo
+	case Approved:
+		return d.RefundNo
+	case ApprovalRejected:
+		return d.RefundNo
+	case ApprovalExpired:
+		return d.RefundNo
 	}
 	return ""
 }

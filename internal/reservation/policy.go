@@ -74,6 +74,25 @@ type Policy struct {
 	// the refund keeps being queried, and its amount is not released. Zero
 	// means 48h.
 	SettleHorizon time.Duration
+
+	// Approval rules (approval.go): a refund that any of them matches is
+	// created PENDING_APPROVAL and sent only once approved. None set (the
+	// default) sends every refund at once.
+	// ApproveAll asks for approval of every refund.
+	ApproveAll bool
+	// ApproveAbove asks for approval of refunds above this amount, fen;
+	// zero: no such rule.
+	ApproveAbove int64
+	// ApproveAbovePercent asks for approval of refunds above this share of
+	// the paid amount, 1..100 percent; zero: no such rule.
+	ApproveAbovePercent int
+	// ApproveNonService asks for approval of refunds requested by anyone
+	// other than the booking/payment system's service tokens (an
+	// operator's, say).
+	ApproveNonService bool
+	// ApprovalTimeout is how long a refund waits for approval before it
+	// expires and releases its amount; zero means 24h.
+	ApprovalTimeout time.Duration
 }
 
 // DefaultRefundNoPrefix is used when Policy.RefundNoPrefix is empty.
@@ -194,11 +213,17 @@ func (p Policy) Validate() error {
 		return invalid("max_refunds", "must be at most 99")
 	}
 	if p.RetryBackoff < 0 || p.RetryBackoffMax < 0 || p.RefundSpacing < 0 || p.RefundWindow < 0 || p.StuckAfter < 0 || p.RecheckAfter < 0 ||
-		p.HintWindow < 0 || p.SettleHorizon < 0 {
+		p.HintWindow < 0 || p.SettleHorizon < 0 || p.ApprovalTimeout < 0 {
 		return invalid("policy", "durations must not be negative")
 	}
 	if p.MaxAttempts < 0 || p.MaxRefunds < 0 {
 		return invalid("policy", "counts must not be negative")
+	}
+	if p.ApproveAbove < 0 || p.ApproveAbove > MaxAmount {
+		return invalid("approve_above", "must be 0..10^12 fen")
+	}
+	if p.ApproveAbovePercent < 0 || p.ApproveAbovePercent > 100 {
+		return invalid("approve_above_percent", "must be 0..100")
 	}
 	for _, d := range p.QueryBackoff {
 		if d <= 0 {

@@ -52,6 +52,12 @@ type modelRefund struct {
 	// the latest attempt.
 	unsettled, prior time.Time
 	paidLate         bool // WeChat paid it after it was FAILED
+	// Approval: needed when a policy rule matched at the request; who
+	// asked, who approved; closed by a rejection or an expiry.
+	approval    bool
+	requestedBy string
+	approvedBy  string
+	closedBy    string // CodeApprovalRejected or CodeApprovalExpired
 }
 
 // succeeded is the money the model believes went back.
@@ -188,7 +194,41 @@ type sim struct {
 	lastCmd           Command
 	lastBy            string
 	keys              int
+	// encode gives Env an encoder, as the engine does: a request journals
+	// its first submission (or its approval request) with the bytes.
+	encode bool
+	// firstSends counts each refund's first submissions journaled: an
+	// approved refund is sent exactly once, one never approved never.
+	firstSends map[string]int
 }
+
+// modelBody is the bytes the sim's encoder gives a refund.
+func modelBody(no string) []byte { return []byte(`{"out_refund_no":"` + no + `"}`) }
+
+// approvalNeeded is the model's reading of the approval rules.
+func (h *sim) approvalNeeded(amount int64, by string) bool {
+	p := h.policy
+	if p.ApproveAll {
+		return true
+	}
+	if p.ApproveAbove != 0 && amount > p.ApproveAbove {
+		return true
+	}
+	if p.ApproveAbovePercent != 0 && float64(amount) > float64(h.m.amount)*float64(p.ApproveAbovePercent)/100 {
+		return true
+	}
+	return p.ApproveNonService && !strings.HasPrefix(by, "service:")
+}
+
+func (h *sim) approvalTimeout() time.Duration {
+	if h.policy.ApprovalTimeout == 0 {
+		return 24 * time.Hour
+	}
+	return h.policy.ApprovalTimeout
+}
+
+// personOf is the name part of "role:name".
+func personOf(by string) string { return by[strings.IndexByte(by, ':')+1:] }
 
 // settling says an attempt started at unsettled may still land now.
 func (h *sim) settling(unsettled time.Time) bool {
@@ -199,7 +239,13 @@ func (h *sim) settling(unsettled time.Time) bool {
 	return !unsettled.IsZero() && h.now.Sub(unsettled) < horizon
 }
 
-func (h *sim) env(by string) Env { return Env{Now: h.now, By: by, Policy: h.policy, Jitter: h.jitter} }
+func (h *sim) env(by string) Env {
+	e := Env{Now: h.now, By: by, Policy: h.policy, Jitter: h.jitter}
+	if h.encode {
+		e.Encode = func(r RefundRequest) ([]byte, error) { return modelBody(r.RefundNo), nil }
+	}
+	return e
+}
 
 func (h *sim) prefix() string {
 	if h.policy.RefundNoPrefix == "" {
@@ -308,7 +354,7 @@ type expectation struct {
 
 func fail(c Code) expectation { return expectation{code: c} }
 
-func (h *sim) predict(cmd Command) expectation {
+func (h *sim) predict(cmd Command, by string) expectation {
 	m := &h.m
 	switch c := cmd.(type) {
 	case Register:
@@ -362,7 +408,18 @@ func (h *sim) predict(cmd Command) expectation {
 		if left <= 0 || amount > left {
 			return fail(CodeInsufficientRefundable)
 		}
-		return expectation{types: []string{TypeRefundRequested}, commit: func(events []Event) {
+		types := []string{TypeRefundRequested}
+		approval := h.approvalNeeded(amount, by)
+		wait := h.spacingWait()
+		switch {
+		case approval:
+			types = append(types, TypeApprovalRequested)
+		case h.encode && wait > 0:
+			types = append(types, TypeSubmissionWaits)
+		case h.encode:
+			types = append(types, TypeSubmissionStarted)
+		}
+		return expectation{types: types, commit: func(events []Event) {
 			n := len(m.refunds) + 1
 			d := events[0].Data.(RefundRequested)
 			want := RefundRequested{RefundNo: RefundNo(h.prefix(), h.reg.ReservationID, n), Number: n,
@@ -370,9 +427,84 @@ func (h *sim) predict(cmd Command) expectation {
 			if d != want {
 				h.t.Fatalf("RefundRequested = %+v, want %+v", d, want)
 			}
-			m.refunds = append(m.refunds, &modelRefund{no: d.RefundNo, key: c.IdempotencyKey, fp: fp,
-				amount: amount, state: Processing, created: h.now})
+			r := &modelRefund{no: d.RefundNo, key: c.IdempotencyKey, fp: fp,
+				amount: amount, state: Processing, created: h.now, requestedBy: by}
+			m.refunds = append(m.refunds, r)
 			m.byKey[c.IdempotencyKey] = n - 1
+			switch {
+			case approval:
+				a := events[1].Data.(ApprovalRequested)
+				var body []byte
+				if h.encode {
+					body = modelBody(r.no)
+				}
+				if a.RefundNo != r.no || string(a.Request) != string(body) || !a.DueAt.Equal(h.now.Add(h.approvalTimeout())) || a.Rule == "" {
+					h.t.Fatalf("ApprovalRequested %+v, want bytes %q due %v", a, body, h.now.Add(h.approvalTimeout()))
+				}
+				r.state, r.approval, r.request, r.due = PendingApproval, true, body, a.DueAt
+			case h.encode && wait > 0:
+				h.deferred(r, modelBody(r.no), wait, events[1])
+			case h.encode:
+				h.firstSubmission(r, modelBody(r.no), events[1])
+			}
+		}}
+
+	case Approve:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case !r.approval:
+			return fail(CodeInvalidState)
+		case personOf(r.requestedBy) == personOf(by):
+			return fail(CodeSelfApproval)
+		case r.approvedBy != "":
+			return expectation{} // a duplicate: the current state answers
+		case r.state != PendingApproval, !h.now.Before(r.due):
+			return fail(CodeInvalidState)
+		}
+		types := []string{TypeApproved}
+		wait := h.spacingWait()
+		switch {
+		case r.request == nil:
+		case wait > 0:
+			types = append(types, TypeSubmissionWaits)
+		default:
+			types = append(types, TypeSubmissionStarted)
+		}
+		return expectation{types: types, commit: func(events []Event) {
+			if d := events[0].Data.(Approved); d != (Approved{RefundNo: r.no, RequestedBy: r.requestedBy}) {
+				h.t.Fatalf("Approved %+v, requested by %q", d, r.requestedBy)
+			}
+			r.state, r.approvedBy, r.due = Processing, by, time.Time{}
+			switch {
+			case r.request == nil:
+			case wait > 0:
+				h.deferred(r, r.request, wait, events[1])
+			default:
+				h.firstSubmission(r, r.request, events[1])
+			}
+		}}
+
+	case Reject:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case c.Reason == "" || strings.ContainsRune(c.Reason, '\n'):
+			return fail(CodeInvalid)
+		case !r.approval:
+			return fail(CodeInvalidState)
+		case r.closedBy == CodeApprovalRejected:
+			return expectation{}
+		case r.state != PendingApproval:
+			return fail(CodeInvalidState)
+		}
+		return expectation{types: []string{TypeApprovalRejected}, commit: func(events []Event) {
+			if d := events[0].Data.(ApprovalRejected); d != (ApprovalRejected{RefundNo: r.no, RequestedBy: r.requestedBy, Reason: c.Reason}) {
+				h.t.Fatalf("ApprovalRejected %+v", d)
+			}
+			r.state, r.due, r.closedBy = Failed, time.Time{}, CodeApprovalRejected
 		}}
 
 	case StartSubmission:
@@ -474,6 +606,15 @@ func (h *sim) predict(cmd Command) expectation {
 			o.ProviderID != "" && r.providerID != "" && o.ProviderID != r.providerID:
 			return fail(CodeOutcomeMismatch)
 		}
+		if r.approval && r.approvedBy == "" {
+			// Never approved, so never sent: no outcome can be about it. A final one is a
+			// conflict for operators, once.
+			want := Conflict{RefundNo: r.no, State: r.state, Source: c.Source, Outcome: o.Kind, Code: o.Code, ProviderID: o.ProviderID}
+			if (o.Kind != OutcomeSucceeded && o.Kind != OutcomeFailed && o.Kind != OutcomeAbnormal) || want == r.conflict {
+				return expectation{}
+			}
+			return expectation{types: []string{TypeConflict}, commit: func([]Event) { r.conflict = want }}
+		}
 		to, what := h.modelOutcome(r, o.Kind, c.Source, c.Attempt == r.attempts, o.ProviderID != "" && r.providerID == "")
 		// A refusal of the latest attempt says that attempt created nothing.
 		unsettledAfter := r.unsettled
@@ -568,6 +709,10 @@ func (h *sim) predict(cmd Command) expectation {
 		switch {
 		case !m.registered || r == nil:
 			return fail(CodeNotFound)
+		case r.state == PendingApproval && r.due.Equal(c.DueAt):
+			return expectation{types: []string{TypeApprovalExpired}, commit: func([]Event) {
+				r.state, r.due, r.closedBy = Failed, time.Time{}, CodeApprovalExpired
+			}}
 		case r.due.IsZero() || !r.due.Equal(c.DueAt) || (r.state != Processing && r.state != Unknown && r.state != Abnormal && r.state != Rejected):
 			return expectation{} // stale
 		case r.retry && r.state == Processing:
@@ -668,7 +813,7 @@ func (h *sim) resent(r *modelRefund, e Event) {
 // checks the outcome against the model.
 func (h *sim) exec(cmd Command, by string) {
 	t := h.t
-	want := h.predict(cmd)
+	want := h.predict(cmd, by)
 	env := h.env(by)
 	before := h.s.Clone()
 	events, err := Decide(h.s, cmd, env)
@@ -745,6 +890,13 @@ func (h *sim) exec(cmd Command, by string) {
 		// WeChat Pay's spacing, on the journal itself: no two create
 		// requests of the order closer than RefundSpacing, and the state
 		// knows the last one.
+		if d, ok := e.Data.(SubmissionStarted); ok && d.Attempt == 1 {
+			h.firstSends[d.RefundNo]++
+			r := h.s.Refund(d.RefundNo)
+			if h.firstSends[d.RefundNo] > 1 || r.ApprovalRequired && r.ApprovedBy == "" {
+				t.Fatalf("refund %s sent a first time again (%d), or unapproved (%+v)", d.RefundNo, h.firstSends[d.RefundNo], *r)
+			}
+		}
 		if _, ok := e.Data.(SubmissionStarted); ok {
 			if sp := h.policy.RefundSpacing; sp > 0 && !h.lastStart.IsZero() && e.At.Sub(h.lastStart) < sp {
 				t.Fatalf("%s %+v at %v, %v after the previous SubmissionStarted", e.Data.EventType(), e.Data, e.At, e.At.Sub(h.lastStart))
@@ -871,7 +1023,9 @@ func (h *sim) check() {
 		if r.State != mr.state || r.Amount != mr.amount || r.Attempts != mr.attempts || r.Queries != mr.queries ||
 			r.ProviderID != mr.providerID || !r.QueriedAt.Equal(mr.queriedAt) || r.LastConflict != mr.conflict || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
 			!r.SubmittedAt.Equal(mr.submittedAt) || string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) ||
-			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") || !r.UnsettledAt.Equal(mr.unsettled) || r.PaidAfterFailed != mr.paidLate {
+			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") || !r.UnsettledAt.Equal(mr.unsettled) || r.PaidAfterFailed != mr.paidLate ||
+			r.ApprovalRequired != mr.approval || r.ApprovedBy != mr.approvedBy || r.RequestedBy != mr.requestedBy ||
+			(mr.closedBy != "") != (r.Code == CodeApprovalRejected || r.Code == CodeApprovalExpired) || (mr.closedBy != "" && r.Code != mr.closedBy) {
 			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
 		}
 		if prev, ok := h.terminal[r.No]; ok && r.State != prev && !(prev == Failed && r.State == Succeeded && mr.paidLate) {
@@ -885,6 +1039,17 @@ func (h *sim) check() {
 			t.Fatalf("refund %s body changed %q -> %q", r.No, first, r.Request)
 		} else if len(r.Request) > 0 {
 			h.bodies[r.No] = string(r.Request)
+		}
+		// Four eyes: a refund not approved was never sent, and one that
+		// waits for approval expires at its due time.
+		if r.ApprovalRequired && r.ApprovedBy == "" && (r.Attempts > 0 || h.firstSends[r.No] > 0) {
+			t.Fatalf("refund %s was sent without approval: %+v", r.No, *r)
+		}
+		if r.State == PendingApproval && r.DueAt.IsZero() {
+			t.Fatalf("refund %s waits for approval with no expiry", r.No)
+		}
+		if r.ApprovedBy != "" && SamePerson(r.ApprovedBy, r.RequestedBy) {
+			t.Fatalf("refund %s approved by its requester %s", r.No, r.ApprovedBy)
 		}
 		// Liveness: whatever waits on the provider, or on its turn to be
 		// sent, is looked at again.
@@ -924,6 +1089,14 @@ func (h *sim) drain() {
 			}
 		}
 		if len(pending) == 0 {
+			// Every approved refund still waiting on the provider was
+			// sent, once. (An outcome the sim makes up may move one
+			// still waiting for the spacing elsewhere first.)
+			for _, r := range h.s.Refunds {
+				if r.ApprovedBy != "" && len(r.Request) > 0 && r.State == Processing && h.firstSends[r.No] != 1 {
+					h.t.Fatalf("approved refund %s (%s) was sent %d times", r.No, r.State, h.firstSends[r.No])
+				}
+			}
 			return
 		}
 		if round > 2*len(h.m.refunds)*(h.maxAttempts()+1)+1 {
@@ -1029,7 +1202,7 @@ func (h *sim) step(t *rapid.T) {
 	h.jitter = oneOf(t, "jitter", 0, 0.5, 0.999, 0.25, 1, math.NaN())
 	action := weighted(t, "action",
 		"outcome", 32, "request", 16, "timer", 16, "advance", 8, "start", 3, "resubmit", 5,
-		"abandon", 4, "resolve", 4, "check", 3, "restart", 6, "duplicate", 8, "register", 3)
+		"abandon", 4, "resolve", 4, "check", 3, "restart", 6, "duplicate", 8, "register", 3, "approve", 6, "reject", 3)
 	switch action {
 	case "register":
 		c := h.reg
@@ -1064,7 +1237,7 @@ func (h *sim) step(t *rapid.T) {
 			c.Amount = ptr(int64(-uniform(2).Draw(t, "invalid")))
 		}
 		n := len(h.m.refunds)
-		h.exec(c, "user:"+c.UserID)
+		h.exec(c, oneOf(t, "requester", "service:booking", "service:booking", "operator:alice", "operator:dave"))
 		// The engine journals the first submission in the same append.
 		if len(h.m.refunds) > n && chance(t, "submitNow", 9, 10) {
 			no := h.m.refunds[n].no
@@ -1078,6 +1251,14 @@ func (h *sim) step(t *rapid.T) {
 
 	case "resubmit":
 		h.exec(Resubmit{RefundNo: h.pickRefund(t)}, "operator:alice")
+
+	case "approve":
+		// Now and then by the requester (alice), under another role too.
+		h.exec(Approve{RefundNo: h.pickRefund(t)}, oneOf(t, "approver", "approver:carol", "approver:carol", "approver:alice", "operator:erin"))
+
+	case "reject":
+		h.exec(Reject{RefundNo: h.pickRefund(t), Reason: oneOf(t, "rejectReason", "", "not justified", "not justified", "bad\nreason")},
+			oneOf(t, "rejecter", "approver:carol", "approver:alice"))
 
 	case "check":
 		if chance(t, "operator", 1, 3) {
@@ -1211,6 +1392,13 @@ func TestDecide_Properties(t *testing.T) {
 			HintWindow:      oneOf(t, "hintWindow", 0, 10*time.Minute),
 			SettleHorizon:   oneOf(t, "settleHorizon", 0, 10*time.Minute, 2*time.Hour),
 		}
+		if chance(t, "approval", 1, 2) {
+			policy.ApproveAll = chance(t, "approveAll", 1, 4)
+			policy.ApproveAbove = oneOf[int64](t, "approveAbove", 0, 0, 400, 100_000)
+			policy.ApproveAbovePercent = oneOf(t, "approvePercent", 0, 0, 30, 100)
+			policy.ApproveNonService = chance(t, "approveNonService", 1, 2)
+			policy.ApprovalTimeout = oneOf(t, "approvalTimeout", 0, 2*time.Hour)
+		}
 		if err := policy.Validate(); err != nil {
 			t.Fatalf("policy: %v", err)
 		}
@@ -1230,7 +1418,8 @@ func TestDecide_Properties(t *testing.T) {
 				PaidAt: oneOf(t, "paidAt", t0.Add(-time.Hour), time.Time{}, t0.Add(-365*24*time.Hour+12*time.Hour)),
 				Amount: paid,
 			},
-			bodies: map[string]string{},
+			bodies: map[string]string{}, firstSends: map[string]int{},
+			encode: chance(t, "encode", 1, 2),
 		}
 		// A few steps before the reservation exists: everything is "not found".
 		for range uniform(3).Draw(t, "early") {

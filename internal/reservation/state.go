@@ -93,6 +93,13 @@ type Refund struct {
 	// Recovered: found at the provider after a restore (RefundRecovered),
 	// never submitted by this journal; it has no key and no request.
 	Recovered bool
+	// ApprovalRequired: the refund was created PENDING_APPROVAL (approval.go).
+	// ApprovedBy and ApprovedAt say who approved it and when; RejectedBy who
+	// rejected it.
+	ApprovalRequired bool
+	ApprovedBy       string
+	ApprovedAt       time.Time
+	RejectedBy       string
 }
 
 // State is everything a reservation knows, rebuilt by applying its events in
