@@ -39,6 +39,9 @@ const (
 	// CodeSelfApproval: the requester of a refund tried to approve it;
 	// four eyes need another person.
 	CodeSelfApproval = Code("self_approval")
+	// CodeMerchantNotConfigured: the reservation's merchant is no longer
+	// configured; its refunds settle, but no new one can be made.
+	CodeMerchantNotConfigured = Code("merchant_not_configured")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -46,7 +49,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

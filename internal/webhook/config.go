@@ -129,9 +129,6 @@ func (c *Config) validate() error {
 			return http.ErrUseLastResponse
 		}}
 	}
-	if err := CheckMerchants(c.Endpoints, c.Merchants); err != nil {
-		return err
-	}
 	seen := map[string]bool{}
 	for i, e := range c.Endpoints {
 		if err := e.validate(); err != nil {
@@ -142,7 +139,7 @@ func (c *Config) validate() error {
 		}
 		seen[e.Name] = true
 	}
-	return nil
+	return CheckMerchants(c.Endpoints, c.Merchants)
 }
 
 func validName(s string) bool {
