@@ -17,7 +17,8 @@ func exportCommand() command {
 		help: `--from and --to bound the events' decision times (from <= time < to):
 RFC 3339, yyyy-MM-dd or "yyyy-MM-dd HH:mm:ss" (Beijing time). CSV columns:
 global, reservation_id, seq, at, type, version, by, refund_no, amount_fen,
-amount_yuan, refund_state, status, summary, data (the event as JSON).`,
+amount_yuan, refund_state, status, summary, data (the event as JSON),
+reason_code, metadata (the refund's, as a JSON object; empty when none).`,
 		options: func() options { return &exportOptions{} },
 	}
 }
