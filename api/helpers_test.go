@@ -50,6 +50,7 @@ var statusFor = map[string]int{
 	"internal":                http.StatusInternalServerError,
 	"unavailable":             http.StatusServiceUnavailable,
 	"timeout":                 http.StatusGatewayTimeout,
+	"rate_limited":            http.StatusTooManyRequests,
 }
 
 var refundNoRE = regexp.MustCompile(`^[0-9A-Za-z_-]{1,64}$`)

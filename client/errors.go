@@ -36,6 +36,10 @@ const (
 	// CodeMerchantScope: the token is limited to some merchants and the
 	// route answers about every merchant.
 	CodeMerchantScope = Code("merchant_scope")
+	// CodeRateLimited: the token (or, for notifications, the address) is
+	// over its rate; nothing was changed. Calls that may be repeated are
+	// retried after the answer's Retry-After.
+	CodeRateLimited = Code("rate_limited")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -43,7 +47,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope}
+	CodeMerchantScope, CodeRateLimited}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the
