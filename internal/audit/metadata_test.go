@@ -68,6 +68,9 @@ func TestExport_ReasonCodeAndMetadata(t *testing.T) {
 			}
 		}
 	}
+	if got := rows[1].Summary; got != `refund T-r1-1 requested: 30.00 (3000 fen), reason code duplicate, metadata {"note":"a,b \"c\"","order":"O-1"}` {
+		t.Fatalf("summary %q", got)
+	}
 	if withMeta < 2 { // the request and its submission, at least
 		t.Fatalf("%d rows of the refund with metadata", withMeta)
 	}
