@@ -139,7 +139,7 @@ func exactMembers(b []byte, v any) error {
 // after such an error, so the object is whole in b.
 func memberError(b []byte, err error) error {
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field == "metadata" && te.Type.Kind() != reflect.Map {
+	if errors.As(err, &te) && (te.Field == "metadata" || strings.HasPrefix(te.Field, "metadata.")) && te.Type.Kind() != reflect.Map {
 		var members map[string]json.RawMessage
 		if json.Unmarshal(b, &members) == nil && len(members["metadata"]) > 0 && members["metadata"][0] == '{' {
 			if merr := objectMembers("metadata", members["metadata"]); merr != nil {
