@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -422,7 +423,7 @@ func TestGetRefund_Found(t *testing.T) {
 	g := decodeRefund(t, got, http.StatusOK)
 	// updated_at moves when the sandbox's PROCESSING answer is journaled.
 	g.UpdatedAt = v.UpdatedAt
-	if g != v {
+	if !reflect.DeepEqual(g, v) {
 		t.Fatalf("GET refund %+v, created %+v", g, v)
 	}
 	if keys := jsonKeys(t, got.body); !strings.Contains(keys, "refund_no") || strings.Contains(keys, "idempotency") ||

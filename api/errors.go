@@ -46,6 +46,7 @@ var statusOf = map[string]int{
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
 	codeMerchantScope:                              http.StatusForbidden,
+	codeRateLimited:                                http.StatusTooManyRequests,
 }
 
 type errorBody struct {

@@ -278,8 +278,10 @@ func (q *refundRequest) member(key, val []byte, quoted bool) bool {
 		q.UserID = string(val)
 	case "reason":
 		q.Reason = string(val)
+	case "reason_code":
+		q.ReasonCode = string(val)
 	default:
-		return false
+		return false // metadata, an object, is for encoding/json
 	}
 	return true
 }
@@ -423,6 +425,13 @@ func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byt
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = jsontext.AppendString(b, r.Reason)
+	}
+	if r.ReasonCode != "" {
+		b = append(b, `,"reason_code":`...)
+		b = jsontext.AppendString(b, r.ReasonCode)
+	}
+	if !r.Metadata.IsZero() {
+		b = r.Metadata.AppendJSON(append(b, `,"metadata":`...))
 	}
 	if r.Code != "" {
 		b = append(b, `,"code":`...)

@@ -41,6 +41,8 @@ var flatBodies = []string{
 	`{"transaction_id":"4200","currency":"CNY","out_trade_no":"O|3*"}`,
 	`{"reason":null}`, `{"paid_at":null}`, `{"reason":"\ud800"}`, `{"reason":"\udc00"}`, `{"reason":"\ud800\u0041"}`,
 	`{"reason":"\ud83d\ude00"}`, `{"reason":"\ufffd"}`, "{\"reason\":\"\ufffd\"}",
+	`{"user_id":"u","reason_code":"duplicate","reason":"x"}`, `{"reason_code":null}`, `{"reason_code":1}`, `{"reason_code":"\ud800"}`,
+	`{"reason_code":"a","reason_code":"b"}`, `{"metadata":{"a":"b"}}`, `{"metadata":{}}`, `{"metadata":"a"}`, `{"metadata":null}`,
 }
 
 // Whatever decodeFlat takes, encoding/json takes with the same result; what
@@ -92,6 +94,7 @@ func TestDecodeFlat_TakesPlainBodies(t *testing.T) {
 	}{
 		{`{"id":"r1","user_id":"u1","out_trade_no":"O1","amount":100,"currency":"CNY","paid_at":"2026-11-30T08:00:00+08:00"}`, &registerRequest{}},
 		{`{"user_id":"u-1","amount":2500,"reason":"迟到"}`, &refundRequest{}},
+		{`{"user_id":"u-1","amount":2500,"reason":"迟到","reason_code":"requested_by_customer"}`, &refundRequest{}},
 		{`{"reason":"resolved by phone"}`, &operatorRequest{}},
 	} {
 		if !decodeFlat([]byte(tc.body), tc.v) {
@@ -140,7 +143,8 @@ func TestAppendViews_AgreeWithEncodingJSON(t *testing.T) {
 	full := &reservation.Refund{
 		No: "R1", Amount: 2500, State: reservation.Abnormal, Reason: "<late> & \"sorry\"", Code: "SYSTEMERROR",
 		Message: "系统错误\u2028x", ProviderID: "5030\x00", Attempts: 3, Stuck: true, DueAt: east, Conflicts: 2,
-		PaidAfterFailed: true, Recovered: true,
+		PaidAfterFailed: true, Recovered: true, ReasonCode: "<dup>&",
+		Metadata:  reservation.NewMetadata(map[string]string{"z": "<&>", "a": "订单\u2028\"1\"", "m": "\xff"}),
 		CreatedAt: at, UpdatedAt: east, SucceededAt: at,
 	}
 	plain := &reservation.Refund{No: "R2", Amount: 1, State: reservation.Processing, CreatedAt: at, UpdatedAt: at}

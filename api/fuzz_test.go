@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +139,21 @@ func FuzzRefundBody(f *testing.F) {
 		{"k1", `{"user_id":"u-fuzz","reason":"\ud83d\ude00\ufffd"}`},
 		{"k1", "{\"user_id\":\"u-fuzz\",\"reason\":\"\xff\"}"},
 		{"k1", `{"user_id":"u-fuzz"} {}`},
+		{"k1", `{"user_id":"u-fuzz","reason_code":"duplicate","metadata":{"order":"O-1","agent":"张三"}}`},
+		{"k1", `{"user_id":"u-fuzz","reason_code":"nope"}`},
+		{"k1", `{"user_id":"u-fuzz","reason_code":null}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":null}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":null}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":1}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":"a","k":"b"}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":"\ud800"}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"\udc00":"v"}}`},
+		{"k1", "{\"user_id\":\"u-fuzz\",\"metadata\":{\"\xff\":\"v\"}}"},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":""}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"` + strings.Repeat("k", 41) + `":"v"}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":{"k":"` + strings.Repeat("v", 501) + `"}}`},
+		{"k1", `{"user_id":"u-fuzz","metadata":[]}`},
 		{"k1", `[]`}, {"k1", `null`}, {"k1", ``}, {"k1", `{`},
 		{"", `{"user_id":"u-fuzz"}`},
 		{"k 1", `{"user_id":"u-fuzz"}`},
@@ -219,7 +235,28 @@ func checkTaken(t *testing.T, body []byte, v refundJSON) {
 			t.Fatalf("refund of %d from %q", v.Amount, body)
 		}
 	}
-	if strings.Contains(v.Reason, "\ufffd") && !bytes.Contains(body, []byte("\ufffd")) && !strings.Contains(strings.ToLower(string(body)), `\ufffd`) {
+	sentFFFD := bytes.Contains(body, []byte("\ufffd")) || strings.Contains(strings.ToLower(string(body)), `\ufffd`)
+	if strings.Contains(v.Reason, "\ufffd") && !sentFFFD {
 		t.Fatalf("reason %q from %q", v.Reason, body)
+	}
+	// The reason code and metadata are what the body said, and metadata
+	// text was sent as it is kept.
+	var sent struct {
+		ReasonCode string            `json:"reason_code"`
+		Metadata   map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatalf("accepted a body encoding/json refuses (%v): %q", err, body)
+	}
+	if len(sent.Metadata) == 0 {
+		sent.Metadata = nil
+	}
+	if v.ReasonCode != sent.ReasonCode || !maps.Equal(v.Metadata, sent.Metadata) {
+		t.Fatalf("refund with reason code %q and metadata %v from %q", v.ReasonCode, v.Metadata, body)
+	}
+	for k, val := range v.Metadata {
+		if strings.Contains(k+val, "\ufffd") && !sentFFFD {
+			t.Fatalf("metadata %q: %q from %q", k, val, body)
+		}
 	}
 }

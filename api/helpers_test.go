@@ -52,6 +52,7 @@ var statusFor = map[string]int{
 	"internal":                http.StatusInternalServerError,
 	"unavailable":             http.StatusServiceUnavailable,
 	"timeout":                 http.StatusGatewayTimeout,
+	"rate_limited":            http.StatusTooManyRequests,
 }
 
 var refundNoRE = regexp.MustCompile(`^[0-9A-Za-z_-]{1,64}$`)
@@ -234,18 +235,20 @@ type reservationJSON struct {
 }
 
 type refundJSON struct {
-	RefundNo      string     `json:"refund_no"`
-	ReservationID string     `json:"reservation_id"`
-	Merchant      string     `json:"merchant"`
-	Amount        int64      `json:"amount"`
-	State         string     `json:"state"`
-	Reason        string     `json:"reason"`
-	Code          string     `json:"code"`
-	Attempts      int        `json:"attempts"`
-	NextCheckAt   time.Time  `json:"next_check_at"` // zero when absent
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	SucceededAt   *time.Time `json:"succeeded_at"`
+	RefundNo      string            `json:"refund_no"`
+	ReservationID string            `json:"reservation_id"`
+	Merchant      string            `json:"merchant"`
+	Amount        int64             `json:"amount"`
+	State         string            `json:"state"`
+	Reason        string            `json:"reason"`
+	ReasonCode    string            `json:"reason_code"`
+	Metadata      map[string]string `json:"metadata"`
+	Code          string            `json:"code"`
+	Attempts      int               `json:"attempts"`
+	NextCheckAt   time.Time         `json:"next_check_at"` // zero when absent
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	SucceededAt   *time.Time        `json:"succeeded_at"`
 }
 
 type errorJSON struct {

@@ -67,7 +67,7 @@ func decodeJSON(body io.Reader, v any) error {
 	dec := json.NewDecoder(io.TeeReader(body, &raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return memberError(raw.Bytes(), err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var mb *http.MaxBytesError
@@ -125,6 +125,71 @@ func exactMembers(b []byte, v any) error {
 			return badRequest(key, msgNull)
 		case val[0] == '"' && !jsontext.ValidString(val):
 			return badRequest(key, msgInvalidText)
+		case val[0] == '{':
+			if err := objectMembers(key, val); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// memberError is jsonError, naming the member of a map that has the wrong
+// type: encoding/json names only the map ("metadata"), and keeps decoding
+// after such an error, so the object is whole in b.
+func memberError(b []byte, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && (te.Field == "metadata" || strings.HasPrefix(te.Field, "metadata.")) && te.Type.Kind() != reflect.Map {
+		var members map[string]json.RawMessage
+		if json.Unmarshal(b, &members) == nil && len(members["metadata"]) > 0 && members["metadata"][0] == '{' {
+			if merr := objectMembers("metadata", members["metadata"]); merr != nil {
+				return merr
+			}
+		}
+	}
+	return jsonError(err)
+}
+
+// objectMembers holds the members of an object-valued member (metadata, a
+// map of strings) to exactMembers' rules, each named as name["key"]: a key
+// given twice (encoding/json keeps the last), null, or text that is not
+// what was sent (an invalid byte or lone surrogate, in a key or a value)
+// is refused.
+func objectMembers(name string, b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return jsonError(err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonError(err)
+		}
+		key, _ := tok.(string)
+		field := name + "[" + strconv.Quote(key) + "]"
+		// The key as sent: what lies between the previous value and the
+		// end of this token, less the comma and white space.
+		raw := bytes.Trim(b[start:dec.InputOffset()], ", \t\r\n")
+		switch {
+		case !jsontext.ValidString(raw):
+			return badRequest(name, "keys "+msgInvalidText)
+		case seen[key]:
+			return badRequest(field, "given more than once")
+		}
+		seen[key] = true
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return jsonError(err)
+		}
+		switch {
+		case string(val) == "null":
+			return badRequest(field, msgNull)
+		case val[0] != '"':
+			return badRequest(field, "must be a JSON string")
+		case !jsontext.ValidString(val):
+			return badRequest(field, msgInvalidText)
 		}
 	}
 	return nil

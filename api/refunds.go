@@ -16,6 +16,10 @@ type refundRequest struct {
 	UserID string `json:"user_id"`
 	Amount *int64 `json:"amount"`
 	Reason string `json:"reason"`
+	// ReasonCode and Metadata are the merchant's: journaled and shown,
+	// never sent to WeChat Pay (reservation.RequestRefund).
+	ReasonCode string            `json:"reason_code"`
+	Metadata   map[string]string `json:"metadata"`
 }
 
 // requestRefund answers 202 when this request created a refund that is not
@@ -45,7 +49,8 @@ func (s *Server) requestRefund(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	st, events, err := s.engineFor(r).Execute(ctx, id, s.principal(r),
-		reservation.RequestRefund{UserID: req.UserID, IdempotencyKey: key, Amount: req.Amount, Reason: req.Reason})
+		reservation.RequestRefund{UserID: req.UserID, IdempotencyKey: key, Amount: req.Amount, Reason: req.Reason,
+			ReasonCode: req.ReasonCode, Metadata: req.Metadata})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -118,7 +118,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	tpl, key := s.routeOf(m.Route, r.Method)
 	st.route = tpl
 	st.vars = m.Vars
-	if !s.authorize(w, r, st, key) || s.refundsPaused(w, r, tpl) {
+	if !s.authorize(w, r, st, key) || s.rateLimited(w, r, st, key) || s.refundsPaused(w, r, tpl) {
 		return
 	}
 	if s.exposed.Load() {

@@ -95,6 +95,9 @@ type Options struct {
 	// Empty means the single reservation.DefaultMerchant: a deployment of
 	// one merchant, where registrations need not name it.
 	Merchants []string
+	// RateLimits, if set, bounds requests per token and notifications per
+	// source address (limits.go); nil limits nothing.
+	RateLimits *RateLimits
 }
 
 // Server routes HTTP requests to the engine.
@@ -122,6 +125,8 @@ type Server struct {
 	// a registration naming none gets, "" when there are several.
 	merchants    map[string]bool
 	soleMerchant string
+	// limits is the inbound rate limiting; nil when there is none.
+	limits *limits
 }
 
 // New builds the HTTP handler.
@@ -140,7 +145,7 @@ func New(engine Engine, opts Options) *Server {
 	}
 	// SkipClean: a path like /v1/reservations/a/../b gets a JSON 404, not
 	// a redirect to another reservation.
-	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true)}
+	s := &Server{engine: engine, opts: opts, log: opts.Logger, router: mux.NewRouter().SkipClean(true), limits: newLimits(opts.RateLimits)}
 	if opts.Notify != nil && len(opts.Notify.Accounts) == 1 {
 		s.merchant = opts.Notify.Accounts[0].MchID
 	}

@@ -28,24 +28,27 @@ type reservationView struct {
 
 // refundView is the JSON shape of a refund.
 type refundView struct {
-	RefundNo         string     `json:"refund_no"`
-	ReservationID    string     `json:"reservation_id"`
-	Merchant         string     `json:"merchant"`
-	Amount           int64      `json:"amount"`
-	State            string     `json:"state"`
-	Reason           string     `json:"reason,omitempty"`
-	Code             string     `json:"code,omitempty"`
-	Message          string     `json:"message,omitempty"`
-	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
-	Attempts         int        `json:"attempts"`
-	Stuck            bool       `json:"stuck,omitempty"` // flagged stuck and not final, as the attention index says
-	DueAt            *time.Time `json:"next_check_at,omitempty"`
-	Conflicts        int        `json:"conflicts,omitempty"`
-	PaidAfterFailed  bool       `json:"paid_after_failed,omitempty"`
-	Recovered        bool       `json:"recovered,omitempty"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
-	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+	RefundNo      string `json:"refund_no"`
+	ReservationID string `json:"reservation_id"`
+	Merchant      string `json:"merchant"`
+	Amount        int64  `json:"amount"`
+	State         string `json:"state"`
+	Reason        string `json:"reason,omitempty"`
+	// ReasonCode and Metadata are the requester's (omitted when none).
+	ReasonCode       string               `json:"reason_code,omitempty"`
+	Metadata         reservation.Metadata `json:"metadata,omitzero"`
+	Code             string               `json:"code,omitempty"`
+	Message          string               `json:"message,omitempty"`
+	ProviderRefundID string               `json:"provider_refund_id,omitempty"`
+	Attempts         int                  `json:"attempts"`
+	Stuck            bool                 `json:"stuck,omitempty"` // flagged stuck and not final, as the attention index says
+	DueAt            *time.Time           `json:"next_check_at,omitempty"`
+	Conflicts        int                  `json:"conflicts,omitempty"`
+	PaidAfterFailed  bool                 `json:"paid_after_failed,omitempty"`
+	Recovered        bool                 `json:"recovered,omitempty"`
+	CreatedAt        time.Time            `json:"created_at"`
+	UpdatedAt        time.Time            `json:"updated_at"`
+	SucceededAt      *time.Time           `json:"succeeded_at,omitempty"`
 	// Four eyes, for a refund held for approval: who asked, who approved
 	// or rejected it and when, and until when it waits (PENDING_APPROVAL).
 	ApprovalRequired  bool       `json:"approval_required,omitempty"`
@@ -73,6 +76,7 @@ func viewReservation(s *reservation.State) reservationView {
 func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
 	v := refundView{
 		RefundNo: r.No, ReservationID: s.ID, Merchant: s.Merchant, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
+		ReasonCode: r.ReasonCode, Metadata: r.Metadata,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck && !r.State.Terminal(),
 		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
 	}

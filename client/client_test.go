@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -420,5 +421,35 @@ func TestClient_Approval(t *testing.T) {
 	if got, err := approver.RejectRefund(ctx, "ap", rf2.RefundNo, "not justified"); err != nil || got.State != client.StateFailed ||
 		got.Code != "APPROVAL_REJECTED" || got.RejectedBy != "approver:finance" {
 		t.Fatalf("reject: %+v %v", got, err)
+	}
+}
+
+// TestClient_ReasonCodeAndMetadata: the client sends a refund's reason
+// code and metadata and reads them back, on the refund and in the feed; a
+// retry with other metadata is the server's key conflict.
+func TestClient_ReasonCodeAndMetadata(t *testing.T) {
+	r := newRefundd(t, refunddOptions{})
+	ctx := context.Background()
+	svc := newClient(t, r.URL, serviceToken)
+	register(t, svc, "r1", 10000)
+	md := map[string]string{"order": "O-7", "agent": "张三"}
+	req := client.RefundRequest{UserID: "u-r1", Amount: amount(100), ReasonCode: client.ReasonDuplicate, Metadata: md,
+		IdempotencyKey: "k1", Wait: 2 * time.Second}
+	rf, err := svc.RequestRefund(ctx, "r1", req)
+	if err != nil || rf.ReasonCode != client.ReasonDuplicate || !maps.Equal(rf.Metadata, md) {
+		t.Fatalf("refund: %+v err=%v", rf, err)
+	}
+	got, err := svc.GetRefund(ctx, "r1", rf.RefundNo, 0)
+	if err != nil || got.ReasonCode != client.ReasonDuplicate || !maps.Equal(got.Metadata, md) {
+		t.Fatalf("get refund: %+v err=%v", got, err)
+	}
+	page, err := svc.Events(ctx, client.EventsQuery{Types: []string{client.EventRefundRequested}})
+	if err != nil || len(page.Events) != 1 || page.Events[0].Data.ReasonCode != client.ReasonDuplicate || !maps.Equal(page.Events[0].Data.Metadata, md) {
+		t.Fatalf("events: %+v err=%v", page, err)
+	}
+	req.Metadata = map[string]string{"order": "O-8"}
+	var ce *client.Error
+	if _, err := svc.RequestRefund(ctx, "r1", req); !errors.As(err, &ce) || ce.Code != client.CodeIdempotencyKeyReused {
+		t.Fatalf("retry with other metadata: %v", err)
 	}
 }

@@ -42,6 +42,10 @@ const (
 	// CodeMerchantNotConfigured: the reservation's merchant is no longer
 	// configured; its refunds settle, but no new one can be made.
 	CodeMerchantNotConfigured = Code("merchant_not_configured")
+	// CodeRateLimited: the token (or, for notifications, the address) is
+	// over its rate; nothing was changed. Calls that may be repeated are
+	// retried after the answer's Retry-After.
+	CodeRateLimited = Code("rate_limited")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -49,7 +53,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

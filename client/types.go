@@ -58,12 +58,30 @@ type Reservation struct {
 	RegisteredAt  time.Time  `json:"registered_at"`
 }
 
+// Reason codes of a refund request (RefundRequest.ReasonCode), for your own
+// reports; the free-text Reason is what the payer sees.
+const (
+	ReasonRequestedByCustomer = "requested_by_customer"
+	ReasonDuplicate           = "duplicate"
+	ReasonFraudulent          = "fraudulent"
+	ReasonCanceledByMerchant  = "canceled_by_merchant"
+	ReasonServiceNotProvided  = "service_not_provided"
+	ReasonOther               = "other"
+)
+
 // RefundRequest asks for a refund of Amount fen (nil: everything still
 // refundable).
 type RefundRequest struct {
 	UserID string `json:"user_id"`
 	Amount *int64 `json:"amount,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// ReasonCode is one of the Reason* constants, or empty. Metadata is
+	// up to 20 of your own keys (1..40 bytes) and values (1..500 bytes).
+	// Both are kept with the refund and shown on reads, events and
+	// exports; neither is sent to WeChat Pay (Reason is). Both are part of
+	// the request: a retry must send the same.
+	ReasonCode string            `json:"reason_code,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
 	// IdempotencyKey names the logical request (1..64 of [0-9A-Za-z_-]);
 	// empty: the client makes one for this call and all its retries. Give
 	// your own, stored with your order, to ask again after a crash.
@@ -75,24 +93,26 @@ type RefundRequest struct {
 
 // Refund is one refund of a reservation.
 type Refund struct {
-	RefundNo         string     `json:"refund_no"`
-	ReservationID    string     `json:"reservation_id"`
-	Merchant         string     `json:"merchant"`
-	Amount           int64      `json:"amount"`
-	State            string     `json:"state"`
-	Reason           string     `json:"reason,omitempty"`
-	Code             string     `json:"code,omitempty"`
-	Message          string     `json:"message,omitempty"`
-	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
-	Attempts         int        `json:"attempts"`
-	Stuck            bool       `json:"stuck,omitempty"`
-	NextCheckAt      *time.Time `json:"next_check_at,omitempty"`
-	Conflicts        int        `json:"conflicts,omitempty"`
-	PaidAfterFailed  bool       `json:"paid_after_failed,omitempty"`
-	Recovered        bool       `json:"recovered,omitempty"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
-	SucceededAt      *time.Time `json:"succeeded_at,omitempty"`
+	RefundNo         string            `json:"refund_no"`
+	ReservationID    string            `json:"reservation_id"`
+	Merchant         string            `json:"merchant"`
+	Amount           int64             `json:"amount"`
+	State            string            `json:"state"`
+	Reason           string            `json:"reason,omitempty"`
+	ReasonCode       string            `json:"reason_code,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Code             string            `json:"code,omitempty"`
+	Message          string            `json:"message,omitempty"`
+	ProviderRefundID string            `json:"provider_refund_id,omitempty"`
+	Attempts         int               `json:"attempts"`
+	Stuck            bool              `json:"stuck,omitempty"`
+	NextCheckAt      *time.Time        `json:"next_check_at,omitempty"`
+	Conflicts        int               `json:"conflicts,omitempty"`
+	PaidAfterFailed  bool              `json:"paid_after_failed,omitempty"`
+	Recovered        bool              `json:"recovered,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
+	UpdatedAt        time.Time         `json:"updated_at"`
+	SucceededAt      *time.Time        `json:"succeeded_at,omitempty"`
 	// Four eyes: set when the refund was held for approval.
 	ApprovalRequired  bool       `json:"approval_required,omitempty"`
 	RequestedBy       string     `json:"requested_by,omitempty"`
@@ -221,6 +241,10 @@ type EventData struct {
 	DecidedBy    string    `json:"decided_by,omitempty"`
 	ApprovalRule string    `json:"approval_rule,omitempty"`
 	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	// ReasonCode and Metadata are the refund's, on every event of a
+	// refund that has them.
+	ReasonCode string            `json:"reason_code,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
 }
 
 // EventsQuery reads the feed after a cursor.

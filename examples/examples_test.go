@@ -36,6 +36,7 @@ func exported(t *testing.T) map[string]bool {
 	m.ObserveRequest("GET", "/v1/reservations/{id}", 200, time.Millisecond)
 	m.ObserveCommit(1, time.Millisecond, time.Millisecond, nil)
 	m.ObserveCommit(0, 0, 0, errors.New("disk full"))
+	m.ObserveRateLimited("notify", "")
 	st := m.Store(fakeStore{})
 	ctx := context.Background()
 	if _, _, err := st.Load(ctx, "r1"); err != nil {

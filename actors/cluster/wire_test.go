@@ -26,7 +26,8 @@ func sampleState() *reservation.State {
 		}
 	}
 	apply(reservation.Register{ReservationID: "r1", UserID: "u", OutTradeNo: "O1", Amount: 10000, Currency: "CNY", PaidAt: at})
-	apply(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k1", Amount: &amount, Reason: "why"})
+	apply(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k1", Amount: &amount, Reason: "why",
+		ReasonCode: reservation.ReasonDuplicate, Metadata: map[string]string{"order": "O-1", "<&>": "\"x\""}})
 	apply(reservation.StartSubmission{RefundNo: st.Refunds[0].No, Request: []byte(`{"x":1}`)})
 	apply(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k2", Amount: &amount})
 	return st
@@ -86,6 +87,7 @@ func TestWire_CommandRoundTrip(t *testing.T) {
 		reservation.Register{ReservationID: "r", UserID: "u", OutTradeNo: "o", Amount: 1, Currency: "CNY", Merchant: "hotel-sh"},
 		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: &amount, Reason: "x"},
 		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k"},
+		reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", ReasonCode: reservation.ReasonOther, Metadata: map[string]string{"a": "b", "c": "d"}},
 		reservation.StartSubmission{RefundNo: "n", Request: []byte{0, 1, 2}},
 		reservation.Resubmit{RefundNo: "n"},
 		reservation.Abandon{RefundNo: "n", Reason: "r"},

@@ -335,7 +335,8 @@
       h('td', { class: 'state-cell' }, stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null,
         r.conflicts ? h('span', { class: 'tag' }, 'conflicts ' + r.conflicts) : null),
       h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null),
-      h('td', { class: 'reason' }, r.reason || ''),
+      h('td', { class: 'reason' }, r.reason || '', r.reason_code ? h('span', { class: 'tag' }, r.reason_code) : null,
+        r.metadata ? h('div', { class: 'muted' }, Object.entries(r.metadata).map(([k, v]) => k + '=' + v).join(', ')) : null),
       h('td', { class: 'num' }, String(r.attempts)),
       h('td', { class: 'when' }, when(r.updated_at)),
       h('td', null, actions(r, tr)));

@@ -17,7 +17,8 @@ func exportCommand() command {
 		help: `--from and --to bound the events' decision times (from <= time < to):
 RFC 3339, yyyy-MM-dd or "yyyy-MM-dd HH:mm:ss" (Beijing time). CSV columns:
 global, reservation_id, merchant, seq, at, type, version, by, refund_no, amount_fen,
-amount_yuan, refund_state, status, summary, data (the event as JSON).
+amount_yuan, refund_state, status, summary, data (the event as JSON),
+reason_code, metadata (the refund's, as a JSON object; empty when none).
 --merchant keeps one merchant's reservations (events that do not decode
 name no merchant and are then left out; "journal verify" reports them).`,
 		options: func() options { return &exportOptions{} },

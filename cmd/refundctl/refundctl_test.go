@@ -564,7 +564,7 @@ func TestExportAndStats(t *testing.T) {
 	path, seen := scenario(t)
 	r := ctl(t, "journal", "export", "--file", path, "--format", "csv")
 	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
-	if r.code != exitOK || err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != "global,reservation_id,merchant,seq,at,type,version,by,refund_no,amount_fen,amount_yuan,refund_state,status,summary,data" {
+	if r.code != exitOK || err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != "global,reservation_id,merchant,seq,at,type,version,by,refund_no,amount_fen,amount_yuan,refund_state,status,summary,data,reason_code,metadata" {
 		t.Fatalf("csv: %v %s", err, r)
 	}
 	r = ctl(t, "journal", "export", "--file", path, "--from", seen[1].at.Format(time.RFC3339), "--to", seen[2].at.Format(time.RFC3339))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/config"
 	"github.com/refundd/refundd/internal/gctune"
 	"github.com/refundd/refundd/internal/logs"
@@ -55,6 +57,15 @@ type Config struct {
 	ShutdownTimeout, LockTimeout      time.Duration
 	ReadHeaderTimeout                 time.Duration
 	GC                                GCConfig // applied by main (it is process-wide), not by Run
+	RateLimit                         RateLimitConfig
+}
+
+// RateLimitConfig is the inbound rate limits (api.RateLimits): requests
+// per second per token of each role, and notifications per second per
+// source address. 0 disables one.
+type RateLimitConfig struct {
+	Service, Reader, Auditor, Operator, Approver float64
+	Notify                                       float64
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -72,6 +83,8 @@ func NewMain() *Main {
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
+			// One merchant account's worst retry storm (api.NotifyRateFor).
+			RateLimit: RateLimitConfig{Notify: api.NotifyRateFor(1)},
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -124,6 +137,14 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.AccessLog, "access-log", "log a line per request: method, route, status, duration, request id, principal")
 	t.def(&c.LogFormat, "log-format", "auto (JSON unless stderr is a terminal), json or text")
 	t.def(&c.LogLevel, "log-level", "debug, info, warn or error")
+	rl := &c.RateLimit
+	t.def(&rl.Service, "rate-limit-service", "requests per second per service token (bursts of two seconds' worth), answered 429 with Retry-After beyond; 0: unlimited")
+	t.def(&rl.Reader, "rate-limit-reader", "requests per second per reader token; 0: unlimited")
+	t.def(&rl.Auditor, "rate-limit-auditor", "requests per second per auditor token; 0: unlimited")
+	t.def(&rl.Operator, "rate-limit-operator", "requests per second per operator token; 0: unlimited")
+	t.def(&rl.Approver, "rate-limit-approver", "requests per second per approver token; 0: unlimited")
+	t.def(&rl.Notify, "notify-rate-limit",
+		"WeChat Pay notifications per second per source address (bursts of two seconds' worth); the default, 2400, is one account's worst retry storm (150 refunds/s x 16 deliveries): raise it by that per merchant account; 0: unlimited")
 	t.def(&c.Pprof, "pprof", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; empty: off")
 
 	t.in(secWechatpay)
@@ -265,6 +286,8 @@ func (c *Config) validate() error {
 		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},
 		{c.SandboxTimeFactor <= 0, "--sandbox-time-factor must be positive"},
 		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
+		{min(c.RateLimit.Service, c.RateLimit.Reader, c.RateLimit.Auditor, c.RateLimit.Operator, c.RateLimit.Approver, c.RateLimit.Notify) < 0,
+			"--rate-limit-* and --notify-rate-limit must not be negative"},
 		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},
 		{!slices.Contains([]string{providerSandbox, providerWechatpay, providerMemory}, c.Provider), "--provider must be sandbox, wechatpay or memory"},
 		{!slices.Contains([]string{logs.FormatAuto, logs.FormatText, logs.FormatJSON}, c.LogFormat), "--log-format must be auto, text or json"},
@@ -283,6 +306,13 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	return nil
+}
+
+// api is the limits as the API takes them, refusals counted by obs.
+func (r RateLimitConfig) api(obs api.RateLimitObserver) *api.RateLimits {
+	return &api.RateLimits{Notify: r.Notify, Observer: obs, PerRole: map[auth.Role]float64{
+		auth.RoleService: r.Service, auth.RoleReader: r.Reader, auth.RoleAuditor: r.Auditor, auth.RoleOperator: r.Operator,
+		auth.RoleApprover: r.Approver}}
 }
 
 // policy turns the settings into the state machine's policy.

@@ -198,3 +198,36 @@ func TestParseFlags_Approval(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlags_RateLimits(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.RateLimit != (RateLimitConfig{Notify: 2400}) {
+		t.Fatalf("defaults: %+v, want only the notification bound, at one account's worst storm", m.Config.RateLimit)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	env := map[string]string{"REFUNDD_RATE_LIMIT_READER": "5", "REFUNDD_NOTIFY_RATE_LIMIT": "0"}
+	if err := m.ParseFlags([]string{"--rate-limit-service", "50", "--rate-limit-operator=2.5", "--rate-limit-auditor", "1", "--rate-limit-approver", "3"},
+		func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	want := RateLimitConfig{Service: 50, Reader: 5, Auditor: 1, Operator: 2.5, Approver: 3}
+	if m.Config.RateLimit != want {
+		t.Fatalf("parsed %+v, want %+v", m.Config.RateLimit, want)
+	}
+	lim := m.Config.RateLimit.api(nil)
+	if lim.Notify != 0 || lim.PerRole["service"] != 50 || lim.PerRole["reader"] != 5 || lim.PerRole["auditor"] != 1 || lim.PerRole["operator"] != 2.5 || lim.PerRole["approver"] != 3 {
+		t.Fatalf("api limits %+v", lim)
+	}
+	for _, args := range [][]string{{"--rate-limit-reader", "-1"}, {"--notify-rate-limit", "-5"}, {"--rate-limit-service", "x"}} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {
+			t.Errorf("ParseFlags(%v) = nil, want an error", args)
+		}
+	}
+}

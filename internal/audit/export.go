@@ -82,16 +82,29 @@ type Row struct {
 	Status      string          `json:"status"` // the reservation's status after the event
 	Summary     string          `json:"summary"`
 	Data        json.RawMessage `json:"data"`
+	// ReasonCode and Metadata are the refund's, as requested, on every
+	// event of a refund that has them, so a spreadsheet can group on them.
+	ReasonCode string               `json:"reason_code,omitempty"`
+	Metadata   reservation.Metadata `json:"metadata,omitzero"`
 }
 
 // RowHeader is the CSV header matching Row.CSV.
 var RowHeader = []string{"global", "reservation_id", "merchant", "seq", "at", "type", "version", "by", "refund_no",
-	"amount_fen", "amount_yuan", "refund_state", "status", "summary", "data"}
+	"amount_fen", "amount_yuan", "refund_state", "status", "summary", "data", "reason_code", "metadata"}
 
 // CSV returns the row's fields in RowHeader order.
 func (r Row) CSV() []string {
 	return []string{itoa(r.Global), r.Reservation, r.Merchant, itoa(r.Seq), r.At.UTC().Format(time.RFC3339Nano), r.Type,
-		itoa(uint64(r.Version)), r.By, r.RefundNo, i64toa(r.Amount), r.AmountYuan, r.RefundState, r.Status, r.Summary, string(r.Data)}
+		itoa(uint64(r.Version)), r.By, r.RefundNo, i64toa(r.Amount), r.AmountYuan, r.RefundState, r.Status, r.Summary, string(r.Data),
+		r.ReasonCode, metadataCell(r.Metadata)}
+}
+
+// metadataCell is the metadata column: its JSON object, empty when none.
+func metadataCell(m reservation.Metadata) string {
+	if m.IsZero() {
+		return ""
+	}
+	return string(m.AppendJSON(nil))
 }
 
 // ExportOptions selects the events to export.
@@ -142,6 +155,7 @@ func export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 		case row.RefundNo != "":
 			if rf := st.Refund(row.RefundNo); rf != nil {
 				row.Amount, row.RefundState = rf.Amount, string(rf.State)
+				row.ReasonCode, row.Metadata = rf.ReasonCode, rf.Metadata
 			}
 		case r.Type == reservation.TypeRegistered:
 			row.Amount = st.Amount

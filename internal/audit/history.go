@@ -116,6 +116,12 @@ func Describe(e reservation.Event) string {
 		if d.Reason != "" {
 			s += ", reason " + fmt.Sprintf("%q", d.Reason)
 		}
+		if d.ReasonCode != "" {
+			s += ", reason code " + d.ReasonCode
+		}
+		if !d.Metadata.IsZero() {
+			s += ", metadata " + string(d.Metadata.AppendJSON(nil))
+		}
 		return s
 	case reservation.SubmissionStarted:
 		return fmt.Sprintf("refund %s: submission attempt %d, check at %s", d.RefundNo, d.Attempt, ts(d.DueAt))

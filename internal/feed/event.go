@@ -108,6 +108,11 @@ type Data struct {
 	DecidedBy    string    `json:"decided_by,omitempty"`
 	ApprovalRule string    `json:"approval_rule,omitempty"`
 	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	// ReasonCode and Metadata are the refund's, as requested, on every
+	// event of a refund that has them, so a consumer need not keep the
+	// refund.requested event to file a later one.
+	ReasonCode string               `json:"reason_code,omitempty"`
+	Metadata   reservation.Metadata `json:"metadata,omitzero"`
 }
 
 // ID returns the event id of the record with this global sequence.
@@ -185,6 +190,7 @@ func derive(id string, global uint64, e reservation.Event, st *reservation.State
 		if r.ProviderID != "" {
 			ev.Data.ProviderRefundID = r.ProviderID
 		}
+		ev.Data.ReasonCode, ev.Data.Metadata = r.ReasonCode, r.Metadata
 		return r, nil
 	}
 	switch d := e.Data.(type) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +137,39 @@ func TestRead_Fields(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q: %s", k, raw)
 		}
+	}
+}
+
+// TestRead_ReasonCodeAndMetadata: every event of a refund carries the
+// reason code and metadata it was requested with, under data; a refund
+// without them shows neither.
+func TestRead_ReasonCodeAndMetadata(t *testing.T) {
+	db := journaltest.Open(t)
+	h := feedtest.New(t, db, 1)
+	h.Register("r1", 1000)
+	md := map[string]string{"order": "O-1", "agent": "a"}
+	a := h.RequestWith("r1", 300, reservation.ReasonDuplicate, md)
+	h.Result("r1", a, reservation.Succeeded)
+	b := h.Request("r1", 700)
+	got := readAll(t, db, 0, 0, nil)
+	checkWant(t, got, h.Want)
+	if len(got) != 3 {
+		t.Fatalf("%d events, want 3", len(got))
+	}
+	for _, e := range got[:2] {
+		if e.RefundNo != a || e.Data.ReasonCode != reservation.ReasonDuplicate || !maps.Equal(e.Data.Metadata.Map(), md) {
+			t.Errorf("%s %s: reason code %q metadata %v", e.Type, e.RefundNo, e.Data.ReasonCode, e.Data.Metadata.Map())
+		}
+		raw, _ := json.Marshal(e)
+		if !strings.Contains(string(raw), `"reason_code":"duplicate","metadata":{"agent":"a","order":"O-1"}`) {
+			t.Errorf("JSON of %s: %s", e.Type, raw)
+		}
+	}
+	if e := got[2]; e.RefundNo != b || e.Data.ReasonCode != "" || !e.Data.Metadata.IsZero() {
+		t.Errorf("plain refund: %+v", e.Data)
+	}
+	if raw, _ := json.Marshal(got[2]); strings.Contains(string(raw), "reason_code") || strings.Contains(string(raw), "metadata") {
+		t.Errorf("plain refund's JSON: %s", raw)
 	}
 }
 

@@ -75,6 +75,7 @@ type Metrics struct {
 	transitions      *prometheus.CounterVec
 	providerCalls    *prometheus.CounterVec
 	providerDuration *prometheus.HistogramVec
+	rateLimited      *prometheus.CounterVec
 
 	activations atomic.Uint64
 	watched     atomic.Bool
@@ -152,8 +153,11 @@ func New(opts Options) *Metrics {
 		Name: "provider_calls_total", Help: "Provider calls by operation (submit, query) and outcome."}, []string{"op", "outcome"})
 	m.providerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "provider_call_duration_seconds", Help: "Provider call latency by operation.", Buckets: providerBuckets}, []string{"op"})
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "http_requests_rate_limited_total", Help: "Requests refused 429 for their rate: class token (by the token's role) or notify (per source address; role empty)."},
+		[]string{"class", "role"})
 	m.reg.MustRegister(m.httpDuration, m.appendDuration, m.commitBatch, m.commitDuration, m.syncDuration,
-		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration,
+		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration, m.rateLimited,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "actor_activations_total",
 			Help: "Reservation actor activations; each loads the reservation from the journal."},
 			func() float64 { return float64(m.activations.Load()) }))
@@ -234,6 +238,13 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 		}
 		cache = m.requests.Load()
 	}
+}
+
+// ObserveRateLimited counts one request refused for its rate; it
+// implements api.RateLimitObserver. Both labels come from closed sets
+// (the route classes and the roles), never from the request.
+func (m *Metrics) ObserveRateLimited(class, role string) {
+	m.rateLimited.WithLabelValues(class, role).Inc()
 }
 
 // ObserveCommit records one transaction of the journal's group committer:

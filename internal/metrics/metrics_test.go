@@ -293,6 +293,16 @@ func TestObserveRequest_Repeated(t *testing.T) {
 	want(t, text, `refundd_http_request_duration_seconds_bucket{code="201",method="POST",route="/v1/reservations",le="0.0025"}`, 200)
 }
 
+func TestObserveRateLimited(t *testing.T) {
+	m := metrics.New(metrics.Options{Logger: quiet(), NoRuntime: true})
+	m.ObserveRateLimited("token", "reader")
+	m.ObserveRateLimited("token", "reader")
+	m.ObserveRateLimited("notify", "")
+	text := scrape(t, m)
+	want(t, text, `refundd_http_requests_rate_limited_total{class="token",role="reader"}`, 2)
+	want(t, text, `refundd_http_requests_rate_limited_total{class="notify",role=""}`, 1)
+}
+
 func TestObserveCommit(t *testing.T) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	m.ObserveCommit(8, 4*time.Millisecond, 3*time.Millisecond, nil)

@@ -20,7 +20,7 @@ func Apply(s *State, e Event) {
 	case RefundRequested:
 		s.Refunds = append(s.Refunds, &Refund{
 			No: d.RefundNo, Number: d.Number, IdempotencyKey: d.IdempotencyKey, Fingerprint: d.Fingerprint,
-			Amount: d.Amount, Reason: d.Reason, State: Processing, RequestedBy: e.By,
+			Amount: d.Amount, Reason: d.Reason, ReasonCode: d.ReasonCode, Metadata: d.Metadata, State: Processing, RequestedBy: e.By,
 			CreatedAt: e.At, UpdatedAt: e.At,
 		})
 		s.indexLast()

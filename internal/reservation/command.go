@@ -29,6 +29,11 @@ type RequestRefund struct {
 	IdempotencyKey string
 	Amount         *int64
 	Reason         string
+	// ReasonCode is one of ReasonCodes(), or empty; Metadata is the
+	// merchant's own keys and values (validateMetadata). Both are journaled
+	// and shown, and never sent to the provider.
+	ReasonCode string
+	Metadata   map[string]string
 }
 
 // StartSubmission journals the first submission of a new refund with the exact

@@ -1,8 +1,6 @@
 package reservation
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -89,8 +87,7 @@ func Fingerprint(c RequestRefund) string {
 	if c.Amount != nil {
 		amount = strconv.FormatInt(*c.Amount, 10)
 	}
-	h := sha256.Sum256([]byte(c.UserID + "\x00" + amount + "\x00" + c.Reason))
-	return hex.EncodeToString(h[:])
+	return fingerprint(c, amount)
 }
 
 func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error) {
@@ -136,6 +133,7 @@ func decideRequestRefund(s *State, c RequestRefund, env Env) ([]EventData, error
 	req := RefundRequested{
 		RefundNo: RefundNo(p.prefix(), s.ID, n), Number: n, IdempotencyKey: c.IdempotencyKey,
 		Fingerprint: fp, Amount: amount, Reason: c.Reason,
+		ReasonCode: c.ReasonCode, Metadata: NewMetadata(c.Metadata),
 	}
 	rule := p.approvalRule(s, amount, env.By)
 	if env.Encode == nil {

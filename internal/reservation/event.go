@@ -56,6 +56,10 @@ type RefundRequested struct {
 	Fingerprint    string `json:"fingerprint"`
 	Amount         int64  `json:"amount"`
 	Reason         string `json:"reason,omitempty"`
+	// ReasonCode and Metadata are absent from events written before they
+	// existed, and decode empty.
+	ReasonCode string   `json:"reason_code,omitempty"`
+	Metadata   Metadata `json:"metadata,omitzero"`
 }
 
 // SubmissionStarted: a submission to the provider is about to be made. It is

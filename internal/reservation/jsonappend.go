@@ -40,6 +40,10 @@ func appendData(dst []byte, d EventData) (out []byte, ok bool) {
 		w.str(`,"fingerprint":`, d.Fingerprint)
 		w.int(`,"amount":`, d.Amount)
 		w.strOmit(`,"reason":`, d.Reason)
+		w.strOmit(`,"reason_code":`, d.ReasonCode)
+		if !d.Metadata.IsZero() {
+			w.b = d.Metadata.AppendJSON(append(w.b, `,"metadata":`...))
+		}
 	case SubmissionStarted:
 		w.str(`{"refund_no":`, d.RefundNo)
 		w.int(`,"attempt":`, int64(d.Attempt))
@@ -116,8 +120,9 @@ func dataSizeHint(d EventData) int {
 	case Canceled:
 		return len(`{"refunded":}`) + intLen(d.Refunded)
 	case RefundRequested:
-		return len(`{"refund_no":"","number":,"idempotency_key":"","fingerprint":"","amount":,"reason":""}`) +
-			len(d.RefundNo) + intLen(int64(d.Number)) + len(d.IdempotencyKey) + len(d.Fingerprint) + intLen(d.Amount) + len(d.Reason)
+		return len(`{"refund_no":"","number":,"idempotency_key":"","fingerprint":"","amount":,"reason":"","reason_code":"","metadata":}`) +
+			len(d.RefundNo) + intLen(int64(d.Number)) + len(d.IdempotencyKey) + len(d.Fingerprint) + intLen(d.Amount) + len(d.Reason) +
+			len(d.ReasonCode) + len(d.Metadata.obj)
 	case SubmissionStarted:
 		return len(`{"refund_no":"","attempt":,"request":"","due_at":}`) +
 			len(d.RefundNo) + intLen(int64(d.Attempt)) + base64.StdEncoding.EncodedLen(len(d.Request)) + timeLen(d.DueAt)

@@ -118,7 +118,8 @@ func randomEvent(r *rand.Rand) Event {
 	case 1:
 		d = Canceled{Refunded: n(r)}
 	case 2:
-		d = RefundRequested{RefundNo: s(r), Number: int(n(r)), IdempotencyKey: s(r), Fingerprint: s(r), Amount: n(r), Reason: s(r)}
+		d = RefundRequested{RefundNo: s(r), Number: int(n(r)), IdempotencyKey: s(r), Fingerprint: s(r), Amount: n(r), Reason: s(r),
+			ReasonCode: s(r), Metadata: NewMetadata(map[string]string{s(r): s(r), s(r): s(r)})}
 	case 3:
 		d = SubmissionStarted{RefundNo: s(r), Attempt: int(n(r)), Request: bs(r), DueAt: ts(r)}
 	case 4:
@@ -212,7 +213,8 @@ func FuzzEncode(f *testing.F) {
 		events := []EventData{
 			Registered{ReservationID: s, UserID: by, OutTradeNo: s + by, TransactionID: s, Amount: n, Currency: by, PaidAt: ts, Merchant: by},
 			Canceled{Refunded: n},
-			RefundRequested{RefundNo: s, Number: int(n), IdempotencyKey: by, Fingerprint: s, Amount: -n, Reason: by},
+			RefundRequested{RefundNo: s, Number: int(n), IdempotencyKey: by, Fingerprint: s, Amount: -n, Reason: by,
+				ReasonCode: s, Metadata: NewMetadata(map[string]string{s: by, by: s})},
 			SubmissionStarted{RefundNo: s, Attempt: int(n), Request: p, DueAt: ts},
 			QueryStarted{RefundNo: s, Query: int(n), DueAt: ts},
 			ProviderResult{RefundNo: s, Source: Source(by), Attempt: int(n), Outcome: OutcomeKind(s), Code: by, Message: s,
@@ -251,7 +253,8 @@ func TestEncodedSizeHint_Exact(t *testing.T) {
 		full := map[string]EventData{
 			"registered": Registered{ReservationID: "resv-1", UserID: "u", OutTradeNo: "OT1", TransactionID: "42", Amount: 10000, Currency: "CNY", PaidAt: at, Merchant: "m-1"},
 			"canceled":   Canceled{Refunded: -5},
-			"requested":  RefundRequested{RefundNo: "R-1", Number: 12, IdempotencyKey: "k", Fingerprint: "fp", Amount: 100, Reason: "r"},
+			"requested": RefundRequested{RefundNo: "R-1", Number: 12, IdempotencyKey: "k", Fingerprint: "fp", Amount: 100, Reason: "r",
+				ReasonCode: ReasonOther, Metadata: NewMetadata(map[string]string{"order": "O-1", "b": "2"})},
 			"submission": SubmissionStarted{RefundNo: "R-1", Attempt: 1, Request: []byte("{}x"), DueAt: at.Add(time.Second)},
 			"query":      QueryStarted{RefundNo: "R-1", Query: 3, DueAt: at},
 			"result": ProviderResult{RefundNo: "R-1", Source: SourceQuery, Attempt: 2, Outcome: OutcomeSucceeded, Code: "C", Message: "m",

@@ -79,6 +79,12 @@ func decodeCanonical(typ string, data []byte) (ev Event, ok bool) {
 		if r.member("reason") {
 			d.Reason = r.str()
 		}
+		if r.member("reason_code") {
+			d.ReasonCode = r.str()
+		}
+		if r.member("metadata") {
+			d.Metadata = NewMetadata(r.strMap())
+		}
 		ev.Data = d
 	case TypeSubmissionStarted:
 		var d SubmissionStarted
@@ -357,6 +363,33 @@ func (r *jsonReader) word() string {
 		return ""
 	}
 	return string(s)
+}
+
+// strMap reads a non-empty object of strings whose keys are in strictly
+// increasing order, as Encode writes a map[string]string; anything else
+// (an empty object, a repeated or unsorted key) is left to encoding/json.
+func (r *jsonReader) strMap() map[string]string {
+	r.expect("{")
+	m := map[string]string{}
+	prev := ""
+	for r.ok {
+		if len(m) > 0 {
+			if r.i < len(r.b) && r.b[r.i] == '}' {
+				r.i++
+				return m
+			}
+			r.expect(",")
+		}
+		k := r.str()
+		r.expect(":")
+		v := r.str()
+		if !r.ok || (len(m) > 0 && k <= prev) {
+			r.ok = false
+			break
+		}
+		m[k], prev = v, k
+	}
+	return nil
 }
 
 // int64 reads an integer: -?(0|[1-9][0-9]*), within int64.

@@ -377,10 +377,15 @@ func (h *sim) predict(cmd Command, by string) expectation {
 		if c.Amount != nil && *c.Amount <= 0 {
 			return fail(CodeInvalid)
 		}
+		if c.ReasonCode != "" && !slices.Contains(modelReasonCodes, c.ReasonCode) || len(c.Metadata) > 20 {
+			return fail(CodeInvalid)
+		}
 		if !m.registered || c.UserID != h.reg.UserID {
 			return fail(CodeNotFound)
 		}
-		fp := Fingerprint(c)
+		// The model's own idea of "the same request": every field the
+		// client sent, metadata in key order (fmt sorts maps).
+		fp := fmt.Sprintf("%s|%v|%s|%s|%v", c.UserID, modelAmount(c.Amount), c.Reason, c.ReasonCode, c.Metadata)
 		if i, ok := m.byKey[c.IdempotencyKey]; ok {
 			if m.refunds[i].fp != fp {
 				return fail(CodeIdempotencyKeyReused)
@@ -423,7 +428,7 @@ func (h *sim) predict(cmd Command, by string) expectation {
 			n := len(m.refunds) + 1
 			d := events[0].Data.(RefundRequested)
 			want := RefundRequested{RefundNo: RefundNo(h.prefix(), h.reg.ReservationID, n), Number: n,
-				IdempotencyKey: c.IdempotencyKey, Fingerprint: fp, Amount: amount, Reason: c.Reason}
+				IdempotencyKey: c.IdempotencyKey, Fingerprint: Fingerprint(c), Amount: amount, Reason: c.Reason, ReasonCode: c.ReasonCode, Metadata: NewMetadata(c.Metadata)}
 			if d != want {
 				h.t.Fatalf("RefundRequested = %+v, want %+v", d, want)
 			}
@@ -1121,6 +1126,8 @@ var (
 	// Merchants: none named (the default), the default by name, others.
 	propMerchants = []string{"", "default", "hotel-sh", "hotel-bj"}
 	reasons       = []string{"", "trip canceled", "重复预订"}
+	// The core's closed set, written out again so a change to it shows here.
+	modelReasonCodes = []string{"requested_by_customer", "duplicate", "fraudulent", "canceled_by_merchant", "service_not_provided", "other"}
 )
 
 // uniform draws 0..n-1 with even odds. rapid's own integers and SampledFrom
@@ -1216,6 +1223,18 @@ func (h *sim) step(t *rapid.T) {
 
 	case "request":
 		c := RequestRefund{UserID: h.reg.UserID, Reason: oneOf(t, "reason", reasons...)}
+		c.ReasonCode = oneOf(t, "reasonCode", "", "", "duplicate", "other", "not_a_code")
+		switch weighted(t, "metadata", "none", 6, "one", 2, "other", 1, "tooMany", 1) {
+		case "one":
+			c.Metadata = map[string]string{"order": "o-1"}
+		case "other":
+			c.Metadata = map[string]string{"order": "o-2", "agent": "a"}
+		case "tooMany":
+			c.Metadata = map[string]string{}
+			for i := range 21 {
+				c.Metadata[fmt.Sprint("k", i)] = "v"
+			}
+		}
 		if chance(t, "intruder", 1, 12) {
 			c.UserID = "intruder"
 		}
@@ -1434,4 +1453,13 @@ func TestDecide_Properties(t *testing.T) {
 		}
 		h.drain()
 	})
+}
+
+// modelAmount is a request's amount as the model tells requests apart: an
+// omitted amount differs from every explicit one.
+func modelAmount(a *int64) string {
+	if a == nil {
+		return "all"
+	}
+	return fmt.Sprint(*a)
 }

@@ -61,6 +61,8 @@ type Refund struct {
 	Fingerprint    string
 	Amount         int64
 	Reason         string
+	ReasonCode     string
+	Metadata       Metadata
 	State          RefundState
 	Code           string // last provider business code, if any
 	Message        string

@@ -1,6 +1,9 @@
 package reservation
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Limits on outside input. They keep every refund number within WeChat's 64
 // characters and every sum far from int64 overflow.
@@ -115,6 +118,8 @@ func validateRequestRefund(c RequestRefund) error {
 		return invalid("amount", "must be an integer number of fen between 1 and 10^12")
 	case c.Reason != "" && !validText(c.Reason, MaxReasonBytes):
 		return invalid("reason", "must be at most 80 bytes of printable UTF-8")
+	case c.ReasonCode != "" && !ValidReasonCode(c.ReasonCode):
+		return invalid("reason_code", "must be one of "+strings.Join(ReasonCodes(), ", "))
 	}
-	return nil
+	return validateMetadata(c.Metadata)
 }

@@ -177,6 +177,12 @@ func (h *History) get(id string) *res {
 // writes it) and returns the refund number: refund.requested.
 func (h *History) Request(id string, amount int64) string {
 	h.t.Helper()
+	return h.RequestWith(id, amount, "", nil)
+}
+
+// RequestWith is Request with a reason code and metadata.
+func (h *History) RequestWith(id string, amount int64, reasonCode string, md map[string]string) string {
+	h.t.Helper()
 	r := h.get(id)
 	if amount <= 0 || amount > r.refundable() || r.canceled {
 		h.t.Fatalf("feedtest: %s cannot refund %d (refundable %d)", id, amount, r.refundable())
@@ -187,7 +193,7 @@ func (h *History) Request(id string, amount int64) string {
 	r.refunds = append(r.refunds, f)
 	g := h.appendEvents(id,
 		reservation.RefundRequested{RefundNo: no, Number: r.counter, IdempotencyKey: fmt.Sprintf("k%d", r.counter),
-			Fingerprint: "fp", Amount: amount, Reason: "reason " + no},
+			Fingerprint: "fp", Amount: amount, Reason: "reason " + no, ReasonCode: reasonCode, Metadata: reservation.NewMetadata(md)},
 		reservation.SubmissionStarted{RefundNo: no, Attempt: 1, Request: []byte(`{"out_refund_no":"` + no + `"}`),
 			DueAt: h.now.Add(time.Minute)},
 	)
