@@ -96,7 +96,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text, json or auto (JSON unless stderr is a terminal)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for requests in flight")
 	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
-		"refuse a new refund of an order within this time of its previous one with 403 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
+		"refuse a new refund of an order within this time of its previous one with 429 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
 	fs.StringVar(&c.StateFile, "state-file", c.StateFile, "keep orders and accepted refunds in this file across restarts (its directory must exist); empty keeps them in memory only")
 	fs.Func("direct-merchants", "comma-separated direct merchant ids to serve, each with its own keys and books (serves several merchants instead of --mchid)",
 		func(v string) error { c.DirectMchIDs = splitList(v); return nil })
@@ -250,7 +250,7 @@ func (m *Main) report(base, dir string, k sandbox.Keys, reused bool) {
 	fmt.Fprintf(w, "wxpaysim: WeChat Pay refund sandbox listening on %s\n", base)
 	fmt.Fprintf(w, "wxpaysim: mchid %s, time factor %g, processing delay %s\n", k.MchID, m.Config.TimeFactor, m.Config.ProcessingDelay)
 	if m.Config.MinRefundSpacing > 0 {
-		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 403 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
+		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 429 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
 	}
 	if m.Config.StateFile != "" {
 		fmt.Fprintf(w, "wxpaysim: books kept in %s\n", m.Config.StateFile)

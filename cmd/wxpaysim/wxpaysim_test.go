@@ -237,7 +237,7 @@ func TestRun_MinRefundSpacing(t *testing.T) {
 	}
 	status, body := do("POST", "/v3/refund/domestic/refunds",
 		[]byte(`{"out_trade_no":"O1","out_refund_no":"R2","amount":{"refund":100,"total":1000,"currency":"CNY"}}`))
-	if status != 403 || !strings.Contains(string(body), `"code":"FREQUENCY_LIMITED"`) {
+	if status != 429 || !strings.Contains(string(body), `"code":"FREQUENCY_LIMITED"`) {
 		t.Fatalf("second refund within the spacing: %d %s", status, body)
 	}
 	if status, body := do("POST", "/v3/refund/domestic/refunds", r1); status != 200 {

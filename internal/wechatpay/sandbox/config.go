@@ -94,7 +94,7 @@ type Config struct {
 	StateFile string
 	// MinRefundSpacing refuses a new refund (a new out_refund_no) on an
 	// order whose previous refund was accepted less than this long ago,
-	// with 403 FREQUENCY_LIMITED, as WeChat Pay requires one minute between
+	// with 429 FREQUENCY_LIMITED, as WeChat Pay requires one minute between
 	// refunds of one order. It is measured on Now and not scaled by
 	// TimeFactor. Zero means the rule is not enforced.
 	MinRefundSpacing time.Duration
