@@ -40,6 +40,17 @@ type Config struct {
 	// PublicKeyID is sent in Wechatpay-Serial, like a WeChat Pay public key
 	// id "PUB_KEY_ID_...". Required.
 	PublicKeyID string
+	// CertificateMode makes the account one on platform certificates: a
+	// certificate over PlatformKey (StablePlatformCertificate) is served by
+	// GET /v3/certificates, encrypted with the APIv3 key, and its serial
+	// signs responses and notifications instead of PublicKeyID (which
+	// SignWith can switch to). Without it /v3/certificates answers 404
+	// RESOURCE_NOT_EXISTS, as for a merchant on public keys only, until
+	// RotateCertificate issues one.
+	CertificateMode bool
+	// keyring, when set, is shared with the other books of the account
+	// (Multi); nil means New builds one.
+	keyring *keyring
 
 	// APIv3Key encrypts v3 notifications; exactly 32 bytes. Required.
 	APIv3Key []byte

@@ -11,7 +11,15 @@
 //     Authorization is verified (mchid, serial, signature over
 //     METHOD\nURL\ntimestamp\nnonce\nbody\n, timestamp skew) and every
 //     response, errors included, is signed with the platform key and
-//     Wechatpay-Serial = Config.PublicKeyID.
+//     Wechatpay-Serial = Config.PublicKeyID, or in Config.CertificateMode
+//     the platform certificate's serial; the signing key is whichever the
+//     credential routes last chose (creds.go).
+//   - GET /v3/certificates: the platform certificates served, each
+//     encrypted with the APIv3 key in force (AEAD_AES_256_GCM,
+//     associated_data "certificate"); 404 RESOURCE_NOT_EXISTS when there is
+//     none. RotateCertificate, AddPublicKey, SignWith, RetireCertificate and
+//     ChangeAPIv3Key (and /sandbox/credentials) drive every switchover of
+//     PARTNER.md §3.
 //   - POST /v3/refund/domestic/refunds/{refund_id}/apply-abnormal-refund,
 //     signed the same way, to resolve an ABNORMAL refund (see below).
 //   - GET /v3/bill/tradebill?bill_date=YYYY-MM-DD&bill_type=REFUND[&tar_type=GZIP]
