@@ -15,6 +15,7 @@ import (
 	"github.com/refundd/refundd/internal/logs"
 	"github.com/refundd/refundd/internal/profiler"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 var errHelp = errors.New("help requested")
@@ -33,6 +34,7 @@ type Config struct {
 	Pprof                             string // a loopback address serving net/http/pprof; empty: none
 	Provider, RefundNoPrefix          string
 	Wechatpay                         WechatpayConfig
+	CertificateRefresh                time.Duration // --wechatpay-certificate-refresh
 	SandboxDelay                      time.Duration
 	SandboxTimeFactor                 float64
 	ReconcileAfter, StuckAfter        time.Duration
@@ -61,7 +63,8 @@ func NewMain() *Main {
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
-			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
+			CertificateRefresh: wechatpay.DefaultCertificateRefresh,
+			SandboxDelay:       time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
@@ -132,6 +135,9 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&w.PublicKeyFile, "wechatpay-public-key", "WeChat Pay public key PEM file")
 	t.def(&w.PublicKeyID, "wechatpay-public-key-id", "id of that key, PUB_KEY_ID_...")
 	t.def(certs, "wechatpay-platform-cert", "platform certificate PEM file; repeatable")
+	t.def(&w.DownloadCertificates, "wechatpay-download-certificates",
+		"platform certificate mode: download the certificates from WeChat Pay (GET /v3/certificates) before ready, keep them in <data>/wechatpay-certificates and refresh them; a public key or certificate file is then optional")
+	t.def(&c.CertificateRefresh, "wechatpay-certificate-refresh", "how often downloaded platform certificates are refreshed (also on an unknown serial, at most once a minute)")
 	t.def(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
 	t.def(&w.NotifyURL, "wechatpay-notify-url", "public notify_url sent with refunds (no query string)")
 	t.def(&c.SandboxDelay, "sandbox-delay", "built-in sandbox and memory provider: time from acceptance to the refund's outcome")
@@ -243,6 +249,7 @@ func (c *Config) validate() error {
 		{c.MaxAttempts < 1, "--retry-max-attempts must be at least 1"},
 		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},
 		{c.SandboxTimeFactor <= 0, "--sandbox-time-factor must be positive"},
+		{c.CertificateRefresh < time.Minute, "--wechatpay-certificate-refresh must be at least 1m"},
 		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
 		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},
 		{!slices.Contains([]string{providerSandbox, providerWechatpay, providerMemory}, c.Provider), "--provider must be sandbox, wechatpay or memory"},

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -44,6 +46,9 @@ type wiredProvider struct {
 	close     func() // nil: nothing to close
 	describe  string
 	sandbox   *sandbox.Server // the in-process sandbox, for tests; nil otherwise
+	// certs keeps the default account's downloaded platform certificates
+	// current (--wechatpay-download-certificates); nil otherwise.
+	certs *wechatpay.CertificateManager
 }
 
 // merchant is the merchant id refunds are made under, for the logs; "" for
@@ -120,6 +125,14 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 }
 
 func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*wiredProvider, error) {
+	var certs *wechatpay.CertificateManager
+	var stop func()
+	if m.Config.Wechatpay.DownloadCertificates {
+		var err error
+		if certs, stop, err = m.startCertificates(creds); err != nil {
+			return nil, err
+		}
+	}
 	cfg := creds.ClientConfig()
 	cfg.NotifyURL, cfg.Logger = m.Config.Wechatpay.NotifyURL, m.log.With("component", "wechatpay")
 	if cfg.NotifyURL == "" {
@@ -127,6 +140,9 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 	}
 	client, err := wechatpay.NewClient(cfg)
 	if err != nil {
+		if stop != nil {
+			stop()
+		}
 		return nil, err
 	}
 	return &wiredProvider{
@@ -134,7 +150,52 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 		encode:   client.RequestBody,
 		notify:   &api.NotifyConfig{MchID: creds.MchID, Verifier: creds.Verifier, APIv3Key: creds.APIv3Key, APIv2Key: creds.APIv2Key},
 		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
+		certs:    certs,
+		close:    stop,
 	}, nil
+}
+
+// certificateStartTimeout bounds the download refundd makes before it is
+// ready.
+const certificateStartTimeout = 30 * time.Second
+
+// startCertificates puts the default account in platform certificate
+// mode: the stored certificates are loaded, a download is made before
+// refundd is ready, and a goroutine refreshes them until stop. A failed
+// download is fatal only when nothing is held afterwards (no stored
+// certificate, no public key or certificate file): a restart while WeChat
+// Pay is unreachable keeps verifying with what was stored.
+func (m *Main) startCertificates(creds *merchant.Credentials) (*wechatpay.CertificateManager, func(), error) {
+	dir := filepath.Join(m.Config.DataDir, "wechatpay-certificates", creds.MchID)
+	certs, err := wechatpay.NewCertificateManager(wechatpay.CertificateManagerConfig{
+		BaseURL: creds.BaseURL, Signer: creds.Signer, APIv3Key: creds.APIv3Key, Verifier: creds.Verifier, Dir: dir,
+		Refresh: m.Config.CertificateRefresh, Logger: m.log.With("component", "wechatpay-certificates", "mchid", creds.MchID),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := certs.Load(ctx); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: stored certificates in %s: %w", dir, err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, certificateStartTimeout)
+	err = certs.Refresh(dctx)
+	dcancel()
+	if err != nil {
+		if len(creds.Verifier.Serials()) == 0 {
+			cancel()
+			return nil, nil, fmt.Errorf("--wechatpay-download-certificates: no platform certificate stored and the download failed: %w", err)
+		}
+		m.log.Warn("platform certificate download failed at start; verifying with the certificates held",
+			"mchid", creds.MchID, "held", len(creds.Verifier.Serials()), "err", err.Error())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		certs.Run(ctx)
+	}()
+	return certs, func() { cancel(); <-done }, nil
 }
 
 // credentials checks the default merchant's settings and reads its keys

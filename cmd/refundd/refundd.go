@@ -190,6 +190,14 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
 		sources.PlatformCertificates = n.Verifier.CertificateExpiries
 	}
+	if certs := m.provider.certs; certs != nil {
+		mchid := m.provider.merchant()
+		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
+			st := certs.Status()
+			return map[string]metrics.CertificateDownloads{mchid: {Failures: st.Failures,
+				ConsecutiveFailures: st.ConsecutiveFail, LastSuccess: st.LastSuccess}}
+		}
+	}
 	if c.WebhooksFile != "" {
 		d, err := be.webhooks(pre.endpoints)
 		if err != nil {
