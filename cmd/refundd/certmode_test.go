@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
@@ -89,6 +91,20 @@ func TestMain_CertificateModeRestartWithoutNetwork(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b)
 	}
+	credentials := func(m *Main) api.CredentialsView {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+m.Addr()+"/v1/admin/credentials", nil)
+		req.Header.Set("Authorization", "Bearer "+testOperatorToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var v api.CredentialsView
+		if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != 200 || len(v.Accounts) != 1 {
+			t.Fatalf("credentials: %d %v %+v", res.StatusCode, err, v)
+		}
+		return v
+	}
 	metricsText := func(m *Main) string {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+m.Addr()+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+testServiceToken)
@@ -115,6 +131,11 @@ func TestMain_CertificateModeRestartWithoutNetwork(t *testing.T) {
 		m.Close()
 		t.Fatalf("notification with the downloaded certificate: %d %s, want 404 (verified, unknown refund)", status, body)
 	}
+	if a := credentials(m).Accounts[0]; len(a.Keys) != 1 || a.Keys[0].Serial != serial || a.Keys[0].Source != api.KeySourceDownload ||
+		a.Download == nil || a.Download.Downloads != 1 || a.Download.Failures != 0 || a.MerchantSerial != keys.MerchantSerial {
+		m.Close()
+		t.Fatalf("credentials after the first start: %+v", a)
+	}
 	m.Close()
 
 	// WeChat Pay unreachable: the same data directory still verifies.
@@ -126,6 +147,10 @@ func TestMain_CertificateModeRestartWithoutNetwork(t *testing.T) {
 	defer m.Close()
 	if status, body := notify(m); status != http.StatusNotFound {
 		t.Fatalf("notification after a restart without network: %d %s, want 404 (verified with the stored certificate)", status, body)
+	}
+	if a := credentials(m).Accounts[0]; len(a.Keys) != 1 || a.Keys[0].Source != api.KeySourceStore ||
+		a.Download.ConsecutiveFailures != 1 || a.Download.LastError == "" || a.Keys[0].NotAfter == nil {
+		t.Fatalf("credentials after a restart without network: %+v %+v", a, a.Download)
 	}
 	text := metricsText(m)
 	for _, want := range []string{

@@ -49,6 +49,9 @@ type wiredProvider struct {
 	// certs keeps the default account's downloaded platform certificates
 	// current (--wechatpay-download-certificates); nil otherwise.
 	certs *wechatpay.CertificateManager
+	// credentials describes the keys held (GET /v1/admin/credentials);
+	// nil for the memory provider.
+	credentials func() api.CredentialsView
 }
 
 // merchant is the merchant id refunds are made under, for the logs; "" for
@@ -121,6 +124,10 @@ func (m *Main) wireSandbox(notifyBase string) (*wiredProvider, error) {
 		close:    sb.Close,
 		describe: "in-process WeChat Pay sandbox at " + sb.URL,
 		sandbox:  sb.Server,
+		credentials: func() api.CredentialsView {
+			return api.CredentialsView{Accounts: []api.AccountCredentials{accountView(merchant.DefaultName, keys.MchID,
+				keys.MerchantSerial, verifier, true, len(keys.APIv2Key) > 0, api.KeySourceSandbox, nil, 0)}}
+		},
 	}, nil
 }
 
@@ -152,7 +159,43 @@ func (m *Main) wireWechatpay(notifyBase string, creds *merchant.Credentials) (*w
 		describe: "WeChat Pay at " + creds.BaseURL + " (mchid " + creds.MchID + ")",
 		certs:    certs,
 		close:    stop,
+		credentials: func() api.CredentialsView {
+			return api.CredentialsView{Accounts: []api.AccountCredentials{accountView(creds.Account, creds.MchID,
+				creds.Signer.SerialNo, creds.Verifier, len(creds.APIv3Key) > 0, len(creds.APIv2Key) > 0, api.KeySourceFile,
+				certs, m.Config.CertificateRefresh)}}
+		},
 	}, nil
+}
+
+// accountView describes one account's keys: those the certificate manager
+// holds (certs, may be nil) by where it got them, the others as
+// fileSource.
+func accountView(account, mchid, serial string, v *wechatpay.Verifier, apiv3, apiv2 bool, fileSource string,
+	certs *wechatpay.CertificateManager, refresh time.Duration) api.AccountCredentials {
+	a := api.AccountCredentials{Account: account, MchID: mchid, MerchantSerial: serial, APIv3Key: apiv3, APIv2Key: apiv2,
+		Keys: []api.CredentialKey{}}
+	managed := map[string]string{}
+	if certs != nil {
+		st := certs.Status()
+		for _, c := range st.Certificates {
+			managed[c.Serial] = c.Source
+		}
+		a.Download = &api.CertificateDownloadView{Refresh: refresh.String(), LastAttempt: st.LastAttempt,
+			LastSuccess: st.LastSuccess, LastError: st.LastError, Downloads: st.Downloads, Failures: st.Failures,
+			ConsecutiveFailures: st.ConsecutiveFail, OnDemand: st.OnDemand, OnDemandDropped: st.OnDemandDropped}
+	}
+	for _, k := range v.Keys() {
+		ck := api.CredentialKey{Serial: k.Serial, Kind: api.KeyKindPublicKey, Source: fileSource}
+		if k.Certificate {
+			nb, na := k.NotBefore, k.NotAfter
+			ck.Kind, ck.NotBefore, ck.NotAfter = api.KeyKindCertificate, &nb, &na
+		}
+		if src, ok := managed[k.Serial]; ok {
+			ck.Source = src
+		}
+		a.Keys = append(a.Keys, ck)
+	}
+	return a
 }
 
 // certificateStartTimeout bounds the download refundd makes before it is

@@ -190,6 +190,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
 		sources.PlatformCertificates = n.Verifier.CertificateExpiries
 	}
+	opts.Credentials = m.provider.credentials
 	if certs := m.provider.certs; certs != nil {
 		mchid := m.provider.merchant()
 		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
