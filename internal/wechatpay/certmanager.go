@@ -85,8 +85,9 @@ type CertificateManagerConfig struct {
 //   - Refresh downloads GET /v3/certificates, decrypts each certificate
 //     with the APIv3 key and adds the new ones. Trust: the answer's
 //     signature must verify with a key already held; when the Verifier
-//     holds no certificate yet (the first download), or the answer is
-//     signed by one of the certificates it carries (WeChat Pay signing
+//     holds no key at all (the first download; its signature is not
+//     checked), or the answer is signed by one of the certificates it
+//     carries (WeChat Pay signing
 //     with a certificate it has just started serving), the certificates
 //     are trusted on the AES-256-GCM decryption with the APIv3 key alone,
 //     which only WeChat Pay and the merchant know: what wechatpay-go
@@ -368,6 +369,13 @@ func (m *CertificateManager) download(ctx context.Context) error {
 // back to the certificates it carries when its serial is unknown (see
 // CertificateManager for why).
 func (m *CertificateManager) checkSignature(h Headers, raw []byte, certs []*x509.Certificate) error {
+	if len(m.verifier.Serials()) == 0 {
+		// The first download: nothing to check the signature against, so
+		// the decryption with the APIv3 key is the proof (wechatpay-go's
+		// null validator does the same).
+		m.log.Info("wechatpay: first certificate download trusted on the APIv3 key decryption", "serial", limit(h.Serial, 64))
+		return nil
+	}
 	err := m.verifyKnown(h, raw)
 	if !errors.Is(err, ErrUnknownSerial) {
 		return err

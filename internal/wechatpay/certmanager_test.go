@@ -424,3 +424,45 @@ func TestVerifier_UpdateCertificatesAtomic(t *testing.T) {
 		t.Fatalf("partial update: %v, %d keys", err, len(v.Keys()))
 	}
 }
+
+// TestCertificateManager_FirstDownloadTrustsDecryption: with nothing held,
+// a download is trusted on the APIv3 key alone, whatever signs it (as
+// wechatpay-go's first download); once something is held, an answer signed
+// by an unknown key that the download does not carry is refused.
+func TestCertificateManager_FirstDownloadTrustsDecryption(t *testing.T) {
+	c := newCertSandbox(t, nil)
+	other, err := sandbox.GenerateKeys("1900000100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := sandbox.StablePlatformCertificate(c.keys.PlatformKey, c.keys.MchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := wechatpay.EncryptCertificate(c.keys.APIv3Key, cert)
+		body, _ := json.Marshal(wechatpay.CertificatesResponse{Data: []wechatpay.DownloadedCertificate{d}})
+		h, _ := wechatpay.SignHeaders(other.PlatformKey, "PUB_KEY_ID_0099", time.Now().Unix(), wechatpay.NewNonce(), body)
+		h.SignatureType = ""
+		h.Set(w.Header())
+		w.Write(body)
+	}))
+	t.Cleanup(fake.Close)
+	v := &wechatpay.Verifier{}
+	m, err := wechatpay.NewCertificateManager(wechatpay.CertificateManagerConfig{
+		BaseURL: fake.URL, Signer: c.keys.Signer(), APIv3Key: c.keys.APIv3Key, Verifier: v,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Refresh(ctx); err != nil {
+		t.Fatalf("first download: %v", err)
+	}
+	if len(v.Serials()) != 1 {
+		t.Fatalf("held %v", v.Serials())
+	}
+	if err := m.Refresh(ctx); !errors.Is(err, wechatpay.ErrUnknownSerial) {
+		t.Fatalf("second download signed by an unknown key: %v", err)
+	}
+}
