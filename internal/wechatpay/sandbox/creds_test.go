@@ -313,3 +313,25 @@ func TestMulti_CertificatesPerAccount(t *testing.T) {
 		t.Fatalf("A serves %d certificates", len(certs))
 	}
 }
+
+// TestMulti_CredentialsAdmin: the credential routes of a book rotate its
+// account's keys, seen by the account's other books and not by another
+// account.
+func TestMulti_CredentialsAdmin(t *testing.T) {
+	f := newMultiFixture(t, func(_ wechatpay.Merchant, c *Config) { c.CertificateMode = true })
+	resp, err := http.Post(f.http.URL+"/sandbox/books/"+mchP+"-"+subS1+"/credentials/public-keys", "application/json", strings.NewReader(`{"sign":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("add public key: %d", resp.StatusCode)
+	}
+	s1, s2, a := f.mu.Book(bookS1).Credentials(), f.mu.Book(bookS2).Credentials(), f.mu.Book(bookA).Credentials()
+	if !strings.HasPrefix(s1.Signing, "PUB_KEY_ID_") || s1.Signing != s2.Signing || len(s2.PublicKeys) != 2 {
+		t.Fatalf("S1 %+v, S2 %+v", s1, s2)
+	}
+	if strings.HasPrefix(a.Signing, "PUB_KEY_ID_") || len(a.PublicKeys) != 1 {
+		t.Fatalf("another account changed: %+v", a)
+	}
+}
