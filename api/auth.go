@@ -49,6 +49,7 @@ var routePerms = map[string]routeRule{
 	"GET /v1/notify/quarantine":                             {auth.PermOperate, scopeRefused},
 	"GET /v1/audit/head":                                    {auth.PermAudit, scopeRefused},
 	"GET /v1/admin/backup":                                  {auth.PermOperate, scopeRefused},
+	"GET /v1/admin/credentials":                             {auth.PermOperate, scopeRefused},
 	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},
 	"GET /v1/whoami":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/reservations/{id}/events":                      {auth.PermRead, scopeReservation},

@@ -203,6 +203,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"GET /v1/notify/quarantine":                              refused,
 		"GET /v1/audit/head":                                     refused,
 		"GET /v1/admin/backup":                                   refused,
+		"GET /v1/admin/credentials":                              refused,
 		"GET /metrics":                                           refused,
 		"GET /healthz":                                           public,
 		"GET /readyz":                                            public,

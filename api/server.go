@@ -85,6 +85,9 @@ type Options struct {
 	// Audit, if set, serves the audit head and the hot backup, and pauses
 	// new refunds while a restored journal is reconciled (audit.go).
 	Audit *AuditConfig
+	// Credentials, if set, describes the WeChat Pay credentials held for
+	// GET /v1/admin/credentials (credentials.go); nil answers no accounts.
+	Credentials func() CredentialsView
 	// NoAccessLog leaves out the line logged at INFO for every request
 	// (method, route template, status, duration, request id, principal,
 	// merchant); false, the default, logs it.
@@ -184,6 +187,7 @@ func New(engine Engine, opts Options) *Server {
 	}
 	s.eventRoutes()
 	s.auditRoutes()
+	s.credentialsRoutes()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, &apiError{code: codeRouteNotFound, msg: "no such route"})
 	})

@@ -40,6 +40,7 @@ var operations = map[string]string{
 	"notifyQuarantine":    "NotifyQuarantine",
 	"auditHead":           "AuditHead",
 	"adminBackup":         "Backup",
+	"adminCredentials":    "Credentials",
 }
 
 // notForClients are operations of the document a client never calls, and
@@ -333,6 +334,17 @@ func (c *Client) NotifyQuarantine(ctx context.Context) ([]QuarantineEntry, error
 func (c *Client) AuditHead(ctx context.Context) (*AuditHead, error) {
 	var out AuditHead
 	if err := c.get(ctx, "/v1/audit/head", nil, 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Credentials lists the WeChat Pay keys and certificates refundd holds per
+// account, and the certificate download history (GET
+// /v1/admin/credentials; operators only).
+func (c *Client) Credentials(ctx context.Context) (*Credentials, error) {
+	var out Credentials
+	if err := c.get(ctx, "/v1/admin/credentials", nil, 0, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

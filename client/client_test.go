@@ -114,6 +114,13 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 	if err != nil || head.Head.Global == 0 || len(head.Head.Hash) != 64 {
 		t.Fatalf("audit head: %+v %v", head, err)
 	}
+	creds, err := ops.Credentials(ctx)
+	if err != nil || len(creds.Accounts) != 1 || creds.Accounts[0].Keys[0].Source != "sandbox" || !creds.Accounts[0].APIv3Key {
+		t.Fatalf("credentials: %+v %v", creds, err)
+	}
+	if _, err := svc.Credentials(ctx); err == nil {
+		t.Fatal("a service token read the credentials")
+	}
 	stats, err := ops.NotifyStats(ctx)
 	if err != nil || stats.Notifications == nil {
 		t.Fatalf("notify stats: %+v %v", stats, err)

@@ -329,3 +329,43 @@ type AuditHead struct {
 	ReconcileRequired bool            `json:"reconcile_required"`
 	Restore           json.RawMessage `json:"restore,omitempty"`
 }
+
+// Credentials are the WeChat Pay credentials refundd holds, per account;
+// never key material.
+type Credentials struct {
+	Accounts []AccountCredentials `json:"accounts"`
+}
+
+// AccountCredentials is one account's credentials.
+type AccountCredentials struct {
+	Account        string          `json:"account"`
+	MchID          string          `json:"mchid"`
+	MerchantSerial string          `json:"merchant_serial"`
+	APIv3Key       bool            `json:"apiv3_key"` // loaded
+	APIv2Key       bool            `json:"apiv2_key"`
+	Keys           []CredentialKey `json:"keys"`
+	// Download is set for an account in certificate mode.
+	Download *CertificateDownload `json:"download,omitempty"`
+}
+
+// CredentialKey is a WeChat Pay public key or platform certificate.
+type CredentialKey struct {
+	Serial    string     `json:"serial"`
+	Kind      string     `json:"kind"`   // public_key, platform_certificate
+	Source    string     `json:"source"` // file, download, store, sandbox
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	NotAfter  *time.Time `json:"not_after,omitempty"`
+}
+
+// CertificateDownload is an account's certificate download history.
+type CertificateDownload struct {
+	Refresh             string    `json:"refresh"`
+	LastAttempt         time.Time `json:"last_attempt"`
+	LastSuccess         time.Time `json:"last_success"`
+	LastError           string    `json:"last_error,omitempty"`
+	Downloads           int64     `json:"downloads"`
+	Failures            int64     `json:"failures"`
+	ConsecutiveFailures int64     `json:"consecutive_failures"`
+	OnDemand            int64     `json:"on_demand"`
+	OnDemandDropped     int64     `json:"on_demand_dropped"`
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/refundd/refundd/internal/logs"
 	"github.com/refundd/refundd/internal/profiler"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 var errHelp = errors.New("help requested")
@@ -36,6 +37,7 @@ type Config struct {
 	Pprof                         string // a loopback address serving net/http/pprof; empty: none
 	Provider, RefundNoPrefix      string
 	Wechatpay                     WechatpayConfig
+	CertificateRefresh            time.Duration // --wechatpay-certificate-refresh
 	SandboxDelay                  time.Duration
 	SandboxTimeFactor             float64
 	ReconcileAfter, StuckAfter    time.Duration
@@ -79,7 +81,8 @@ func NewMain() *Main {
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			ApprovalTimeout: reservation.DefaultApprovalTimeout,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
-			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
+			CertificateRefresh: wechatpay.DefaultCertificateRefresh,
+			SandboxDelay:       time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
@@ -162,6 +165,9 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&w.PublicKeyFile, "wechatpay-public-key", "WeChat Pay public key PEM file")
 	t.def(&w.PublicKeyID, "wechatpay-public-key-id", "id of that key, PUB_KEY_ID_...")
 	t.def(certs, "wechatpay-platform-cert", "platform certificate PEM file; repeatable")
+	t.def(&w.DownloadCertificates, "wechatpay-download-certificates",
+		"platform certificate mode: download the certificates from WeChat Pay (GET /v3/certificates) before ready, keep them in <data>/wechatpay-certificates and refresh them; a public key or certificate file is then optional")
+	t.def(&c.CertificateRefresh, "wechatpay-certificate-refresh", "how often downloaded platform certificates are refreshed (also on an unknown serial, at most once a minute)")
 	t.def(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
 	t.def(&w.NotifyURL, "wechatpay-notify-url", "public notify_url sent with refunds (no query string)")
 	t.def(&c.SandboxDelay, "sandbox-delay", "built-in sandbox and memory provider: time from acceptance to the refund's outcome")
@@ -285,6 +291,7 @@ func (c *Config) validate() error {
 		{c.MaxAttempts < 1, "--retry-max-attempts must be at least 1"},
 		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},
 		{c.SandboxTimeFactor <= 0, "--sandbox-time-factor must be positive"},
+		{c.CertificateRefresh < time.Minute, "--wechatpay-certificate-refresh must be at least 1m"},
 		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
 		{min(c.RateLimit.Service, c.RateLimit.Reader, c.RateLimit.Auditor, c.RateLimit.Operator, c.RateLimit.Approver, c.RateLimit.Notify) < 0,
 			"--rate-limit-* and --notify-rate-limit must not be negative"},

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -44,6 +46,12 @@ type wiredProvider struct {
 	sandbox   *sandbox.Server     // the in-process sandbox, for tests; nil otherwise
 	mchID     string              // the one account's mchid, for the logs; "" otherwise
 	push      *simprovider.Pusher // the memory stand-in's outcome pusher; nil otherwise
+	// certs keeps each account's downloaded platform certificates current
+	// (download_certificates, --wechatpay-download-certificates), by mchid.
+	certs map[string]*wechatpay.CertificateManager
+	// credentials describes the keys held (GET /v1/admin/credentials);
+	// nil for the memory provider.
+	credentials func() api.CredentialsView
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -150,6 +158,10 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 		close:    sb.Close,
 		describe: "in-process WeChat Pay sandbox at " + sb.URL,
 		sandbox:  sb.Server,
+		credentials: func() api.CredentialsView {
+			return api.CredentialsView{Accounts: []api.AccountCredentials{accountView(merchant.DefaultName, keys.MchID,
+				keys.MerchantSerial, verifier, true, len(keys.APIv2Key) > 0, api.KeySourceSandbox, nil, 0)}}
+		},
 	}, per, nil
 }
 
@@ -157,12 +169,35 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 // all its merchants) and one MerchantClient per merchant (its sub_mchid
 // and notify_url). A merchant without notify_url is notified at its
 // account's route, or, for the --wechatpay-* merchant, at
-// --wechatpay-notify-url or the route it always had.
-func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (*wiredProvider, map[string]merchant.Provider, error) {
+// --wechatpay-notify-url or the route it always had. An account in
+// certificate mode has its certificates downloaded before this returns.
+func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider, _ map[string]merchant.Provider, err error) {
+	w := &wiredProvider{certs: map[string]*wechatpay.CertificateManager{}}
+	var stops []func()
+	w.close = func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
 	clients := map[string]*wechatpay.Client{}
 	var describe string
+	var views []func() api.AccountCredentials
 	for _, a := range ms.reg.Accounts() {
 		creds := ms.creds[a.Name]
+		var certs *wechatpay.CertificateManager
+		if a.DownloadCertificates {
+			c, stop, err := m.startCertificates(creds)
+			if err != nil {
+				return nil, nil, fmt.Errorf("account %q: %w", a.Name, err)
+			}
+			certs, stops = c, append(stops, stop)
+			w.certs[creds.MchID] = c
+		}
 		cfg := creds.ClientConfig()
 		cfg.Logger = m.log.With("component", "wechatpay", "account", a.Name)
 		cfg.NotifyURL = notifyBase + accountNotifyPath(a.Name)
@@ -178,6 +213,10 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (*wiredProvider, 
 			describe += ", "
 		}
 		describe += creds.BaseURL + " (mchid " + creds.MchID + ")"
+		views = append(views, func() api.AccountCredentials {
+			return accountView(creds.Account, creds.MchID, creds.Signer.SerialNo, creds.Verifier, len(creds.APIv3Key) > 0,
+				len(creds.APIv2Key) > 0, api.KeySourceFile, certs, m.Config.CertificateRefresh)
+		})
 	}
 	per := map[string]merchant.Provider{}
 	for _, mc := range ms.reg.Merchants() {
@@ -188,9 +227,90 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (*wiredProvider, 
 		per[mc.Name] = p
 	}
 	accounts := notifyAccounts(ms.reg, ms.creds)
-	w := &wiredProvider{notify: notifyConfig(accounts), describe: "WeChat Pay at " + describe}
+	w.notify, w.describe = notifyConfig(accounts), "WeChat Pay at "+describe
 	if len(accounts) == 1 {
 		w.mchID = accounts[0].MchID
 	}
+	w.credentials = func() api.CredentialsView {
+		v := api.CredentialsView{Accounts: []api.AccountCredentials{}}
+		for _, view := range views {
+			v.Accounts = append(v.Accounts, view())
+		}
+		return v
+	}
 	return w, per, nil
+}
+
+// accountView describes one account's keys: those the certificate manager
+// holds (certs, may be nil) by where it got them, the others as
+// fileSource.
+func accountView(account, mchid, serial string, v *wechatpay.Verifier, apiv3, apiv2 bool, fileSource string,
+	certs *wechatpay.CertificateManager, refresh time.Duration) api.AccountCredentials {
+	a := api.AccountCredentials{Account: account, MchID: mchid, MerchantSerial: serial, APIv3Key: apiv3, APIv2Key: apiv2,
+		Keys: []api.CredentialKey{}}
+	managed := map[string]string{}
+	if certs != nil {
+		st := certs.Status()
+		for _, c := range st.Certificates {
+			managed[c.Serial] = c.Source
+		}
+		a.Download = &api.CertificateDownloadView{Refresh: refresh.String(), LastAttempt: st.LastAttempt,
+			LastSuccess: st.LastSuccess, LastError: st.LastError, Downloads: st.Downloads, Failures: st.Failures,
+			ConsecutiveFailures: st.ConsecutiveFail, OnDemand: st.OnDemand, OnDemandDropped: st.OnDemandDropped}
+	}
+	for _, k := range v.Keys() {
+		ck := api.CredentialKey{Serial: k.Serial, Kind: api.KeyKindPublicKey, Source: fileSource}
+		if k.Certificate {
+			nb, na := k.NotBefore, k.NotAfter
+			ck.Kind, ck.NotBefore, ck.NotAfter = api.KeyKindCertificate, &nb, &na
+		}
+		if src, ok := managed[k.Serial]; ok {
+			ck.Source = src
+		}
+		a.Keys = append(a.Keys, ck)
+	}
+	return a
+}
+
+// certificateStartTimeout bounds the download refundd makes before it is
+// ready.
+const certificateStartTimeout = 30 * time.Second
+
+// startCertificates puts the default account in platform certificate
+// mode: the stored certificates are loaded, a download is made before
+// refundd is ready, and a goroutine refreshes them until stop. A failed
+// download is fatal only when nothing is held afterwards (no stored
+// certificate, no public key or certificate file): a restart while WeChat
+// Pay is unreachable keeps verifying with what was stored.
+func (m *Main) startCertificates(creds *merchant.Credentials) (*wechatpay.CertificateManager, func(), error) {
+	dir := filepath.Join(m.Config.DataDir, "wechatpay-certificates", creds.MchID)
+	certs, err := wechatpay.NewCertificateManager(wechatpay.CertificateManagerConfig{
+		BaseURL: creds.BaseURL, Signer: creds.Signer, APIv3Key: creds.APIv3Key, Verifier: creds.Verifier, Dir: dir,
+		Refresh: m.Config.CertificateRefresh, Logger: m.log.With("component", "wechatpay-certificates", "mchid", creds.MchID),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := certs.Load(ctx); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: stored certificates in %s: %w", dir, err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, certificateStartTimeout)
+	err = certs.Refresh(dctx)
+	dcancel()
+	if err != nil {
+		if len(creds.Verifier.Serials()) == 0 {
+			cancel()
+			return nil, nil, fmt.Errorf("--wechatpay-download-certificates: no platform certificate stored and the download failed: %w", err)
+		}
+		m.log.Warn("platform certificate download failed at start; verifying with the certificates held",
+			"mchid", creds.MchID, "held", len(creds.Verifier.Serials()), "err", err.Error())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		certs.Run(ctx)
+	}()
+	return certs, func() { cancel(); <-done }, nil
 }

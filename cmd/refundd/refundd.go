@@ -214,6 +214,18 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 			return all
 		}
 	}
+	opts.Credentials = m.provider.credentials
+	if certs := m.provider.certs; len(certs) > 0 {
+		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
+			out := make(map[string]metrics.CertificateDownloads, len(certs))
+			for mchid, c := range certs {
+				st := c.Status()
+				out[mchid] = metrics.CertificateDownloads{Failures: st.Failures,
+					ConsecutiveFailures: st.ConsecutiveFail, LastSuccess: st.LastSuccess}
+			}
+			return out
+		}
+	}
 	if c.WebhooksFile != "" {
 		d, err := be.webhooks(pre.endpoints, pre.merchants.names())
 		if err != nil {

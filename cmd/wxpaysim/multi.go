@@ -126,6 +126,7 @@ func (m *Main) runMulti() error {
 			cfg.TimeFactor, cfg.ProcessingDelay = c.TimeFactor, c.ProcessingDelay
 			cfg.NotifyURL, cfg.NotifyURLV2 = c.NotifyURL, c.NotifyURLV2
 			cfg.MinRefundSpacing = c.MinRefundSpacing
+			cfg.CertificateMode = c.CertificateMode
 			if c.NotifyURLV2 == "" {
 				cfg.APIv2Key = nil
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/logs"
+	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	MinRefundSpacing time.Duration
 	// StateFile is sandbox.Config.StateFile; empty: books in memory only.
 	StateFile string
+	// CertificateMode is sandbox.Config.CertificateMode: serve a platform
+	// certificate on /v3/certificates and sign with its serial.
+	CertificateMode bool
 
 	// Several merchants (multi.go): direct merchant ids, a service
 	// provider's sp_mchid and its authorised sub-merchants. Any of them set
@@ -96,7 +100,9 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text, json or auto (JSON unless stderr is a terminal)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for requests in flight")
 	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
-		"refuse a new refund of an order within this time of its previous one with 403 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
+		"refuse a new refund of an order within this time of its previous one with 429 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
+	fs.BoolVar(&c.CertificateMode, "certificate-mode", false,
+		"serve a platform certificate on GET /v3/certificates (encrypted with the APIv3 key) and sign with its serial instead of the public key id; /sandbox/credentials routes rotate it")
 	fs.StringVar(&c.StateFile, "state-file", c.StateFile, "keep orders and accepted refunds in this file across restarts (its directory must exist); empty keeps them in memory only")
 	fs.Func("direct-merchants", "comma-separated direct merchant ids to serve, each with its own keys and books (serves several merchants instead of --mchid)",
 		func(v string) error { c.DirectMchIDs = splitList(v); return nil })
@@ -170,6 +176,7 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.TimeFactor, cfg.ProcessingDelay = c.TimeFactor, c.ProcessingDelay
 	cfg.NotifyURL, cfg.NotifyURLV2 = c.NotifyURL, c.NotifyURLV2
 	cfg.MinRefundSpacing, cfg.StateFile = c.MinRefundSpacing, c.StateFile
+	cfg.CertificateMode = c.CertificateMode
 	if c.NotifyURLV2 == "" {
 		cfg.APIv2Key = nil
 	}
@@ -250,7 +257,7 @@ func (m *Main) report(base, dir string, k sandbox.Keys, reused bool) {
 	fmt.Fprintf(w, "wxpaysim: WeChat Pay refund sandbox listening on %s\n", base)
 	fmt.Fprintf(w, "wxpaysim: mchid %s, time factor %g, processing delay %s\n", k.MchID, m.Config.TimeFactor, m.Config.ProcessingDelay)
 	if m.Config.MinRefundSpacing > 0 {
-		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 403 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
+		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 429 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
 	}
 	if m.Config.StateFile != "" {
 		fmt.Fprintf(w, "wxpaysim: books kept in %s\n", m.Config.StateFile)
@@ -266,9 +273,16 @@ func (m *Main) report(base, dir string, k sandbox.Keys, reused bool) {
 	fmt.Fprintf(w, "wxpaysim: point refundd at it with:\n")
 	fmt.Fprintf(w, "  --wechatpay-base-url=%s --wechatpay-mchid=%s --wechatpay-serial=%s \\\n", base, k.MchID, k.MerchantSerial)
 	fmt.Fprintf(w, "  --wechatpay-private-key=%s --wechatpay-apiv3-key-file=%s \\\n", p(sandbox.MerchantKeyFile), p(sandbox.APIv3KeyFile))
-	fmt.Fprintf(w, "  --wechatpay-public-key=%s --wechatpay-public-key-id=%s \\\n", p(sandbox.PublicKeyFile), k.PublicKeyID)
+	if m.Config.CertificateMode {
+		// refundd downloads the certificate: no public key flags.
+		if cert, err := sandbox.StablePlatformCertificate(k.PlatformKey, k.MchID); err == nil {
+			fmt.Fprintf(w, "wxpaysim: certificate mode: platform certificate %s on GET %s/v3/certificates\n", wechatpay.CertificateSerial(cert), base)
+		}
+	} else {
+		fmt.Fprintf(w, "  --wechatpay-public-key=%s --wechatpay-public-key-id=%s \\\n", p(sandbox.PublicKeyFile), k.PublicKeyID)
+	}
 	fmt.Fprintf(w, "  --wechatpay-apiv2-key-file=%s\n", p(sandbox.APIv2KeyFile))
-	fmt.Fprintf(w, "wxpaysim: admin routes (unauthenticated, tests/dev only): POST %s/sandbox/orders, POST %s/sandbox/faults\n", base, base)
+	fmt.Fprintf(w, "wxpaysim: admin routes (unauthenticated, tests/dev only): POST %s/sandbox/orders, POST %s/sandbox/faults, %s/sandbox/credentials\n", base, base, base)
 }
 
 // URL returns the base URL once Run has returned.

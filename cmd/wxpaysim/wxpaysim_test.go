@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -237,7 +238,7 @@ func TestRun_MinRefundSpacing(t *testing.T) {
 	}
 	status, body := do("POST", "/v3/refund/domestic/refunds",
 		[]byte(`{"out_trade_no":"O1","out_refund_no":"R2","amount":{"refund":100,"total":1000,"currency":"CNY"}}`))
-	if status != 403 || !strings.Contains(string(body), `"code":"FREQUENCY_LIMITED"`) {
+	if status != 429 || !strings.Contains(string(body), `"code":"FREQUENCY_LIMITED"`) {
 		t.Fatalf("second refund within the spacing: %d %s", status, body)
 	}
 	if status, body := do("POST", "/v3/refund/domestic/refunds", r1); status != 200 {
@@ -311,5 +312,71 @@ func TestRun_LogsThroughRefunddsHandler(t *testing.T) {
 	accepted := rec.Match(t, "DEBUG", "refund accepted") // fails on a duplicate key
 	if len(accepted) != 1 || accepted[0].Str("component") != "wxpay-sandbox" || accepted[0].Str("out_refund_no") != "R1" {
 		t.Fatalf("want one \"refund accepted\" line of the sandbox, got %v", accepted)
+	}
+}
+
+// TestRun_CertificateMode: the command serves the stable platform
+// certificate, encrypted with the APIv3 key it wrote, signs with its
+// serial, and rotates it through the admin route.
+func TestRun_CertificateMode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	m, out := start(t, dir, "--certificate-mode")
+	k, err := sandbox.LoadKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable, err := sandbox.StablePlatformCertificate(k.PlatformKey, k.MchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := wechatpay.CertificateSerial(stable)
+	if !strings.Contains(out, "platform certificate "+serial) || strings.Contains(out, "--wechatpay-public-key=") {
+		t.Fatalf("report:\n%s", out)
+	}
+	get := func() (http.Header, []*x509.Certificate) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, m.URL()+wechatpay.CertificatesPath, nil)
+		auth, err := k.Signer().Authorization(http.MethodGet, wechatpay.CertificatesPath, nil, time.Now().Unix(), wechatpay.NewNonce())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", auth)
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		certs, err := wechatpay.DecryptCertificates(k.APIv3Key, body)
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("download: %d %s (%v)", resp.StatusCode, body, err)
+		}
+		v := &wechatpay.Verifier{}
+		for _, c := range certs {
+			if err := v.AddCertificate(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := v.Verify(wechatpay.HeadersFrom(resp.Header), body); err != nil {
+			t.Fatalf("download signature: %v", err)
+		}
+		return resp.Header, certs
+	}
+	h, certs := get()
+	if len(certs) != 1 || !certs[0].Equal(stable) || h.Get(wechatpay.HeaderSerial) != serial {
+		t.Fatalf("served %d certificates, signed by %s", len(certs), h.Get(wechatpay.HeaderSerial))
+	}
+	resp, err := http.Post(m.URL()+"/sandbox/credentials/certificates", "application/json", strings.NewReader(`{"sign":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("rotate: %d", resp.StatusCode)
+	}
+	h, certs = get()
+	if len(certs) != 2 || h.Get(wechatpay.HeaderSerial) != wechatpay.CertificateSerial(certs[1]) {
+		t.Fatalf("after rotation: %d certificates, signed by %s", len(certs), h.Get(wechatpay.HeaderSerial))
 	}
 }

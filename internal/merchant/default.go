@@ -20,8 +20,10 @@ type DefaultSettings struct {
 	PublicKeyFile  string   // --wechatpay-public-key
 	PublicKeyID    string   // --wechatpay-public-key-id
 	PlatformCerts  []string // --wechatpay-platform-cert
-	NotifyURL      string   // --wechatpay-notify-url
-	RefundNoPrefix string   // --refund-prefix; empty means reservation.DefaultRefundNoPrefix
+	// DownloadCertificates is --wechatpay-download-certificates.
+	DownloadCertificates bool
+	NotifyURL            string // --wechatpay-notify-url
+	RefundNoPrefix       string // --refund-prefix; empty means reservation.DefaultRefundNoPrefix
 }
 
 // Environment variables that hold the default account's keys when no key
@@ -33,17 +35,18 @@ const (
 
 // defaultFlags names the settings of the default account in messages.
 var defaultFlags = map[string]string{
-	"base_url":            "--wechatpay-base-url",
-	"mchid":               "--wechatpay-mchid",
-	"serial":              "--wechatpay-serial",
-	"private_key":         "--wechatpay-private-key",
-	"apiv3_key":           "--wechatpay-apiv3-key-file (or " + EnvAPIv3Key + ")",
-	"apiv2_key":           "--wechatpay-apiv2-key-file (or " + EnvAPIv2Key + ")",
-	"public_key_file":     "--wechatpay-public-key",
-	"public_key_id":       "--wechatpay-public-key-id",
-	"platform_cert_files": "--wechatpay-platform-cert",
-	"notify_url":          "--wechatpay-notify-url",
-	"refund_prefix":       "--refund-prefix",
+	"base_url":              "--wechatpay-base-url",
+	"mchid":                 "--wechatpay-mchid",
+	"serial":                "--wechatpay-serial",
+	"private_key":           "--wechatpay-private-key",
+	"apiv3_key":             "--wechatpay-apiv3-key-file (or " + EnvAPIv3Key + ")",
+	"apiv2_key":             "--wechatpay-apiv2-key-file (or " + EnvAPIv2Key + ")",
+	"public_key_file":       "--wechatpay-public-key",
+	"public_key_id":         "--wechatpay-public-key-id",
+	"platform_cert_files":   "--wechatpay-platform-cert",
+	"download_certificates": "--wechatpay-download-certificates",
+	"notify_url":            "--wechatpay-notify-url",
+	"refund_prefix":         "--refund-prefix",
 }
 
 func defaultField(key string) string {
@@ -74,7 +77,8 @@ func NewDefault(s DefaultSettings) (*Registry, error) {
 		a := &Account{
 			Name: DefaultName, Kind: AccountDirect, MchID: s.MchID, BaseURL: s.BaseURL, Serial: s.Serial,
 			PublicKeyID: s.PublicKeyID, PublicKeyFile: s.PublicKeyFile,
-			PlatformCertFiles: append([]string(nil), s.PlatformCerts...), where: defaultField,
+			PlatformCertFiles: append([]string(nil), s.PlatformCerts...), DownloadCertificates: s.DownloadCertificates,
+			where: defaultField,
 		}
 		if s.PrivateKeyFile == "" {
 			ps.add(a.field("private_key"), ErrMissing, "required")
@@ -100,5 +104,5 @@ func NewDefault(s DefaultSettings) (*Registry, error) {
 
 func (s DefaultSettings) hasAccount() bool {
 	return strings.Join([]string{s.BaseURL, s.MchID, s.Serial, s.PrivateKeyFile, s.APIv3KeyFile, s.APIv2KeyFile,
-		s.PublicKeyFile, s.PublicKeyID}, "") != "" || len(s.PlatformCerts) > 0
+		s.PublicKeyFile, s.PublicKeyID}, "") != "" || len(s.PlatformCerts) > 0 || s.DownloadCertificates
 }

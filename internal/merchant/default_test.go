@@ -153,3 +153,24 @@ func TestNewDefault_Errors(t *testing.T) {
 		})
 	}
 }
+
+// TestNewDefault_DownloadCertificates: certificate mode needs neither a
+// public key nor a certificate file; without it one of them is required,
+// and the message names the flag.
+func TestNewDefault_DownloadCertificates(t *testing.T) {
+	s := flagSettings()
+	s.PublicKeyFile, s.PublicKeyID, s.PlatformCerts = "", "", nil
+	_, err := NewDefault(s)
+	if err == nil || !strings.Contains(err.Error(), "--wechatpay-download-certificates") {
+		t.Fatalf("no key and no download: %v", err)
+	}
+	s.DownloadCertificates = true
+	r, err := NewDefault(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := r.Account(DefaultName)
+	if !ok || !a.DownloadCertificates {
+		t.Fatalf("account %+v", a)
+	}
+}

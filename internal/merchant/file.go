@@ -35,6 +35,8 @@ type fileAccount struct {
 	PublicKeyID       string   `toml:"public_key_id,omitempty"`
 	PublicKeyFile     string   `toml:"public_key_file,omitempty"`
 	PlatformCertFiles []string `toml:"platform_cert_files,omitempty"`
+	// DownloadCertificates: platform certificate mode (Account).
+	DownloadCertificates bool `toml:"download_certificates,omitempty"`
 }
 
 type fileMerchant struct {
@@ -241,7 +243,8 @@ func (fa *fileAccount) account(i int, dir string, ps *problems) *Account {
 	where := filePath("accounts", i)
 	a := &Account{
 		Name: fa.Name, Kind: AccountKind(fa.Kind), MchID: fa.MchID, BaseURL: fa.BaseURL, Serial: fa.Serial,
-		PublicKeyID: fa.PublicKeyID, PublicKeyFile: resolvePath(dir, fa.PublicKeyFile), where: where,
+		PublicKeyID: fa.PublicKeyID, PublicKeyFile: resolvePath(dir, fa.PublicKeyFile),
+		DownloadCertificates: fa.DownloadCertificates, where: where,
 	}
 	if a.BaseURL == "" {
 		a.BaseURL = DefaultBaseURL
@@ -400,6 +403,7 @@ func (r *Registry) Encode() ([]byte, error) {
 			Name: a.Name, Kind: string(a.Kind), MchID: a.MchID, Serial: a.Serial,
 			PrivateKey: a.PrivateKey.String(), APIv3Key: a.APIv3Key.String(), APIv2Key: a.APIv2Key.String(),
 			PublicKeyID: a.PublicKeyID, PublicKeyFile: a.PublicKeyFile, PlatformCertFiles: a.PlatformCertFiles,
+			DownloadCertificates: a.DownloadCertificates,
 		}
 		if a.BaseURL != DefaultBaseURL {
 			fa.BaseURL = a.BaseURL

@@ -68,6 +68,11 @@ type Account struct {
 	// PlatformCertFiles are platform certificate PEM files. With the
 	// public key too, both are accepted (WeChat's switchover).
 	PlatformCertFiles []string
+	// DownloadCertificates puts the account in platform certificate mode:
+	// its certificates are downloaded from WeChat Pay at start and kept
+	// current (wechatpay.CertificateManager), in addition to any public key
+	// or certificate file, which then are optional.
+	DownloadCertificates bool
 
 	// where maps a setting's key to the name an operator knows it by.
 	where func(key string) string

@@ -102,9 +102,9 @@ func checkAccountFields(a *Account, ps *problems) {
 	case a.PublicKeyID != "" && !(strings.HasPrefix(a.PublicKeyID, publicKeyPref) && word(a.PublicKeyID, maxNameLen)):
 		ps.add(a.field("public_key_id"), ErrInvalid, "%q: want PUB_KEY_ID_ followed by letters and digits", limit(a.PublicKeyID))
 	}
-	if a.PublicKeyFile == "" && len(a.PlatformCertFiles) == 0 {
-		ps.add(a.field("public_key_file"), ErrMissing, "WeChat Pay's answers cannot be verified: set %s and %s, or %s, or both",
-			a.key("public_key_id"), a.key("public_key_file"), a.key("platform_cert_files"))
+	if a.PublicKeyFile == "" && len(a.PlatformCertFiles) == 0 && !a.DownloadCertificates {
+		ps.add(a.field("public_key_file"), ErrMissing, "WeChat Pay's answers cannot be verified: set %s and %s, or %s, or %s",
+			a.key("public_key_id"), a.key("public_key_file"), a.key("platform_cert_files"), a.key("download_certificates"))
 	}
 	checkPlainPath(a.field("public_key_file"), a.PublicKeyFile, ps)
 	seen := map[string]bool{}

@@ -79,3 +79,24 @@ func TestWatch_PlatformCertificateExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestCertificateDownloadMetrics: a failing download is visible by mchid;
+// the last-success series is absent until one succeeds.
+func TestCertificateDownloadMetrics(t *testing.T) {
+	ok := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
+	if err := m.Watch(metrics.Sources{CertificateDownloads: func() map[string]metrics.CertificateDownloads {
+		return map[string]metrics.CertificateDownloads{
+			"1900000100": {Failures: 3, ConsecutiveFailures: 2, LastSuccess: ok},
+			"1900000200": {Failures: 1, ConsecutiveFailures: 1},
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	text := scrape(t, m)
+	want(t, text, `refundd_wechatpay_certificate_download_failures_total{mchid="1900000100"}`, 3)
+	want(t, text, `refundd_wechatpay_certificate_download_consecutive_failures{mchid="1900000100"}`, 2)
+	want(t, text, `refundd_wechatpay_certificate_download_last_success_timestamp_seconds{mchid="1900000100"}`, float64(ok.Unix()))
+	want(t, text, `refundd_wechatpay_certificate_download_consecutive_failures{mchid="1900000200"}`, 1)
+	want(t, text, `refundd_wechatpay_certificate_download_last_success_timestamp_seconds{mchid="1900000200"}`, -1)
+}

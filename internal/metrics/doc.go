@@ -29,6 +29,9 @@
 //	webhook_delivered_total{endpoint}                    counter
 //	webhook_failed_attempts_total{endpoint}              counter
 //	wechatpay_certificate_expiry_timestamp_seconds{serial,kind} gauge; NotAfter of each platform certificate (kind="platform"); none for a public key
+//	wechatpay_certificate_download_failures_total{mchid} counter; failed platform certificate downloads (--wechatpay-download-certificates)
+//	wechatpay_certificate_download_consecutive_failures{mchid} gauge; failed downloads since the last success: alert above zero
+//	wechatpay_certificate_download_last_success_timestamp_seconds{mchid} gauge; last successful download
 //	build_info{version,revision,goversion}               gauge; always 1, the running build (internal/version)
 //
 // plus the Go runtime and process collectors.

@@ -35,8 +35,19 @@ type Sources struct {
 	// certificate refundd verifies with, by serial
 	// (wechatpay.Verifier.CertificateExpiries).
 	PlatformCertificates func() map[string]time.Time
+	// CertificateDownloads returns the platform certificate download state
+	// of each account that downloads its certificates, by mchid
+	// (from wechatpay.CertificateManager.Status).
+	CertificateDownloads func() map[string]CertificateDownloads
 	// Now is the clock for overdue timers; nil means time.Now.
 	Now func() time.Time
+}
+
+// CertificateDownloads is one account's certificate download history.
+type CertificateDownloads struct {
+	Failures            int64     // failed downloads since start
+	ConsecutiveFailures int64     // failed downloads since the last success
+	LastSuccess         time.Time // zero: none since start
 }
 
 // Watch registers the metrics read from src at scrape time. It fails with
@@ -74,6 +85,13 @@ var (
 		"NotAfter of each WeChat Pay certificate refundd verifies with, as Unix seconds, by serial and kind (platform). "+
 			"A WeChat Pay public key (PUB_KEY_ID_...) does not expire and has no series.",
 		[]string{"serial", "kind"}, nil)
+	descCertDLFailures = prometheus.NewDesc(namespace+"_wechatpay_certificate_download_failures_total",
+		"Platform certificate downloads that failed since start, by mchid.", []string{"mchid"}, nil)
+	descCertDLFailing = prometheus.NewDesc(namespace+"_wechatpay_certificate_download_consecutive_failures",
+		"Platform certificate downloads that failed since the last success, by mchid: alert when it stays above zero "+
+			"(the certificates held keep verifying, but a rotation by WeChat Pay will not be picked up).", []string{"mchid"}, nil)
+	descCertDLSuccess = prometheus.NewDesc(namespace+"_wechatpay_certificate_download_last_success_timestamp_seconds",
+		"Time of the last successful platform certificate download, as Unix seconds, by mchid; absent before the first.", []string{"mchid"}, nil)
 )
 
 // sourceCollector reads Sources at scrape time.
@@ -87,7 +105,8 @@ type sourceCollector struct {
 
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descAttn, descOverdue, descNotify,
-		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures, descCertExpiry} {
+		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures, descCertExpiry,
+		descCertDLFailures, descCertDLFailing, descCertDLSuccess} {
 		ch <- d
 	}
 }
@@ -131,6 +150,15 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.PlatformCertificates != nil {
 		for serial, notAfter := range c.src.PlatformCertificates() {
 			ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(notAfter.Unix()), serial, "platform")
+		}
+	}
+	if c.src.CertificateDownloads != nil {
+		for mchid, d := range c.src.CertificateDownloads() {
+			ch <- prometheus.MustNewConstMetric(descCertDLFailures, prometheus.CounterValue, float64(d.Failures), mchid)
+			ch <- prometheus.MustNewConstMetric(descCertDLFailing, prometheus.GaugeValue, float64(d.ConsecutiveFailures), mchid)
+			if !d.LastSuccess.IsZero() {
+				ch <- prometheus.MustNewConstMetric(descCertDLSuccess, prometheus.GaugeValue, float64(d.LastSuccess.Unix()), mchid)
+			}
 		}
 	}
 	if c.src.Webhooks != nil {

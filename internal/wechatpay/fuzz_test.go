@@ -1,6 +1,7 @@
 package wechatpay
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ var sentinels = []error{
 	ErrMissingHeader, ErrInvalidHeader, ErrUnknownSerial, ErrCertificateExpired,
 	ErrBadSignature, ErrProbe, ErrStaleTimestamp, ErrUnsupportedAlgorithm,
 	ErrBadAuthorization, ErrMalformed, ErrIncomplete, ErrMerchantMismatch, ErrTooLarge, ErrUnexpectedEvent, ErrReturnFail,
+	ErrDownload, ErrNoCertificates,
 }
 
 func checkSentinel(t *testing.T, err error) {
@@ -164,6 +166,33 @@ func FuzzDecryptAEAD(f *testing.F) {
 		checkSentinel(t, err)
 		if err == nil && (len(key) != 32 || len(nonce) != 12) {
 			t.Fatalf("decrypted %q with %d-byte key, %d-byte nonce", pt, len(key), len(nonce))
+		}
+	})
+}
+
+// FuzzDecryptCertificates: a certificate download body never panics, every
+// error wraps a sentinel, and what decrypts carries the serial it names.
+func FuzzDecryptCertificates(f *testing.F) {
+	cert := v4Cert(f)
+	d, err := EncryptCertificate([]byte(apiV3Key32), cert)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := json.Marshal(CertificatesResponse{Data: []DownloadedCertificate{d}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"data":[]}`))
+	f.Add([]byte(`{"data":[{"serial_no":"1","encrypt_certificate":{"algorithm":"AEAD_AES_256_GCM","nonce":"short","ciphertext":"AAAA"}}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		certs, err := DecryptCertificates([]byte(apiV3Key32), body)
+		checkSentinel(t, err)
+		for _, c := range certs {
+			if CertificateSerial(c) == "" {
+				t.Fatal("certificate without serial")
+			}
 		}
 	})
 }

@@ -137,6 +137,84 @@ type Verifier struct {
 	mu    sync.RWMutex
 	keys  map[string]verifyKey
 	added uint64
+	// onUnknown is told the serial of every message that names a
+	// certificate serial the Verifier does not hold (CertificateManager
+	// installs it to download new certificates).
+	onUnknown func(serial string)
+}
+
+// SetUnknownSerialHook makes Verify call f with the serial of every
+// message whose Wechatpay-Serial names no key held, other than a public
+// key id (a download cannot fetch those). f runs synchronously in Verify
+// and must return quickly; nil removes the hook.
+func (v *Verifier) SetUnknownSerialHook(f func(serial string)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.onUnknown = f
+}
+
+// UpdateCertificates adds certificates and removes serials in one step,
+// so a concurrent Verify sees either the old set or the new one, never a
+// mix (during a rotation the old and the new certificate must both be
+// there). Each certificate is checked as by AddCertificate before anything
+// changes.
+//
+// Errors wrap ErrInvalidKey; on error nothing changes.
+func (v *Verifier) UpdateCertificates(add []*x509.Certificate, remove []string) error {
+	type entry struct {
+		serial string
+		k      verifyKey
+	}
+	entries := make([]entry, 0, len(add))
+	for _, cert := range add {
+		serial := CertificateSerial(cert)
+		if serial == "" {
+			return fmt.Errorf("%w: nil certificate or serial", ErrInvalidKey)
+		}
+		pub, err := checkRSAPublic(cert.PublicKey, "certificate")
+		if err != nil {
+			return err
+		}
+		entries = append(entries, entry{serial, verifyKey{pub: pub, cert: cert}})
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys == nil {
+		v.keys = make(map[string]verifyKey)
+	}
+	for _, s := range remove {
+		delete(v.keys, s)
+	}
+	for _, e := range entries {
+		v.added++
+		e.k.added = v.added
+		v.keys[e.serial] = e.k
+	}
+	return nil
+}
+
+// KeyInfo describes one key a Verifier holds.
+type KeyInfo struct {
+	Serial      string    // certificate serial or public key id
+	Certificate bool      // a platform certificate (else a public key)
+	NotBefore   time.Time // zero for a public key
+	NotAfter    time.Time // zero for a public key
+}
+
+// Keys lists the keys held, sorted by serial.
+func (v *Verifier) Keys() []KeyInfo {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]KeyInfo, 0, len(v.keys))
+	for s, k := range v.keys {
+		ki := KeyInfo{Serial: s, Certificate: k.cert != nil}
+		if k.cert != nil {
+			ki.NotBefore, ki.NotAfter = k.cert.NotBefore, k.cert.NotAfter
+		}
+		out = append(out, ki)
+	}
+	slices.SortFunc(out, func(a, b KeyInfo) int { return strings.Compare(a.Serial, b.Serial) })
+	return out
 }
 
 type verifyKey struct {
@@ -309,8 +387,11 @@ func (v *Verifier) Verify(h Headers, body []byte) error {
 	if err := CheckTimestamp(ts, now, v.MaxSkew); err != nil {
 		return err
 	}
-	k, ok := v.lookup(h.Serial)
+	k, ok, hook := v.lookup(h.Serial)
 	if !ok {
+		if hook != nil && !strings.HasPrefix(h.Serial, PublicKeyIDPrefix) {
+			hook(h.Serial)
+		}
 		return fmt.Errorf("%w: %q", ErrUnknownSerial, limit(h.Serial, 64))
 	}
 	if k.cert != nil && !validAt(k.cert, now) {
@@ -325,15 +406,18 @@ func (v *Verifier) Verify(h Headers, body []byte) error {
 
 // lookup finds a key by serial, exactly or as upper-case hex (certificate
 // serials are hex and some senders write them in lower case).
-func (v *Verifier) lookup(serial string) (verifyKey, bool) {
+func (v *Verifier) lookup(serial string) (verifyKey, bool, func(string)) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if k, ok := v.keys[serial]; ok {
-		return k, true
+		return k, true, nil
 	}
 	k, ok := v.keys[strings.ToUpper(serial)]
-	return k, ok
+	return k, ok, v.onUnknown
 }
+
+// PublicKeyIDPrefix starts every WeChat Pay public key id.
+const PublicKeyIDPrefix = "PUB_KEY_ID_"
 
 // parseHeaderTimestamp accepts 1 to 18 decimal digits. Leading zeros are
 // allowed here (unlike in Authorization) because the message is built from

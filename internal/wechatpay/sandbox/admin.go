@@ -23,6 +23,7 @@ import (
 //	GET    /sandbox/faults                 -> [faults in force]
 //	DELETE /sandbox/faults                 -> 204, removes all
 //	GET    /sandbox/refunds/{out_refund_no} -> {"refund":RefundRecord,"deliveries":[Delivery...]}
+//	...    /sandbox/credentials[/...]       platform certificates, public keys, APIv3 key (adminCredentials)
 //
 // Errors are {"code":"...","message":"..."} with 400, 404, 405 or 409, or
 // 500 when a new order cannot be saved to Config.StateFile.
@@ -43,6 +44,10 @@ type orderJSON struct {
 
 func (s *Server) handleAdmin(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.EscapedPath(), adminPrefix)
+	if rest == "credentials" || strings.HasPrefix(rest, "credentials/") {
+		s.adminCredentials(w, r, rest)
+		return
+	}
 	coll, id, hasID := strings.Cut(rest, "/")
 	if hasID {
 		var err error

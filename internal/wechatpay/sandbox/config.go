@@ -40,6 +40,17 @@ type Config struct {
 	// PublicKeyID is sent in Wechatpay-Serial, like a WeChat Pay public key
 	// id "PUB_KEY_ID_...". Required.
 	PublicKeyID string
+	// CertificateMode makes the account one on platform certificates: a
+	// certificate over PlatformKey (StablePlatformCertificate) is served by
+	// GET /v3/certificates, encrypted with the APIv3 key, and its serial
+	// signs responses and notifications instead of PublicKeyID (which
+	// SignWith can switch to). Without it /v3/certificates answers 404
+	// RESOURCE_NOT_EXISTS, as for a merchant on public keys only, until
+	// RotateCertificate issues one.
+	CertificateMode bool
+	// keyring, when set, is shared with the other books of the account
+	// (Multi); nil means New builds one.
+	keyring *keyring
 
 	// APIv3Key encrypts v3 notifications; exactly 32 bytes. Required.
 	APIv3Key []byte
@@ -94,7 +105,7 @@ type Config struct {
 	StateFile string
 	// MinRefundSpacing refuses a new refund (a new out_refund_no) on an
 	// order whose previous refund was accepted less than this long ago,
-	// with 403 FREQUENCY_LIMITED, as WeChat Pay requires one minute between
+	// with 429 FREQUENCY_LIMITED, as WeChat Pay requires one minute between
 	// refunds of one order. It is measured on Now and not scaled by
 	// TimeFactor. Zero means the rule is not enforced.
 	MinRefundSpacing time.Duration

@@ -11,7 +11,15 @@
 //     Authorization is verified (mchid, serial, signature over
 //     METHOD\nURL\ntimestamp\nnonce\nbody\n, timestamp skew) and every
 //     response, errors included, is signed with the platform key and
-//     Wechatpay-Serial = Config.PublicKeyID.
+//     Wechatpay-Serial = Config.PublicKeyID, or in Config.CertificateMode
+//     the platform certificate's serial; the signing key is whichever the
+//     credential routes last chose (creds.go).
+//   - GET /v3/certificates: the platform certificates served, each
+//     encrypted with the APIv3 key in force (AEAD_AES_256_GCM,
+//     associated_data "certificate"); 404 RESOURCE_NOT_EXISTS when there is
+//     none. RotateCertificate, AddPublicKey, SignWith, RetireCertificate and
+//     ChangeAPIv3Key (and /sandbox/credentials) drive every switchover of
+//     PARTNER.md §3.
 //   - POST /v3/refund/domestic/refunds/{refund_id}/apply-abnormal-refund,
 //     signed the same way, to resolve an ABNORMAL refund (see below).
 //   - GET /v3/bill/tradebill?bill_date=YYYY-MM-DD&bill_type=REFUND[&tar_type=GZIP]
@@ -44,8 +52,10 @@
 //     was paid: CreateOrder (or POST /sandbox/orders) registers a paid order
 //     and its total. A refund for another order is 404 RESOURCE_NOT_EXISTS;
 //     an amount.total different from the order's is 400 INVALID_REQUEST; a
-//     refund above what is left of the order is 403 NOT_ENOUGH (the real
-//     API's code for this case is unconfirmed).
+//     refund above what is left of the order is 400 INVALID_REQUEST
+//     (PARTNER.md §5; the real API's v3 code for this case is unconfirmed,
+//     v2 answers INVALID_REQUEST). NOT_ENOUGH is WeChat Pay's code for the
+//     merchant's balance being short; FaultNotEnough answers it (403).
 //   - Idempotency is byte-exact: the same out_refund_no with the same body
 //     bytes (SHA-256) returns the same refund, any other body is 400
 //     INVALID_REQUEST. The real API compares parameters; being stricter
@@ -58,10 +68,11 @@
 //   - A refund that ends CLOSED releases its amount; PROCESSING, SUCCESS and
 //     ABNORMAL hold it. Refunded(out_trade_no) never exceeds the order total.
 //   - With Config.MinRefundSpacing, a new out_refund_no on an order whose
-//     previous refund was accepted less than that long ago is 403
-//     FREQUENCY_LIMITED (WeChat Pay: refunds of one order must be one
-//     minute apart, PROTOCOL.md §1.6; its code and status for this case are
-//     undocumented). It is checked after the business rules, so a request
+//     previous refund was accepted less than that long ago is 429
+//     FREQUENCY_LIMITED, the same answer as FaultFrequencyLimited (WeChat
+//     Pay: refunds of one order must be one minute apart, PROTOCOL.md
+//     §1.6; its code for this case is undocumented, 429 is its documented
+//     rate-limit status, PARTNER.md §4). It is checked after the business rules, so a request
 //     that is wrong anyway gets its own error; resubmissions of an accepted
 //     number are never refused by it.
 //   - An order paid more than 365 days ago is refused with 400

@@ -24,6 +24,10 @@ const (
 	// FaultFrequencyLimited answers 429 {"code":"FREQUENCY_LIMITED"};
 	// nothing is applied.
 	FaultFrequencyLimited FaultKind = "frequency_limited"
+	// FaultNotEnough answers 403 {"code":"NOT_ENOUGH"}: the merchant's
+	// available refund balance is short (WeChat Pay's meaning of the code);
+	// nothing is applied.
+	FaultNotEnough FaultKind = "not_enough"
 	// FaultAccepted answers 202 with an empty signed body: "accepted, not
 	// yet processed, repeat with the original parameters". Nothing is
 	// applied.
@@ -117,7 +121,7 @@ const (
 
 func (k FaultKind) stage() (stage, bool) {
 	switch k {
-	case FaultDelay, FaultHTTP500, FaultSystemError, FaultFrequencyLimited, FaultAccepted, FaultResponseLost, FaultBadSignature, FaultProbeSignature:
+	case FaultDelay, FaultHTTP500, FaultSystemError, FaultFrequencyLimited, FaultNotEnough, FaultAccepted, FaultResponseLost, FaultBadSignature, FaultProbeSignature:
 		return stageAPI, true
 	case FaultOutcome:
 		return stageOutcome, true

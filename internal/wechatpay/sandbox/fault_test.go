@@ -29,6 +29,7 @@ func TestSetFault_APIFaults(t *testing.T) {
 		{name: "bare 500", fault: Fault{Kind: FaultHTTP500}, status: 500, verify: wechatpay.ErrMissingHeader},
 		{name: "frequency limited", fault: Fault{Kind: FaultFrequencyLimited}, status: 429, code: "FREQUENCY_LIMITED"},
 		{name: "accepted 202", fault: Fault{Kind: FaultAccepted}, status: 202},
+		{name: "merchant balance short", fault: Fault{Kind: FaultNotEnough}, status: 403, code: "NOT_ENOUGH"},
 		{name: "response lost as 500", fault: Fault{Kind: FaultResponseLost}, status: 500, code: "SYSTEM_ERROR", applied: true},
 		{name: "response lost, connection dropped", fault: Fault{Kind: FaultResponseLost, Delay: 50 * time.Millisecond}, wantErr: true, applied: true},
 		{name: "bad signature", fault: Fault{Kind: FaultBadSignature}, status: 200, verify: wechatpay.ErrBadSignature, applied: true},
@@ -165,7 +166,7 @@ func TestSetFault_Outcome(t *testing.T) {
 				t.Fatalf("refunded %d, want %d", got, wantHeld)
 			}
 			r := f.m.create("O1", "R2", 1000, 1000, "")
-			if outcome == "CLOSED" && r.status != 200 || outcome == "ABNORMAL" && r.code() != "NOT_ENOUGH" {
+			if outcome == "CLOSED" && r.status != 200 || outcome == "ABNORMAL" && r.code() != "INVALID_REQUEST" {
 				t.Fatalf("new refund after %s: %d %s", outcome, r.status, r.body)
 			}
 		})

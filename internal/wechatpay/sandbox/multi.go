@@ -91,13 +91,18 @@ func NewMulti(cfgs []Config) (*Multi, error) {
 		if i == 0 {
 			m.admin = !cfg.DisableAdmin
 		}
+		a := m.accounts[cfg.MchID]
+		if a != nil {
+			// One account, one set of WeChat Pay keys: a rotation through
+			// any of its books applies to all.
+			cfg.keyring = a.gate.keys
+		}
 		s, err := New(cfg)
 		if err != nil {
 			return fail(fmt.Errorf("books %d (%s): %w", i, key, err))
 		}
 		m.books[key] = s
 		m.order = append(m.order, key)
-		a := m.accounts[cfg.MchID]
 		if a == nil {
 			a = &account{gate: s, subs: map[string]*Server{}, partner: cfg.SubMchID != ""}
 			m.accounts[cfg.MchID] = a
@@ -121,7 +126,7 @@ func sameKeys(a, b *Config) error {
 	switch {
 	case !strings.EqualFold(a.MerchantSerial, b.MerchantSerial) || !a.MerchantPublicKey.Equal(b.MerchantPublicKey):
 		return errors.New("merchant certificate differs from its account's other books")
-	case a.PublicKeyID != b.PublicKeyID || !a.PlatformKey.Equal(b.PlatformKey):
+	case a.PublicKeyID != b.PublicKeyID || !a.PlatformKey.Equal(b.PlatformKey) || a.CertificateMode != b.CertificateMode:
 		return errors.New("WeChat Pay key differs from its account's other books")
 	case subtle.ConstantTimeCompare(a.APIv3Key, b.APIv3Key) != 1:
 		return errors.New("APIv3 key differs from its account's other books")
@@ -229,6 +234,11 @@ func (m *Multi) servePartner(w http.ResponseWriter, r *http.Request, a *account,
 		return
 	}
 	p := r.URL.EscapedPath()
+	if p == certificatesPath {
+		// Certificates belong to the account, not to a sub-merchant.
+		forward(gate, w, r, body)
+		return
+	}
 	if p == billDownloadPath {
 		// The download link names no merchant; the books that issued the
 		// token serve it.

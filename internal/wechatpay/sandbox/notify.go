@@ -148,7 +148,7 @@ func (s *Server) v3JobLocked(r *refund) (notifyJob, bool) {
 	n := wechatpay.Notification{ID: newUUID(), CreateTime: rfc3339(s.cfg.Now())}
 	// Real captures carry associated_data "refund" (PROTOCOL.md §3.2).
 	n.Resource.AssociatedData = "refund"
-	body, err := wechatpay.BuildRefundNotification(s.cfg.APIv3Key, n, res)
+	body, err := wechatpay.BuildRefundNotification(s.keys.apiV3Key(s.cfg.Now()), n, res)
 	if err != nil {
 		s.log.Error("build v3 notification", "out_refund_no", r.outRefundNo, "err", err)
 		return notifyJob{}, false

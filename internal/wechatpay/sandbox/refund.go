@@ -486,6 +486,9 @@ func (s *Server) applyFaultBefore(w http.ResponseWriter, f *Fault) (sigMode, boo
 	case FaultFrequencyLimited:
 		s.writeError(w, newError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "频率限制"), sigOK)
 		return sigOK, true
+	case FaultNotEnough:
+		s.writeError(w, newError(http.StatusForbidden, "NOT_ENOUGH", "基本账户余额不足，请充值后重新发起"), sigOK)
+		return sigOK, true
 	case FaultAccepted:
 		s.writeSigned(w, http.StatusAccepted, "", nil, sigOK)
 		return sigOK, true
@@ -560,8 +563,11 @@ func (s *Server) create(req createRequest, hash string) (refundResponse, *apiErr
 		s.mu.Unlock()
 		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "订单金额与原订单不一致,请核实后再试")
 	case amount > o.total-o.held:
+		// PARTNER.md §5: more than the order's remainder is a business-rule
+		// refusal (v2: INVALID_REQUEST "refund_fee大于可退金额"); NOT_ENOUGH
+		// means the merchant's balance is short (FaultNotEnough).
 		s.mu.Unlock()
-		return refundResponse{}, newError(http.StatusForbidden, "NOT_ENOUGH", "可退款金额不足")
+		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "申请退款金额超过订单可退金额,请核实后再试")
 	case len(o.refundNos) >= maxRefundsByOrder:
 		s.mu.Unlock()
 		return refundResponse{}, newError(http.StatusBadRequest, "INVALID_REQUEST", "同一笔订单最多退款50次")
@@ -578,10 +584,11 @@ func (s *Server) create(req createRequest, hash string) (refundResponse, *apiErr
 	// doc 4012552567). The code and status of the refusal are not
 	// documented; FREQUENCY_LIMITED is WeChat Pay's code for a refund
 	// refused by a rate rule ("未受理", retry later with the same
-	// parameters, §1.5), and the merchant must decide by the code.
+	// parameters, §1.5), and 429 is the status WeChat Pay documents for
+	// rate limiting (PARTNER.md §4), the same as FaultFrequencyLimited.
 	if sp := s.cfg.MinRefundSpacing; sp > 0 && !o.lastAcceptedAt.IsZero() && now.Sub(o.lastAcceptedAt) < sp {
 		s.mu.Unlock()
-		return refundResponse{}, newError(http.StatusForbidden, "FREQUENCY_LIMITED",
+		return refundResponse{}, newError(http.StatusTooManyRequests, "FREQUENCY_LIMITED",
 			fmt.Sprintf("频率限制,同一笔订单多次退款的请求需相隔1分钟(本沙箱要求相隔%s),请稍后使用原参数重试", sp))
 	}
 	s.seq++

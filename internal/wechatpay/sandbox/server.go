@@ -26,6 +26,7 @@ const (
 	abnormalSuffix   = "/apply-abnormal-refund" // after refundsPath/{refund_id}
 	tradeBillPath    = "/v3/bill/tradebill"
 	billDownloadPath = "/v3/billdownload/file"
+	certificatesPath = wechatpay.CertificatesPath
 	adminPrefix      = "/sandbox/"
 )
 
@@ -44,7 +45,8 @@ var beijing = time.FixedZone("CST", 8*3600)
 type Server struct {
 	cfg       Config
 	log       *slog.Logger
-	ownClient bool // cfg.HTTPClient was made here
+	keys      *keyring // platform keys and APIv3 key, shared by an account's books
+	ownClient bool     // cfg.HTTPClient was made here
 
 	ctx    context.Context // cancelled by Close; bounds waits and notifications
 	cancel context.CancelFunc
@@ -83,9 +85,16 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	keys := cfg.keyring
+	if keys == nil {
+		var err error
+		if keys, err = newKeyring(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, log: cfg.Logger.With("component", "wxpay-sandbox"), ownClient: ownClient,
+		cfg: cfg, log: cfg.Logger.With("component", "wxpay-sandbox"), ownClient: ownClient, keys: keys,
 		ctx: ctx, cancel: cancel,
 		orders: map[string]*order{}, byTxn: map[string]*order{}, refunds: map[string]*refund{},
 		byRefundID: map[string]*refund{}, submissions: map[string]*submission{}, deliveries: map[string][]Delivery{},
@@ -174,6 +183,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.handleTradeBill(w, r)
+	case p == certificatesPath:
+		if r.Method != http.MethodGet {
+			s.writeError(w, errMethod(), sigOK)
+			return
+		}
+		s.handleCertificates(w, r)
 	case p == billDownloadPath:
 		if r.Method != http.MethodGet {
 			s.writeError(w, errMethod(), sigOK)
@@ -377,7 +392,8 @@ func (s *Server) writeSigned(w http.ResponseWriter, status int, contentType stri
 // sign returns the Wechatpay-* headers for body: a real signature, or the
 // broken one a fault asks for.
 func (s *Server) sign(body []byte, mode sigMode) (wechatpay.Headers, error) {
-	h, err := wechatpay.SignHeaders(s.cfg.PlatformKey, s.cfg.PublicKeyID, s.cfg.Now().Unix(), wechatpay.NewNonce(), body)
+	key, serial := s.keys.signer()
+	h, err := wechatpay.SignHeaders(key, serial, s.cfg.Now().Unix(), wechatpay.NewNonce(), body)
 	if err != nil {
 		return h, err
 	}
@@ -385,7 +401,7 @@ func (s *Server) sign(body []byte, mode sigMode) (wechatpay.Headers, error) {
 	case sigBad:
 		// A genuine signature, but over other bytes: valid base64 that
 		// fails verification.
-		wrong, err := wechatpay.SignMessage(s.cfg.PlatformKey, wechatpay.ResponseMessage(h.Timestamp, h.Nonce, append(bytes.Clone(body), ' ')))
+		wrong, err := wechatpay.SignMessage(key, wechatpay.ResponseMessage(h.Timestamp, h.Nonce, append(bytes.Clone(body), ' ')))
 		if err != nil {
 			return h, err
 		}

@@ -185,7 +185,7 @@ func TestCreate_Rejections(t *testing.T) {
 		{"unknown order", string(refundBody("NOPE", "R1", 100, 1000, "")), 404, "RESOURCE_NOT_EXISTS"},
 		{"unknown transaction", `{"transaction_id":"4200000000","out_refund_no":"R1","amount":{"refund":1,"total":1000,"currency":"CNY"}}`, 404, "RESOURCE_NOT_EXISTS"},
 		{"total mismatch", string(refundBody("O1", "R1", 100, 999, "")), 400, "INVALID_REQUEST"},
-		{"refund above total", string(refundBody("O1", "R1", 1001, 1000, "")), 403, "NOT_ENOUGH"},
+		{"refund above total", string(refundBody("O1", "R1", 1001, 1000, "")), 400, "INVALID_REQUEST"},
 		{"no order number", `{"out_refund_no":"R1","amount":{"refund":1,"total":1000,"currency":"CNY"}}`, 400, "PARAM_ERROR"},
 		{"bad currency", `{"out_trade_no":"O1","out_refund_no":"R1","amount":{"refund":1,"total":1000,"currency":"USD"}}`, 400, "PARAM_ERROR"},
 		{"no amount", `{"out_trade_no":"O1","out_refund_no":"R1"}`, 400, "PARAM_ERROR"},
@@ -220,13 +220,13 @@ func TestCreate_NotEnoughWithPartialRefunds(t *testing.T) {
 		code   string // "" = accepted
 	}{
 		{"P1", 600, ""},
-		{"P2", 500, "NOT_ENOUGH"},
+		{"P2", 500, "INVALID_REQUEST"},
 		{"P3", 400, ""},
-		{"P4", 1, "NOT_ENOUGH"},
+		{"P4", 1, "INVALID_REQUEST"},
 	}
 	for _, s := range steps {
 		r := f.m.create("O1", s.no, s.refund, 1000, "")
-		if s.code == "" && r.status != 200 || s.code != "" && (r.status != 403 || r.code() != s.code) {
+		if s.code == "" && r.status != 200 || s.code != "" && (r.status != 400 || r.code() != s.code) {
 			t.Fatalf("%s refund %d: %d %s", s.no, s.refund, r.status, r.body)
 		}
 	}
@@ -308,19 +308,19 @@ func TestCreate_ConcurrentNeverExceedsPaid(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	accepted, notEnough := 0, 0
+	accepted, over := 0, 0
 	for _, r := range results {
 		switch {
 		case r.status == 200 && r.verifyErr == nil:
 			accepted++
-		case r.status == 403 && r.code() == "NOT_ENOUGH":
-			notEnough++
+		case r.status == 400 && r.code() == "INVALID_REQUEST":
+			over++
 		default:
 			t.Errorf("unexpected answer %d %s (%v)", r.status, r.body, r.verifyErr)
 		}
 	}
-	if accepted != paid/each || notEnough != n-paid/each {
-		t.Fatalf("accepted %d, NOT_ENOUGH %d; want %d and %d", accepted, notEnough, paid/each, n-paid/each)
+	if accepted != paid/each || over != n-paid/each {
+		t.Fatalf("accepted %d, over-refunds %d; want %d and %d", accepted, over, paid/each, n-paid/each)
 	}
 	if got := f.sb.Refunded("O1"); got != int64(accepted*each) || got > paid {
 		t.Fatalf("refunded %d with %d accepted", got, accepted)

@@ -27,13 +27,13 @@ func TestCreate_MinRefundSpacing(t *testing.T) {
 		code   string
 	}{
 		{0, "O1", "R1", 100, 200, ""},
-		{30 * time.Second, "O1", "R2", 100, 403, "FREQUENCY_LIMITED"}, // a new number too soon
+		{30 * time.Second, "O1", "R2", 100, 429, "FREQUENCY_LIMITED"}, // a new number too soon
 		{30 * time.Second, "O1", "R1", 100, 200, ""},                  // resubmission: not affected
 		{30 * time.Second, "O2", "S1", 100, 200, ""},                  // another order has its own clock
-		{59 * time.Second, "O1", "R2", 100, 403, "FREQUENCY_LIMITED"}, // measured from R1, the refusal does not count
+		{59 * time.Second, "O1", "R2", 100, 429, "FREQUENCY_LIMITED"}, // measured from R1, the refusal does not count
 		{60 * time.Second, "O1", "R2", 100, 200, ""},
-		{61 * time.Second, "O1", "R3", 100, 403, "FREQUENCY_LIMITED"}, // now measured from R2
-		{61 * time.Second, "O1", "R9", 5000, 403, "NOT_ENOUGH"},       // business errors come first
+		{61 * time.Second, "O1", "R3", 100, 429, "FREQUENCY_LIMITED"}, // now measured from R2
+		{61 * time.Second, "O1", "R9", 5000, 400, "INVALID_REQUEST"},  // business errors come first
 		{121 * time.Second, "O1", "R3", 100, 200, ""},
 	}
 	for i, s := range steps {
@@ -64,7 +64,40 @@ func TestCreate_MinRefundSpacingAfterReload(t *testing.T) {
 	f.order(t, "O1", 1000)
 	decodeRefund(t, f.m.create("O1", "R1", 100, 1000, ""))
 	g := reopen(t, f, false, base, nil)
-	if r := g.m.create("O1", "R2", 100, 1000, ""); r.status != http.StatusForbidden || r.code() != "FREQUENCY_LIMITED" {
+	if r := g.m.create("O1", "R2", 100, 1000, ""); r.status != http.StatusTooManyRequests || r.code() != "FREQUENCY_LIMITED" {
 		t.Fatalf("second refund right after reload: %d %s", r.status, r.body)
+	}
+}
+
+// TestFrequencyLimited_OneStatus: the spacing refusal and the
+// frequency_limited fault are the same answer (PARTNER.md §4-5: WeChat Pay
+// documents rate limiting as 429), and the client maps both, and the
+// over-refund and balance answers, to the outcome the engine needs.
+func TestFrequencyLimited_OneStatus(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MinRefundSpacing = time.Hour })
+	f.order(t, "O1", 1000)
+	f.order(t, "O2", 1000)
+	decodeRefund(t, f.m.create("O1", "R1", 100, 1000, ""))
+	spacing := f.m.create("O1", "R2", 100, 1000, "")
+	if err := f.sb.SetFault(Fault{Kind: FaultFrequencyLimited, OutRefundNo: "S1", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fault := f.m.create("O2", "S1", 100, 1000, "")
+	if spacing.status != fault.status || spacing.code() != fault.code() || fault.status != http.StatusTooManyRequests {
+		t.Fatalf("spacing %d %s, fault %d %s; want both 429 FREQUENCY_LIMITED", spacing.status, spacing.code(), fault.status, fault.code())
+	}
+	over := f.m.create("O2", "S2", 1001, 1000, "")
+	if over.status != http.StatusBadRequest || over.code() != "INVALID_REQUEST" {
+		t.Fatalf("over-refund: %d %s, want 400 INVALID_REQUEST", over.status, over.body)
+	}
+	if err := f.sb.SetFault(Fault{Kind: FaultNotEnough, OutRefundNo: "S3", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	balance := f.m.create("O2", "S3", 100, 1000, "")
+	if balance.status != http.StatusForbidden || balance.code() != "NOT_ENOUGH" {
+		t.Fatalf("balance fault: %d %s, want 403 NOT_ENOUGH", balance.status, balance.body)
+	}
+	if _, ok := f.sb.Refund("S3"); ok {
+		t.Fatal("the balance fault applied the refund")
 	}
 }

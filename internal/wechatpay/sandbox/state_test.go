@@ -105,10 +105,10 @@ func TestNew_StateFileRestoresBooks(t *testing.T) {
 				t.Fatalf("submissions %v, want the 2 saved bodies and the new one", got)
 			}
 			// Orders and paid totals survive: refunded <= paid still holds.
-			if r := g.m.create("O2", "R3", 1, 500, ""); r.code() != "NOT_ENOUGH" {
+			if r := g.m.create("O2", "R3", 1, 500, ""); r.code() != "INVALID_REQUEST" {
 				t.Fatalf("over-refund after reload: %d %s", r.status, r.body)
 			}
-			if r := g.m.create("O1", "R4", 800, 1000, ""); r.code() != "NOT_ENOUGH" {
+			if r := g.m.create("O1", "R4", 800, 1000, ""); r.code() != "INVALID_REQUEST" {
 				t.Fatalf("over-refund after reload: %d %s", r.status, r.body)
 			}
 			// The id sequence continues: a new refund gets a new id.
