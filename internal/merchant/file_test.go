@@ -441,3 +441,25 @@ func TestEncode_RoundTrip(t *testing.T) {
 		t.Errorf("a zero spacing override must survive: %+v", inn2.Overrides)
 	}
 }
+
+// An account in certificate mode needs neither a public key nor a
+// certificate file; without download_certificates one of them is required.
+func TestParse_DownloadCertificates(t *testing.T) {
+	noKey := strings.Replace(base, "public_key_id = \"PUB_KEY_ID_0100000000000001\"\npublic_key_file = \"keys/shop_pub.pem\"\n", "", 1)
+	if _, err := Parse([]byte(noKey), ""); err == nil || !strings.Contains(err.Error(), "download_certificates") {
+		t.Fatalf("no key and no download: %v, want an error naming download_certificates", err)
+	}
+	withDownload := strings.Replace(noKey, "mchid = \"1900000101\"\n", "mchid = \"1900000101\"\ndownload_certificates = true\n", 1)
+	r, err := Parse([]byte(withDownload), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := r.Account("shop")
+	if sp, _ := r.Account("sp"); !a.DownloadCertificates || sp.DownloadCertificates {
+		t.Fatalf("shop download %v, sp download %v; want true, false", a.DownloadCertificates, sp.DownloadCertificates)
+	}
+	out, err := r.Encode()
+	if err != nil || !strings.Contains(string(out), "download_certificates = true") {
+		t.Fatalf("Encode lost download_certificates: %v\n%s", err, out)
+	}
+}
