@@ -48,6 +48,8 @@ type world struct {
 	t        testing.TB
 	journal  *memJournal
 	provider *simprovider.Provider
+	// policies is every node's actors.Config.Policies; nil: none.
+	policies map[string]reservation.Policy
 }
 
 func newWorld(t testing.TB) *world {
@@ -68,6 +70,7 @@ func (w *world) startOn(name string, m cluster.Membership, port int) *cluster.No
 		Engine: actors.Config{
 			Store: w.journal.node(name), Provider: w.provider, Encode: simprovider.Encode,
 			Policy:      reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
+			Policies:    w.policies,
 			IdleTimeout: time.Minute,
 		},
 		Membership: m, Name: "test", Port: port, Logger: testLogger().With("node", name),

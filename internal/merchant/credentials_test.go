@@ -148,7 +148,11 @@ func TestLoadCredentials(t *testing.T) {
 	if got := strings.Join(sp.Verifier.Serials(), ","); got != "5157F09E" {
 		t.Errorf("sp verifier holds %s", got)
 	}
-	// What was loaded is what the client takes.
+	// What was loaded is what the client takes; a provider's client is a
+	// partner one, whose refunds must name a sub-merchant.
+	if shop.ClientConfig().Partner || !sp.ClientConfig().Partner {
+		t.Errorf("Partner: shop %v, sp %v; want false, true", shop.ClientConfig().Partner, sp.ClientConfig().Partner)
+	}
 	for _, c := range []*Credentials{shop, sp} {
 		cfg := c.ClientConfig()
 		cfg.NotifyURL = "https://refundd.example.com/v1/notify/wechatpay/refund"
