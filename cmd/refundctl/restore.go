@@ -86,7 +86,7 @@ func (o *restoreOptions) run(c *cli, args []string) int {
 	out := restoreOutput{Journal: dst, Restore: info}
 	// The latest event of the backup dates the loss.
 	if db, err := journal.Open(dst, &journal.Options{ReadOnly: true, Timeout: o.lockTimeout}); err == nil {
-		if st, err := audit.ComputeStats(c.ctx, db, nil); err == nil {
+		if st, err := audit.ComputeStats(c.ctx, db, audit.StatsOptions{}); err == nil {
 			out.LatestEvent = st.AsOf
 		}
 		db.Close()

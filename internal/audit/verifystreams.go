@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
@@ -77,6 +78,11 @@ type verifier struct {
 	claimsOwned, marksFound int
 	// misclaimed are keys already reported as claimed by another stream.
 	misclaimed map[string]bool
+	// counts are the journal's counters as the replayed events make them;
+	// broken counts the reservations whose replay is incomplete (their
+	// share cannot be known).
+	counts map[string]int64
+	broken int
 }
 
 // full checks the whole journal: the chain in one goroutine, the
@@ -149,7 +155,53 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	}
 	rep.Journal = res
 	rep.Range.Streams = v.reservations
-	return v.extras(ctx)
+	if err := v.extras(ctx); err != nil {
+		return err
+	}
+	return v.checkCounters(ctx, rep)
+}
+
+// checkCounters compares the journal's counters with the ones the events
+// make (the replay's tally). A journal without complete counters, or with
+// events that do not decode, is not compared, and the report says why.
+func (v *verifier) checkCounters(ctx context.Context, rep *Report) error {
+	counts, err := v.db.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !counts.Complete:
+		rep.Counters = "not kept: the journal predates them (refundctl journal stats --build-counters stores them)"
+		return nil
+	case v.broken > 0:
+		rep.Counters = "not compared: some events do not decode"
+		return nil
+	case counts.LastGlobal != rep.Journal.LastGlobal:
+		rep.Counters = "not compared: the journal moved on while it was verified"
+		return nil
+	}
+	keys := make([]string, 0, len(counts.Values)+len(v.counts))
+	for k := range counts.Values {
+		keys = append(keys, k)
+	}
+	for k := range v.counts {
+		if _, ok := counts.Values[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	bad := 0
+	for _, k := range keys {
+		if got, want := counts.Values[k], v.counts[k]; got != want {
+			bad++
+			v.problems.add(Problem{Kind: "counter", Message: fmt.Sprintf("counter %s is %d, the events make it %d", k, got, want)})
+		}
+	}
+	rep.Counters = "match the events"
+	if bad > 0 {
+		rep.Counters = fmt.Sprintf("%d differ from the events", bad)
+	}
+	return nil
 }
 
 // since checks what was appended after check.Since: the chain from there
@@ -198,6 +250,10 @@ type worker struct {
 	v     *verifier
 	rp    *replayer
 	found []Problem
+	// counts sums the counters of one batch; latest is the latest event
+	// time of the stream replay last folded.
+	counts map[string]int64
+	latest time.Time
 }
 
 func (v *verifier) newWorker(checkFrom uint64) *worker {
@@ -211,8 +267,12 @@ func (v *verifier) newWorker(checkFrom uint64) *worker {
 // batch replays each stream of the batch and checks its index entries in
 // one read transaction.
 func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error {
-	var reservations, refunds, claims, marks int
+	var reservations, refunds, claims, marks, brokenN int
 	var misclaimed []string
+	if w.counts == nil {
+		w.counts = map[string]int64{}
+	}
+	clear(w.counts)
 	err := w.v.db.Read(ctx, func(rd *journal.Reader) error {
 		for _, sr := range batch {
 			st, broken := w.replay(sr)
@@ -220,6 +280,10 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 				reservations++
 				refunds += len(st.Refunds)
 			}
+			if broken {
+				brokenN++
+			}
+			tally(w.counts, sr.Records, st, w.latest)
 			c, m, mis := w.checkIndexes(rd, sr.Stream, st, broken)
 			claims += c
 			marks += m
@@ -237,6 +301,11 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 	v.refunds += refunds
 	v.claimsOwned += claims
 	v.marksFound += marks
+	v.broken += brokenN
+	if v.counts == nil {
+		v.counts = map[string]int64{}
+	}
+	mergeCounts(v.counts, w.counts)
 	for _, k := range misclaimed {
 		if v.misclaimed == nil {
 			v.misclaimed = map[string]bool{}
@@ -255,11 +324,14 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 // record that cannot be read: its state is incomplete).
 func (w *worker) replay(sr journal.StreamRecords) (*reservation.State, bool) {
 	w.rp.reset()
+	w.latest = time.Time{}
 	if sr.Unreadable > 0 {
 		w.rp.broken[sr.Stream] = true
 	}
 	for _, r := range sr.Records {
-		w.rp.apply(r)
+		if e, _, ok := w.rp.apply(r); ok && e.At.After(w.latest) {
+			w.latest = e.At
+		}
 	}
 	return w.rp.states[sr.Stream], w.rp.broken[sr.Stream]
 }
