@@ -31,9 +31,12 @@ import (
 //     attention; every refund waiting on a due time has its due entry.
 //
 // Its memory does not grow with the journal: the file is checked in
-// global order in one goroutine (the chain) while workers replay one
-// reservation at a time, read through the per-stream index, and look its
-// index entries up; nothing is kept per reservation once it is checked.
+// global order in one goroutine (the chain) while the log is read again in
+// global order, sequentially (gatherStreams), each reservation's records
+// gathered until its last one, and workers replay one reservation at a
+// time and look its index entries up; nothing is kept per reservation once
+// it is checked, and the reservations begun and not ended are held within
+// a budget.
 //
 // With Check.Since (a recorded head or checkpoint) only the records after
 // it are checked, and the rules of the events among them, in time
@@ -43,13 +46,20 @@ import (
 //
 // The error is only for failures to read; problems are in the Report.
 func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, error) {
+	return verifyWith(ctx, db, opts, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
+		return gatherStreams(ctx, db, gatherBudget, emit)
+	})
+}
+
+// verifyWith is Verify reading the reservations with streams.
+func verifyWith(ctx context.Context, db *journal.DB, opts VerifyOptions, streams func(context.Context, func(journal.StreamRecords) error) error) (*Report, error) {
 	if opts.MaxProblems <= 0 {
 		opts.MaxProblems = 1000
 	}
 	if opts.Check.Visit != nil {
 		return nil, fmt.Errorf("%w: VerifyOptions.Check.Visit is Verify's own", ErrInvalid)
 	}
-	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}}
+	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}, streams: streams}
 	rep := &Report{}
 	if opts.Check.Since != nil {
 		if err := v.since(ctx, opts.Check, rep); err != nil {
@@ -67,7 +77,10 @@ func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, e
 
 // verifier is one Verify's shared state; workers add to it under mu.
 type verifier struct {
-	db       *journal.DB
+	db *journal.DB
+	// streams reads every reservation's records (gatherStreams; tests
+	// compare it with other readers).
+	streams  func(ctx context.Context, emit func(journal.StreamRecords) error) error
 	mu       sync.Mutex
 	problems problemList
 	// reservations and refunds count what was replayed.
@@ -134,7 +147,7 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	const batchRecords = 4096
 	var batch []journal.StreamRecords
 	n := 0
-	err := v.db.ForEachStream(ctx, func(sr journal.StreamRecords) error {
+	err := v.streams(ctx, func(sr journal.StreamRecords) error {
 		batch = append(batch, sr)
 		if n += len(sr.Records); n >= batchRecords {
 			work <- batch
