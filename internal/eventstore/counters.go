@@ -41,7 +41,7 @@ func Tally(s *reservation.State, sign int64, add func(key string, n int64)) {
 	add(CountPaid, sign*s.Amount)
 	var refunded, inFlight, released int64
 	for _, r := range s.Refunds {
-		add(CountRefundState+string(r.State), sign)
+		add(refundStateKey(r.State), sign)
 		switch {
 		case r.State == reservation.Succeeded:
 			refunded += r.Amount
@@ -71,20 +71,23 @@ func LatestNanos(at time.Time) (int64, bool) {
 // before, one per event type, and the latest decision time. The journal sums
 // changes of the same key.
 func CounterChanges(dst []journal.Counter, before *reservation.State, events []reservation.Event) []journal.Counter {
+	if dst == nil {
+		dst = make([]journal.Counter, 0, 24) // a refund's typical append: one allocation
+	}
 	add := func(key string, n int64) {
 		if n != 0 {
 			dst = append(dst, journal.Counter{Key: key, Add: n})
 		}
 	}
 	after := &reservation.State{}
-	if before != nil {
+	if before.Registered() {
 		Tally(before, -1, add)
 		after = before.Clone()
 	}
 	var latest int64
 	for _, e := range events {
 		reservation.Apply(after, e)
-		add(CountEvents+e.Data.EventType(), 1)
+		add(eventKey(e.Data.EventType()), 1)
 		if n, ok := LatestNanos(e.At); ok && n > latest {
 			latest = n
 		}
@@ -94,4 +97,55 @@ func CounterChanges(dst []journal.Counter, before *reservation.State, events []r
 		dst = append(dst, journal.Counter{Key: CountLatest, Add: latest, Max: true})
 	}
 	return dst
+}
+
+// refundStateKey and eventKey name the counters of the known states and
+// types with constants: building them on every append cost an allocation
+// per key.
+func refundStateKey(s reservation.RefundState) string {
+	switch s {
+	case reservation.Processing:
+		return CountRefundState + string(reservation.Processing)
+	case reservation.Succeeded:
+		return CountRefundState + string(reservation.Succeeded)
+	case reservation.Failed:
+		return CountRefundState + string(reservation.Failed)
+	case reservation.Unknown:
+		return CountRefundState + string(reservation.Unknown)
+	case reservation.Rejected:
+		return CountRefundState + string(reservation.Rejected)
+	case reservation.Abnormal:
+		return CountRefundState + string(reservation.Abnormal)
+	}
+	return CountRefundState + string(s)
+}
+
+func eventKey(t string) string {
+	switch t {
+	case reservation.TypeRegistered:
+		return CountEvents + reservation.TypeRegistered
+	case reservation.TypeCanceled:
+		return CountEvents + reservation.TypeCanceled
+	case reservation.TypeRefundRequested:
+		return CountEvents + reservation.TypeRefundRequested
+	case reservation.TypeSubmissionStarted:
+		return CountEvents + reservation.TypeSubmissionStarted
+	case reservation.TypeQueryStarted:
+		return CountEvents + reservation.TypeQueryStarted
+	case reservation.TypeProviderResult:
+		return CountEvents + reservation.TypeProviderResult
+	case reservation.TypeAbandoned:
+		return CountEvents + reservation.TypeAbandoned
+	case reservation.TypeConflict:
+		return CountEvents + reservation.TypeConflict
+	case reservation.TypeFlaggedStuck:
+		return CountEvents + reservation.TypeFlaggedStuck
+	case reservation.TypeSubmissionWaits:
+		return CountEvents + reservation.TypeSubmissionWaits
+	case reservation.TypeResolved:
+		return CountEvents + reservation.TypeResolved
+	case reservation.TypeRefundRecovered:
+		return CountEvents + reservation.TypeRefundRecovered
+	}
+	return CountEvents + t
 }
