@@ -24,7 +24,9 @@ type StreamRecords struct {
 // time in stream name order, read through the per-stream index (and the
 // index tail of records not flushed to it yet) inside one read
 // transaction. Memory is one stream's records, whatever the journal's
-// size: this is the way to fold every stream without holding them all.
+// size. It reads the file in stream order, which is random reads on a
+// file larger than the page cache: the audit tools read with ScanStreams
+// (file order), and their reports are tested against this reader's.
 // fn owns the records it is given; it must not use the DB. An error from
 // fn stops the walk and is returned.
 func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) error {
