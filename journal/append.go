@@ -110,6 +110,11 @@ func validate(req *AppendRequest) error {
 			return fmt.Errorf("claim %d: %w", i, err)
 		}
 	}
+	for i, c := range req.Counters {
+		if err := checkCounter(c); err != nil {
+			return fmt.Errorf("counter %d: %w", i, err)
+		}
+	}
 	for i, m := range req.Marks {
 		if len(m.Key) == 0 || len(m.Key) > maxKeyLen {
 			return fmt.Errorf("%w: mark %d: key must be 1..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(m.Key))
@@ -311,6 +316,7 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 		flushed = n
 	}
 	idx := &indexState{tail: db.tail, heads: b.heads, batch: map[string]uint64{}}
+	var counts counterBatch
 	for i, p := range live {
 		p.Last, p.Err = 0, nil
 		last, verr, err := writeOne(b, idx, &p.Req, &cur)
@@ -318,6 +324,12 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 			return tip{}, nil, nil, 0, &internalError{i: i, err: err}
 		}
 		p.Last, p.Err = last, verr
+		if verr == nil {
+			counts.put(p.Req.Counters)
+		}
+	}
+	if err := counts.write(tx.Bucket(bucketCounters)); err != nil {
+		return tip{}, nil, nil, 0, err
 	}
 	db.cpMu.Lock()
 	last := db.lastCP

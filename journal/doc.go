@@ -60,8 +60,9 @@
 // A few large buckets, never one bucket per stream (bbolt copies whole
 // pages per commit; one shared append-only bucket keeps that cost flat):
 //
-//	meta         "format" -> be32 file format (3); "epoch" -> be64;
+//	meta         "format" -> be32 file format (4); "epoch" -> be64;
 //	             "indexed" -> be64 index watermark (index.go);
+//	             "counted" -> be64: the counters cover every record (counters.go);
 //	             "restore", "reconcile" -> JSON RestoreInfo
 //	log          be64(global) -> encoded record (format byte, fields,
 //	             chain hash, CRC-32C)
@@ -71,6 +72,8 @@
 //	due          be64(unix nanos) stream 0x00 key -> empty
 //	marks        key -> empty
 //	checkpoints  be64(global) -> JSON Checkpoint
+//	counters     key -> be64 running total, changed in the commit of the
+//	             appends that carry the change (counters.go)
 //	kv           key -> value (kv.go; not part of the history)
 //
 // # Group commit

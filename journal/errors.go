@@ -44,6 +44,10 @@ var (
 	// itself is malformed: empty stream, no events, bad type or version, a
 	// name containing NUL, a size over its limit.
 	ErrInvalid = errors.New("journal: invalid request")
+
+	// ErrMoved is returned by SetCounters when records were appended after
+	// the global its totals were folded at.
+	ErrMoved = errors.New("journal: the log moved on")
 )
 
 // SequenceError is the error returned by Append when Expected does not

@@ -154,6 +154,9 @@ type AppendRequest struct {
 	// Due.Stream means Stream, and a missing entry is no error.
 	DropDues []Due
 	Marks    []Mark // set or cleared in the marks index atomically with the events
+	// Counters are changed atomically with the events (counters.go): the
+	// writer's running totals of what the events mean.
+	Counters []Counter
 }
 
 // DB is an open journal file. It is safe for concurrent use.
@@ -314,8 +317,15 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if err != nil {
 			return err
 		}
-		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints} {
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints, bucketCounters} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		// Counters kept from the first record on are complete; a file
+		// that has records from before them needs SetCounters.
+		if meta.Get(metaCountedKey) == nil && tx.Bucket(bucketLog).Sequence() == 0 {
+			if err := meta.Put(metaCountedKey, be64(0)); err != nil {
 				return err
 			}
 		}

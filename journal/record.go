@@ -20,8 +20,10 @@ const formatVersion = 2
 // fileFormat is the file layout version in meta "format". Format 3 added
 // the index tail (index.go): the streams index and heads may lag the log
 // up to meta "indexed", which a build reading only format 2 would take for
-// the whole truth, so such a build must refuse the file.
-const fileFormat = 3
+// the whole truth, so such a build must refuse the file. Format 4 added the
+// counters (counters.go), which a build that does not keep them would leave
+// behind the log.
+const fileFormat = 4
 
 // format1 is the first record format, without a stored chain hash. Its
 // records are still read, and their chain hash is computed.

@@ -24,7 +24,9 @@ type StreamRecords struct {
 // time in stream name order, read through the per-stream index (and the
 // index tail of records not flushed to it yet) inside one read
 // transaction. Memory is one stream's records, whatever the journal's
-// size: this is the way to fold every stream without holding them all.
+// size. It reads the file in stream order, which is random reads on a
+// file larger than the page cache: the audit tools read with ScanStreams
+// (file order), and their reports are tested against this reader's.
 // fn owns the records it is given; it must not use the DB. An error from
 // fn stops the walk and is returned.
 func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) error {
@@ -192,4 +194,71 @@ func (r *Reader) CountMarks(prefix string) int {
 		n++
 	}
 	return n
+}
+
+// ScanStreams calls fn with every record in global order, inside one read
+// transaction, with the stream's last seq as of that transaction (its
+// head): a reader that gathers each stream's records knows the stream is
+// complete once it sees its head, and can let go of it. The log is read
+// sequentially, in the order it lies in the file: on a file larger than
+// the page cache this is what keeps reading fast (ForEachStream visits it
+// in stream order, randomly). Memory is the heads of the streams seen but
+// not finished. A record that does not decode is passed to bad (with its
+// global) and skipped: its stream then never reaches its head. fn owns the
+// records it is given; neither fn nor bad may use the DB. An error from
+// either stops the walk and is returned.
+func (db *DB) ScanStreams(ctx context.Context, fn func(r Record, head uint64) error, bad func(global uint64, err error) error) error {
+	db.tail.mu.RLock()
+	tailHeads := make(map[string]uint64, len(db.tail.streams))
+	for s, ts := range db.tail.streams {
+		tailHeads[s] = ts.head()
+	}
+	db.tail.mu.RUnlock()
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		heads := tx.Bucket(bucketHeads)
+		open := map[string]uint64{} // streams seen and not finished -> head
+		c := tx.Bucket(bucketLog).Cursor()
+		n := 0
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if len(k) != 8 {
+				if err := bad(0, fmt.Errorf("%w: log key of %d bytes", ErrCorrupt, len(k))); err != nil {
+					return err
+				}
+				continue
+			}
+			g := binary.BigEndian.Uint64(k)
+			r, err := decodeRecord(g, v)
+			if err != nil {
+				if err := bad(g, err); err != nil {
+					return err
+				}
+				continue
+			}
+			head, ok := open[r.Stream]
+			if !ok {
+				if h, inTail := tailHeads[r.Stream]; inTail {
+					head = h
+				} else if head, err = readHead(heads, r.Stream); err != nil {
+					head = 0 // unknown: the stream ends with the walk (Check reports the head)
+				}
+				open[r.Stream] = head
+			}
+			if r.Seq >= head {
+				delete(open, r.Stream)
+			}
+			if err := fn(r, head); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journal: scan streams: %w", err)
+	}
+	return nil
 }

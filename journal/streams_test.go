@@ -76,3 +76,44 @@ func TestForEachStream_IndexAndTail(t *testing.T) {
 		})
 	}
 }
+
+// TestScanStreams_HeadsInFileOrder: ScanStreams gives every record in
+// global order with its stream's head, whether the head is in the streams
+// index (flushed) or only in the index tail.
+func TestScanStreams_HeadsInFileOrder(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "j.db")
+		db, err := journal.Open(path, &journal.Options{NoSync: true, IndexFlushEntries: 1 << 20, IndexFlushDelay: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]uint64{}
+		for i := range 30 {
+			s := "s" + string(rune('a'+i%4))
+			if _, err := db.Append(bg, journal.AppendRequest{Stream: s, Expected: want[s], Events: []journal.Event{{Type: "t", Version: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+			want[s]++
+		}
+		if flushed {
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if db, err = journal.Open(path, &journal.Options{ReadOnly: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var last uint64
+		err = db.ScanStreams(bg, func(r journal.Record, head uint64) error {
+			if r.Global != last+1 || head != want[r.Stream] {
+				t.Fatalf("flushed=%v: global %d after %d, stream %s head %d, want %d", flushed, r.Global, last, r.Stream, head, want[r.Stream])
+			}
+			last = r.Global
+			return nil
+		}, func(g uint64, err error) error { t.Fatalf("bad record %d: %v", g, err); return nil })
+		if err != nil || last != 30 {
+			t.Fatalf("flushed=%v: ScanStreams: %v, last global %d", flushed, err, last)
+		}
+		db.Close()
+	}
+}

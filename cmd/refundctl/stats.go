@@ -1,19 +1,30 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/journal"
 )
 
 func statsCommand() command {
 	return command{
 		name:    "journal stats",
 		summary: "counts by event type and refund state, totals by merchant, size, oldest refund in flight",
-		help: `--merchant limits the counts and totals to one merchant's reservations
-(size, epoch and checkpoints stay the journal's).`,
+		help: `The figures come from the counters the journal keeps with every append,
+in one read, whatever its size. A journal written before refundd kept them
+has none: stats then replays every reservation (slower; it says
+"from a fold"), and --build-counters, with refundd stopped, stores them once
+for good. --fold replays even when counters are kept, and also finds the
+oldest refund in flight, which no counter keeps. "refundctl journal verify"
+recomputes the counters from the events and reports a difference.
+--merchant limits the counts and totals to one merchant's reservations
+(size, epoch and checkpoints stay the journal's); it folds.`,
 		options: func() options { return &statsOptions{} },
 	}
 }
@@ -23,12 +34,16 @@ type statsOptions struct {
 	src    source
 	asJSON bool
 	merch  string
+	fold   bool
+	build  bool
 }
 
 func (o *statsOptions) register(fs *flag.FlagSet, c *cli) {
 	o.src.register(fs, c)
 	fs.BoolVar(&o.asJSON, "json", false, "print the figures as JSON")
 	fs.StringVar(&o.merch, "merchant", "", merchantUsage)
+	fs.BoolVar(&o.fold, "fold", false, "replay every reservation instead of reading the counters (finds the oldest refund in flight)")
+	fs.BoolVar(&o.build, "build-counters", false, "replay every reservation and store the counters, for a journal written before they were kept (writes: --file or --data of a stopped refundd)")
 }
 
 func (o *statsOptions) run(c *cli, args []string) int {
@@ -36,13 +51,28 @@ func (o *statsOptions) run(c *cli, args []string) int {
 	if len(args) > 0 {
 		return c.usageError(name, "unexpected argument %q", args[0])
 	}
-	db, done, code := c.openOrExit(name, &o.src)
-	if db == nil {
-		return code
+	var db *journal.DB
+	if o.build {
+		var err error
+		db, err = o.buildCounters(c)
+		var ue usageErr
+		if errors.As(err, &ue) {
+			return c.usageError(name, "%s", ue.msg)
+		}
+		if err != nil {
+			return c.fail(name, err)
+		}
+		defer db.Close()
+	} else {
+		var done func()
+		var code int
+		if db, done, code = c.openOrExit(name, &o.src); db == nil {
+			return code
+		}
+		defer done()
 	}
-	defer done()
 	p := c.progress("records read")
-	st, err := audit.ComputeStats(c.ctx, db, audit.StatsOptions{Merchant: o.merch, Progress: p.report})
+	st, err := audit.ComputeStats(c.ctx, db, audit.StatsOptions{Merchant: o.merch, Fold: o.fold, Progress: p.report})
 	p.done()
 	if err != nil {
 		return c.fail(name, err)
@@ -59,9 +89,45 @@ func (o *statsOptions) run(c *cli, args []string) int {
 	return exitOK
 }
 
+// buildCounters opens the journal for writing (it must be a file nobody
+// writes) and stores its counters; the DB stays open for the figures.
+func (o *statsOptions) buildCounters(c *cli) (*journal.DB, error) {
+	path := o.src.file
+	switch {
+	case o.src.server != "" || (o.src.file == "") == (o.src.data == ""):
+		return nil, errUsage("--build-counters writes the journal: give exactly one of --file and --data")
+	case o.src.data != "":
+		path = filepath.Join(o.src.data, "refundd.db")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	db, err := journal.Open(path, &journal.Options{Timeout: o.src.lockTimeout})
+	if errors.Is(err, journal.ErrLocked) {
+		return nil, fmt.Errorf("%s is held by a running refundd: stop it first: %w", path, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := c.progress("records counted")
+	_, at, err := audit.BuildCounters(c.ctx, db, p.report)
+	p.done()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	fmt.Fprintf(c.stderr, "refundctl journal stats: counters stored, counting records 1..%d\n", at)
+	return db, nil
+}
+
 func printStats(c *cli, path string, st *audit.Stats) {
 	w := c.stdout
 	fmt.Fprintf(w, "journal %s: %d bytes, %d records, epoch %d, head %d:%s\n", path, st.FileSize, st.Records, st.Epoch, st.Head.Global, st.Head.Hash)
+	if st.Source == "fold" {
+		fmt.Fprintln(w, "figures       from a fold of every reservation (the journal keeps no counters, or --fold)")
+	} else {
+		fmt.Fprintln(w, "figures       from the journal's counters")
+	}
 	if !st.AsOf.IsZero() {
 		fmt.Fprintf(w, "latest event  %s\n", st.AsOf.UTC().Format(time.RFC3339))
 	}
@@ -90,8 +156,10 @@ func printStats(c *cli, path string, st *audit.Stats) {
 	if o := st.OldestInFlight; o != nil {
 		fmt.Fprintf(w, "oldest in flight  %s (reservation %s) %s %s, requested %s, %s before the latest event\n",
 			o.RefundNo, o.ReservationID, o.State, audit.Yuan(o.Amount), o.CreatedAt.UTC().Format(time.RFC3339), o.Age.Round(time.Second))
-	} else {
+	} else if st.Source == "fold" {
 		fmt.Fprintln(w, "oldest in flight  none")
+	} else {
+		fmt.Fprintln(w, "oldest in flight  not counted (--fold finds it)")
 	}
 	if st.LastCheckpoint != nil {
 		fmt.Fprintf(w, "last checkpoint   global %d at %s (signed: %v)\n", st.LastCheckpoint.Global, st.LastCheckpoint.Time.UTC().Format(time.RFC3339), st.LastCheckpoint.Signed())

@@ -282,6 +282,9 @@ func printVerify(c *cli, path string, rep *audit.Report) {
 		fmt.Fprintf(w, "  recorded heads matched: %d\n", j.HeadsMatched)
 	}
 	fmt.Fprintf(w, "  reservations %d, refunds %d\n", rep.Reservations, rep.Refunds)
+	if rep.Counters != "" {
+		fmt.Fprintf(w, "  counters     %s\n", rep.Counters)
+	}
 	for _, p := range j.Problems {
 		if p.Global != 0 {
 			fmt.Fprintf(w, "PROBLEM global %d [%s] %s\n", p.Global, p.Kind, p.Message)

@@ -384,6 +384,13 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return be, fmt.Errorf("--refund-prefix in journal epoch %d: %w", epoch, err)
 	}
 	be.logAttrs = []any{"journal", path, "epoch", epoch}
+	// A journal from a build before the counters keeps them from now on
+	// but not for its past: journal stats folds until they are built.
+	if counts, err := db.Counters(ctx); err != nil {
+		return be, err
+	} else if !counts.Complete {
+		m.log.Warn("the journal's counters do not cover its history: journal stats replays it; stop refundd and run \"refundctl journal stats --build-counters --data DIR\" once", "journal", path)
+	}
 	// A tiny fsynced write proves the journal's disk takes writes; /readyz
 	// is open, so requests share one write per interval.
 	be.ready = api.ShareProbe(func(ctx context.Context) error {

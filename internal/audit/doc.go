@@ -12,7 +12,8 @@
 // take a *journal.DB expect a file nobody is writing (a backup, or a data
 // directory opened with journal.Options.ReadOnly): several of them read in
 // more than one transaction. The exception is ReconcileAfterRestore, which
-// changes state only through the engine it is given.
+// changes state only through the engine it is given, and BuildCounters,
+// which stores the counters of a journal written before they were kept.
 //
 // Amounts are int64 fen; the views add a yuan string for people.
 package audit

@@ -4,9 +4,12 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
@@ -240,7 +243,12 @@ func (c *stateCache) forget(id string) {
 	delete(c.rp.broken, id)
 }
 
+// Stats is what the journal holds in figures (refundctl journal stats).
 type Stats struct {
+	// Source is where the figures come from: "counters" (kept by every
+	// append, read in one transaction) or "fold" (every reservation
+	// replayed: a journal from before the counters, or StatsOptions.Fold).
+	Source string `json:"source"`
 	// Merchant is the merchant the figures are limited to (StatsOptions);
 	// empty for the whole journal.
 	Merchant     string         `json:"merchant,omitempty"`
@@ -261,12 +269,23 @@ type Stats struct {
 	// a backup gives the same answer on any day.
 	AsOf time.Time `json:"as_of,omitzero"`
 	// Merchants splits the reservation figures by merchant.
-	Merchants      map[string]*MerchantStats `json:"merchants"`
-	OldestInFlight *InFlightRefund           `json:"oldest_in_flight,omitempty"`
-	FileSize       int64                     `json:"file_size"`
-	Epoch          uint64                    `json:"epoch"`
-	Head           journal.Checkpoint        `json:"head"`
-	LastCheckpoint *journal.Checkpoint       `json:"last_checkpoint,omitempty"`
+	Merchants map[string]*MerchantStats `json:"merchants"`
+	// OldestInFlight is found by the fold only: no counter keeps it.
+	OldestInFlight *InFlightRefund     `json:"oldest_in_flight,omitempty"`
+	FileSize       int64               `json:"file_size"`
+	Epoch          uint64              `json:"epoch"`
+	Head           journal.Checkpoint  `json:"head"`
+	LastCheckpoint *journal.Checkpoint `json:"last_checkpoint,omitempty"`
+}
+
+// InFlightRefund is a refund that holds money and has not succeeded.
+type InFlightRefund struct {
+	ReservationID string        `json:"reservation_id"`
+	RefundNo      string        `json:"refund_no"`
+	State         string        `json:"state"`
+	Amount        int64         `json:"amount"`
+	CreatedAt     time.Time     `json:"created_at"`
+	Age           time.Duration `json:"age_ns"`
 }
 
 // MerchantStats are one merchant's reservation figures; amounts in fen as
@@ -281,102 +300,42 @@ type MerchantStats struct {
 	Released     int64 `json:"released"`
 }
 
-func (m *MerchantStats) add(o *MerchantStats) {
-	m.Reservations += o.Reservations
-	m.Canceled += o.Canceled
-	m.Refunds += o.Refunds
-	m.Paid += o.Paid
-	m.Refunded += o.Refunded
-	m.InFlight += o.InFlight
-	m.Released += o.Released
-}
-
-// StatsOptions selects what ComputeStats counts.
+// StatsOptions configures ComputeStats.
 type StatsOptions struct {
+	// Fold replays every reservation even when the journal keeps
+	// counters: slower, and it finds the oldest refund in flight.
+	Fold bool
 	// Merchant, if set, limits the figures to that merchant's
-	// reservations: records, event types and amounts. Records of streams
-	// that never registered (or do not decode) name no merchant and are
-	// left out then.
+	// reservations: records, event types and amounts. Counters keep only
+	// a merchant's totals, so this folds. Records of streams that never
+	// registered (or do not decode) name no merchant and are left out.
 	Merchant string
-	// Progress, if set, gets the number of records read so far.
+	// Progress, when set, is called with the records folded so far.
 	Progress func(uint64)
 }
 
-// InFlightRefund is a refund that holds money and has not succeeded.
-type InFlightRefund struct {
-	ReservationID string        `json:"reservation_id"`
-	RefundNo      string        `json:"refund_no"`
-	State         string        `json:"state"`
-	Amount        int64         `json:"amount"`
-	CreatedAt     time.Time     `json:"created_at"`
-	Age           time.Duration `json:"age_ns"`
-}
-
-// ComputeStats reads the whole journal once.
+// ComputeStats reads the journal's counters (journal.DB.Counters), or folds
+// every reservation when the journal has none that cover it all (a file
+// from before them) or opts.Fold asks.
 func ComputeStats(ctx context.Context, db *journal.DB, opts StatsOptions) (*Stats, error) {
-	// Each worker sums its reservations; the sums are merged after.
-	parts := make([]*Stats, foldWorkers())
-	for i := range parts {
-		parts[i] = &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}, Merchants: map[string]*MerchantStats{}}
-	}
-	err := foldStreams(ctx, db, opts.Progress, func(w int, f folded) {
-		st := parts[w]
-		s := f.State
-		if opts.Merchant != "" && (s == nil || !s.Registered() || s.Merchant != opts.Merchant) {
-			return
-		}
-		st.Records += uint64(len(f.Records) + f.Unreadable)
-		for _, r := range f.Records {
-			st.EventTypes[r.Type]++
-		}
-		st.Undecoded += f.Undecoded
-		if f.Latest.After(st.AsOf) {
-			st.AsOf = f.Latest
-		}
-		if s == nil || !s.Registered() {
-			return
-		}
-		m := &MerchantStats{Reservations: 1, Paid: s.Amount, Refunded: s.Refunded(), InFlight: s.InFlight(), Refunds: len(s.Refunds)}
-		if s.Status == reservation.StatusCanceled {
-			m.Canceled = 1
-		}
-		for _, r := range s.Refunds {
-			st.RefundStates[string(r.State)]++
-			if r.State == reservation.Failed {
-				m.Released += r.Amount
-			}
-			if r.State.Holds() && r.State != reservation.Succeeded {
-				o := &InFlightRefund{ReservationID: f.Stream, RefundNo: r.No, State: string(r.State), Amount: r.Amount, CreatedAt: r.CreatedAt}
-				if st.OldestInFlight == nil || olderInFlight(o, st.OldestInFlight) {
-					st.OldestInFlight = o
-				}
-			}
-		}
-		st.add(s.Merchant, m)
-	})
+	st := &Stats{EventTypes: map[string]int{}, RefundStates: map[string]int{}, Merchants: map[string]*MerchantStats{},
+		Merchant: opts.Merchant}
+	counts, err := db.Counters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := parts[0]
-	st.Merchant = opts.Merchant
-	for _, p := range parts[1:] {
-		st.Records += p.Records
-		st.Undecoded += p.Undecoded
-		for name, m := range p.Merchants {
-			st.add(name, m)
+	if counts.Complete && !opts.Fold && opts.Merchant == "" {
+		st.Source = "counters"
+		st.Records = counts.LastGlobal
+		st.fromCounts(counts.Values)
+	} else {
+		st.Source = "fold"
+		f, err := foldCounts(ctx, db, opts.Merchant, opts.Progress)
+		if err != nil {
+			return nil, err
 		}
-		for k, n := range p.EventTypes {
-			st.EventTypes[k] += n
-		}
-		for k, n := range p.RefundStates {
-			st.RefundStates[k] += n
-		}
-		if p.AsOf.After(st.AsOf) {
-			st.AsOf = p.AsOf
-		}
-		if p.OldestInFlight != nil && (st.OldestInFlight == nil || olderInFlight(p.OldestInFlight, st.OldestInFlight)) {
-			st.OldestInFlight = p.OldestInFlight
-		}
+		st.Records, st.Undecoded, st.OldestInFlight = f.records, f.undecoded, f.oldest
+		st.fromCounts(f.values)
 	}
 	if st.OldestInFlight != nil {
 		st.OldestInFlight.Age = st.AsOf.Sub(st.OldestInFlight.CreatedAt)
@@ -398,19 +357,164 @@ func ComputeStats(ctx context.Context, db *journal.DB, opts StatsOptions) (*Stat
 	return st, nil
 }
 
-// add counts m, one merchant's figures, in st's totals and under name.
-func (st *Stats) add(name string, m *MerchantStats) {
-	st.Reservations += m.Reservations
-	st.Canceled += m.Canceled
-	st.Refunds += m.Refunds
-	st.Paid += m.Paid
-	st.Refunded += m.Refunded
-	st.InFlight += m.InFlight
-	st.Released += m.Released
-	if st.Merchants[name] == nil {
-		st.Merchants[name] = &MerchantStats{}
+// fromCounts sets the figures that counters keep (eventstore.Count*).
+func (st *Stats) fromCounts(v map[string]int64) {
+	for k, n := range v {
+		switch {
+		case k == eventstore.CountReservations:
+			st.Reservations = int(n)
+		case k == eventstore.CountCanceled:
+			st.Canceled = int(n)
+		case k == eventstore.CountRefunds:
+			st.Refunds = int(n)
+		case k == eventstore.CountPaid:
+			st.Paid = n
+		case k == eventstore.CountRefunded:
+			st.Refunded = n
+		case k == eventstore.CountInFlight:
+			st.InFlight = n
+		case k == eventstore.CountReleased:
+			st.Released = n
+		case k == eventstore.CountLatest:
+			st.AsOf = time.Unix(0, n).UTC()
+		case strings.HasPrefix(k, eventstore.CountRefundState) && n != 0:
+			st.RefundStates[k[len(eventstore.CountRefundState):]] = int(n)
+		case strings.HasPrefix(k, eventstore.CountEvents) && n != 0:
+			st.EventTypes[k[len(eventstore.CountEvents):]] = int(n)
+		case strings.HasPrefix(k, eventstore.CountMerchant):
+			st.merchantCount(k[len(eventstore.CountMerchant):], n)
+		}
 	}
-	st.Merchants[name].add(m)
+}
+
+// merchantCount sets one of a merchant's totals from its counter,
+// "NAME/TOTAL" (eventstore.CountMerchant).
+func (st *Stats) merchantCount(key string, n int64) {
+	i := strings.LastIndexByte(key, '/')
+	if i <= 0 {
+		return
+	}
+	m := st.Merchants[key[:i]]
+	if m == nil {
+		m = &MerchantStats{}
+		st.Merchants[key[:i]] = m
+	}
+	switch key[i+1:] {
+	case eventstore.CountReservations:
+		m.Reservations = int(n)
+	case eventstore.CountCanceled:
+		m.Canceled = int(n)
+	case eventstore.CountRefunds:
+		m.Refunds = int(n)
+	case eventstore.CountPaid:
+		m.Paid = n
+	case eventstore.CountRefunded:
+		m.Refunded = n
+	case eventstore.CountInFlight:
+		m.InFlight = n
+	case eventstore.CountReleased:
+		m.Released = n
+	}
+}
+
+// folding is what foldCounts found.
+type folding struct {
+	values    map[string]int64 // the counters, as the events make them
+	records   uint64
+	undecoded int
+	oldest    *InFlightRefund
+	readAt    uint64 // the log's end before the fold
+}
+
+// tally adds one replayed reservation to the counter values: its share
+// (eventstore.Tally), its records by type, its latest event.
+func tally(values map[string]int64, recs []journal.Record, st *reservation.State, latest time.Time) {
+	for _, r := range recs {
+		values[eventstore.CountEvents+r.Type]++
+	}
+	eventstore.Tally(st, 1, func(k string, n int64) { values[k] += n })
+	if n, ok := eventstore.LatestNanos(latest); ok && n > values[eventstore.CountLatest] {
+		values[eventstore.CountLatest] = n
+	}
+}
+
+// mergeCounts adds b to a.
+func mergeCounts(a, b map[string]int64) {
+	for k, n := range b {
+		if k == eventstore.CountLatest {
+			a[k] = max(a[k], n)
+		} else {
+			a[k] += n
+		}
+	}
+}
+
+// foldCounts replays every reservation (of merchant only, if set) and
+// computes the counters.
+func foldCounts(ctx context.Context, db *journal.DB, merchant string, progress func(uint64)) (*folding, error) {
+	last, err := db.LastGlobal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]*folding, foldWorkers())
+	for i := range parts {
+		parts[i] = &folding{values: map[string]int64{}}
+	}
+	err = foldStreams(ctx, db, progress, func(w int, f folded) {
+		p := parts[w]
+		if merchant != "" && (!f.State.Registered() || f.State.Merchant != merchant) {
+			return
+		}
+		p.records += uint64(len(f.Records) + f.Unreadable)
+		p.undecoded += f.Undecoded
+		tally(p.values, f.Records, f.State, f.Latest)
+		s := f.State
+		if !s.Registered() {
+			return
+		}
+		for _, r := range s.Refunds {
+			if r.State.Holds() && r.State != reservation.Succeeded {
+				o := &InFlightRefund{ReservationID: f.Stream, RefundNo: r.No, State: string(r.State), Amount: r.Amount, CreatedAt: r.CreatedAt}
+				if p.oldest == nil || olderInFlight(o, p.oldest) {
+					p.oldest = o
+				}
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := parts[0]
+	for _, p := range parts[1:] {
+		all.records += p.records
+		all.undecoded += p.undecoded
+		mergeCounts(all.values, p.values)
+		if p.oldest != nil && (all.oldest == nil || olderInFlight(p.oldest, all.oldest)) {
+			all.oldest = p.oldest
+		}
+	}
+	all.readAt = last
+	return all, nil
+}
+
+// BuildCounters folds every reservation and stores the counters it finds
+// (journal.DB.SetCounters), marking them complete: for a journal written
+// before they were kept. db must be open for writing, by nobody else (the
+// file lock sees to that); the counters are replaced in one transaction, so
+// a crash leaves the old ones. It returns the counters stored and the
+// global they count up to.
+func BuildCounters(ctx context.Context, db *journal.DB, progress func(uint64)) (map[string]int64, uint64, error) {
+	f, err := foldCounts(ctx, db, "", progress)
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.undecoded > 0 {
+		return nil, 0, fmt.Errorf("%w: %d records do not decode (run refundctl journal verify); counters would not match the events", ErrInvalid, f.undecoded)
+	}
+	if err := db.SetCounters(ctx, f.readAt, f.values); err != nil {
+		return nil, 0, err
+	}
+	return f.values, f.readAt, nil
 }
 
 // olderInFlight orders refunds in flight by request time, then

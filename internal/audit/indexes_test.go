@@ -119,5 +119,6 @@ func indexedRequest(t *testing.T, id string, st *reservation.State, e reservatio
 	for _, m := range ix.Marks {
 		req.Marks = append(req.Marks, journal.Mark{Key: eventstore.AttentionKey(m.Kind, id, m.RefundNo), Clear: m.Clear})
 	}
+	req.Counters = eventstore.CounterChanges(nil, st, []reservation.Event{e})
 	return req
 }

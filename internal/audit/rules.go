@@ -17,8 +17,9 @@ type Problem struct {
 	// Kind is "decode" (an event this build cannot read), "transition" (an
 	// event the state machine could not have decided from the state
 	// before it), "invariant" (refunded + in flight > paid, a terminal
-	// refund that changed) or "index" (claims, attention marks or due
-	// entries that disagree with the events).
+	// refund that changed), "index" (claims, attention marks or due
+	// entries that disagree with the events) or "counter" (a counter of
+	// the journal that disagrees with the events).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }

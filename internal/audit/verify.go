@@ -31,6 +31,11 @@ type Report struct {
 	// Range is what was checked: the records after From (0: all) up to
 	// To, and how many.
 	Range Range `json:"range"`
+	// Counters says whether the journal's counters (what journal stats
+	// reads) were compared with the ones the events make; a difference is
+	// a Problem of kind "counter". Empty with Check.Since: totals need
+	// every event.
+	Counters string `json:"counters,omitempty"`
 }
 
 // Range is the part of the chain a Verify checked.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
@@ -30,9 +31,12 @@ import (
 //     attention; every refund waiting on a due time has its due entry.
 //
 // Its memory does not grow with the journal: the file is checked in
-// global order in one goroutine (the chain) while workers replay one
-// reservation at a time, read through the per-stream index, and look its
-// index entries up; nothing is kept per reservation once it is checked.
+// global order in one goroutine (the chain) while the log is read again in
+// global order, sequentially (gatherStreams), each reservation's records
+// gathered until its last one, and workers replay one reservation at a
+// time and look its index entries up; nothing is kept per reservation once
+// it is checked, and the reservations begun and not ended are held within
+// a budget.
 //
 // With Check.Since (a recorded head or checkpoint) only the records after
 // it are checked, and the rules of the events among them, in time
@@ -42,13 +46,20 @@ import (
 //
 // The error is only for failures to read; problems are in the Report.
 func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, error) {
+	return verifyWith(ctx, db, opts, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
+		return gatherStreams(ctx, db, gatherBudget, emit)
+	})
+}
+
+// verifyWith is Verify reading the reservations with streams.
+func verifyWith(ctx context.Context, db *journal.DB, opts VerifyOptions, streams func(context.Context, func(journal.StreamRecords) error) error) (*Report, error) {
 	if opts.MaxProblems <= 0 {
 		opts.MaxProblems = 1000
 	}
 	if opts.Check.Visit != nil {
 		return nil, fmt.Errorf("%w: VerifyOptions.Check.Visit is Verify's own", ErrInvalid)
 	}
-	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}}
+	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}, streams: streams}
 	rep := &Report{}
 	if opts.Check.Since != nil {
 		if err := v.since(ctx, opts.Check, rep); err != nil {
@@ -66,7 +77,10 @@ func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, e
 
 // verifier is one Verify's shared state; workers add to it under mu.
 type verifier struct {
-	db       *journal.DB
+	db *journal.DB
+	// streams reads every reservation's records (gatherStreams; tests
+	// compare it with other readers).
+	streams  func(ctx context.Context, emit func(journal.StreamRecords) error) error
 	mu       sync.Mutex
 	problems problemList
 	// reservations and refunds count what was replayed.
@@ -77,6 +91,11 @@ type verifier struct {
 	claimsOwned, marksFound int
 	// misclaimed are keys already reported as claimed by another stream.
 	misclaimed map[string]bool
+	// counts are the journal's counters as the replayed events make them;
+	// broken counts the reservations whose replay is incomplete (their
+	// share cannot be known).
+	counts map[string]int64
+	broken int
 }
 
 // full checks the whole journal: the chain in one goroutine, the
@@ -128,7 +147,7 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	const batchRecords = 4096
 	var batch []journal.StreamRecords
 	n := 0
-	err := v.db.ForEachStream(ctx, func(sr journal.StreamRecords) error {
+	err := v.streams(ctx, func(sr journal.StreamRecords) error {
 		batch = append(batch, sr)
 		if n += len(sr.Records); n >= batchRecords {
 			work <- batch
@@ -149,7 +168,53 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	}
 	rep.Journal = res
 	rep.Range.Streams = v.reservations
-	return v.extras(ctx)
+	if err := v.extras(ctx); err != nil {
+		return err
+	}
+	return v.checkCounters(ctx, rep)
+}
+
+// checkCounters compares the journal's counters with the ones the events
+// make (the replay's tally). A journal without complete counters, or with
+// events that do not decode, is not compared, and the report says why.
+func (v *verifier) checkCounters(ctx context.Context, rep *Report) error {
+	counts, err := v.db.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !counts.Complete:
+		rep.Counters = "not kept: the journal predates them (refundctl journal stats --build-counters stores them)"
+		return nil
+	case v.broken > 0:
+		rep.Counters = "not compared: some events do not decode"
+		return nil
+	case counts.LastGlobal != rep.Journal.LastGlobal:
+		rep.Counters = "not compared: the journal moved on while it was verified"
+		return nil
+	}
+	keys := make([]string, 0, len(counts.Values)+len(v.counts))
+	for k := range counts.Values {
+		keys = append(keys, k)
+	}
+	for k := range v.counts {
+		if _, ok := counts.Values[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	bad := 0
+	for _, k := range keys {
+		if got, want := counts.Values[k], v.counts[k]; got != want {
+			bad++
+			v.problems.add(Problem{Kind: "counter", Message: fmt.Sprintf("counter %s is %d, the events make it %d", k, got, want)})
+		}
+	}
+	rep.Counters = "match the events"
+	if bad > 0 {
+		rep.Counters = fmt.Sprintf("%d differ from the events", bad)
+	}
+	return nil
 }
 
 // since checks what was appended after check.Since: the chain from there
@@ -198,6 +263,10 @@ type worker struct {
 	v     *verifier
 	rp    *replayer
 	found []Problem
+	// counts sums the counters of one batch; latest is the latest event
+	// time of the stream replay last folded.
+	counts map[string]int64
+	latest time.Time
 }
 
 func (v *verifier) newWorker(checkFrom uint64) *worker {
@@ -211,8 +280,12 @@ func (v *verifier) newWorker(checkFrom uint64) *worker {
 // batch replays each stream of the batch and checks its index entries in
 // one read transaction.
 func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error {
-	var reservations, refunds, claims, marks int
+	var reservations, refunds, claims, marks, brokenN int
 	var misclaimed []string
+	if w.counts == nil {
+		w.counts = map[string]int64{}
+	}
+	clear(w.counts)
 	err := w.v.db.Read(ctx, func(rd *journal.Reader) error {
 		for _, sr := range batch {
 			st, broken := w.replay(sr)
@@ -220,6 +293,10 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 				reservations++
 				refunds += len(st.Refunds)
 			}
+			if broken {
+				brokenN++
+			}
+			tally(w.counts, sr.Records, st, w.latest)
 			c, m, mis := w.checkIndexes(rd, sr.Stream, st, broken)
 			claims += c
 			marks += m
@@ -237,6 +314,11 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 	v.refunds += refunds
 	v.claimsOwned += claims
 	v.marksFound += marks
+	v.broken += brokenN
+	if v.counts == nil {
+		v.counts = map[string]int64{}
+	}
+	mergeCounts(v.counts, w.counts)
 	for _, k := range misclaimed {
 		if v.misclaimed == nil {
 			v.misclaimed = map[string]bool{}
@@ -255,11 +337,14 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 // record that cannot be read: its state is incomplete).
 func (w *worker) replay(sr journal.StreamRecords) (*reservation.State, bool) {
 	w.rp.reset()
+	w.latest = time.Time{}
 	if sr.Unreadable > 0 {
 		w.rp.broken[sr.Stream] = true
 	}
 	for _, r := range sr.Records {
-		w.rp.apply(r)
+		if e, _, ok := w.rp.apply(r); ok && e.At.After(w.latest) {
+			w.latest = e.At
+		}
 	}
 	return w.rp.states[sr.Stream], w.rp.broken[sr.Stream]
 }

@@ -113,6 +113,9 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The counters are checked against a fold of the events by
+		// audit's TestCounters_*; the reference builds the rest.
+		got.Counters = nil
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("events %v:\n got %+v\nwant %+v", events, got, want)
 		}

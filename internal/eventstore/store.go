@@ -3,7 +3,8 @@
 // into journal records (decoding them is reservation.Decode's, for every
 // reader), and writes the index entries an append implies
 // (reservation.AppendIndexes: the unique claims, due times and attention
-// marks) so they commit atomically with it.
+// marks) and the changes to the journal's counters (counters.go), so they
+// commit atomically with it.
 //
 // On a journal that fences appends by ownership (Activator, implemented by
 // pgjournal), loading a reservation first activates its stream: the actor
@@ -238,6 +239,7 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 			keys = keys[n:]
 		}
 	}
+	req.Counters = CounterChanges(nil, before, events)
 	// As nil when empty, like a request built by appending from nothing.
 	if len(req.Claims) == 0 {
 		req.Claims = nil

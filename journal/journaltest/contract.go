@@ -88,6 +88,7 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"FailureIsolation", testFailureIsolation},
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
+		{"CountersAccepted", testCountersAccepted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,6 +281,9 @@ func testInvalid(t *testing.T, j Journal) {
 			DropDues: []journal.Due{{At: time.Unix(-1, 0)}}},
 		"dropped due NUL stream": {Stream: "s", Events: []journal.Event{ev("t", "")},
 			DropDues: []journal.Due{{At: time.Unix(1, 0), Stream: "a\x00b"}}},
+		"empty counter key": {Stream: "s", Events: []journal.Event{ev("t", "")}, Counters: []journal.Counter{{Add: 1}}},
+		"NUL in counter key": {Stream: "s", Events: []journal.Event{ev("t", "")},
+			Counters: []journal.Counter{{Key: "a\x00b", Add: 1}}},
 	} {
 		if _, err := j.Append(ctx, req); !errors.Is(err, journal.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -296,6 +300,23 @@ func testInvalid(t *testing.T, j Journal) {
 	}
 	if last := mustLast(t, j); last != 0 {
 		t.Fatalf("invalid requests wrote %d records", last)
+	}
+}
+
+// testCountersAccepted: an append that carries counter changes (what the
+// event store sends) is stored like one without. Keeping the counters is
+// the bbolt journal's (journal.DB.Counters, tested there); pgjournal
+// accepts and ignores them (its doc says where its figures come from).
+func testCountersAccepted(t *testing.T, j Journal) {
+	activate(t, j, "s")
+	last := mustAppend(t, j, journal.AppendRequest{Stream: "s", Events: []journal.Event{ev("t", "a"), ev("t", "b")},
+		Counters: []journal.Counter{{Key: "n", Add: 2}, {Key: "latest", Add: 7, Max: true}}})
+	if last != 2 {
+		t.Fatalf("append with counters: last seq %d, want 2", last)
+	}
+	recs, err := j.Load(ctxT(t), "s", 0)
+	if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
+		t.Fatalf("Load after an append with counters: %v %+v", err, recs)
 	}
 }
 

@@ -102,5 +102,14 @@
 // commits; connections set idle_in_transaction_session_timeout
 // (Options.IdleTxTimeout) so PostgreSQL ends such a session and its locks.
 // Safety never depends on that timeout: an ended session's transaction
-// rolls back.
+// rolls back.//
+// # Counters
+//
+// The bbolt journal keeps running counters with its appends
+// (AppendRequest.Counters, read by refundctl journal stats). This journal
+// validates them like the bbolt one and does not store them: a cluster's
+// figures are a query away in SQL, and its audit replays the log
+// (audit.ReplayCheck). The journal contract (journaltest) covers what both
+// promise: an append that carries counters is stored like one without, and a
+// malformed counter key is refused.
 package pgjournal
