@@ -104,6 +104,12 @@ func TestCounters_StatsEqualTheFold(t *testing.T) {
 	if folded.Reservations != 30 || folded.Canceled == 0 || folded.Released == 0 || folded.InFlight == 0 || folded.RefundStates["FAILED"] == 0 {
 		t.Fatalf("the history lacks a case: %+v", folded)
 	}
+	// Counters keep each merchant's totals too: here all are the default
+	// merchant's.
+	if m := counted.Merchants[reservation.DefaultMerchant]; m == nil || len(counted.Merchants) != 1 ||
+		m.Reservations != counted.Reservations || m.Refunded != counted.Refunded || m.InFlight != counted.InFlight {
+		t.Fatalf("merchants from counters %+v, want the default merchant's with the totals", counted.Merchants)
+	}
 	counted.Source, folded.Source, folded.OldestInFlight = "", "", nil
 	sameHead(counted, folded)
 	if !reflect.DeepEqual(counted, folded) {
