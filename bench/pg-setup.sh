@@ -96,16 +96,36 @@ grep -q "include_if_exists = '$DIR/bench.conf'" "$DATA/postgresql.conf" ||
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The first port tried lies below Linux's ephemeral range (32768-60999 by
+# default): a port in that range can be held at any moment by the local end
+# of some client's connection (a test suite opens thousands on loopback),
+# and then bind fails although nothing listens there, which a connect probe
+# cannot see. A start that fails on a taken address moves to the next port;
+# any other failure prints the server's log and stops.
 if running; then
     PORT=$(cat "$DIR/port")
     log "already running on port $PORT"
 else
-    PORT=$(cat "$DIR/port" 2>/dev/null || echo 55432)
-    while ! port_free "$PORT"; do PORT=$((PORT + 1)); done
-    echo "$PORT" >"$DIR/port"
-    log "starting on 127.0.0.1:$PORT"
-    as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
-        -o "-p $PORT -k $DIR" start >&2
+    PORT=$(cat "$DIR/port" 2>/dev/null || echo 25432)
+    for attempt in $(seq 1 20); do
+        while ! port_free "$PORT"; do PORT=$((PORT + 1)); done
+        log "starting on 127.0.0.1:$PORT"
+        : >"$DIR/server.log"
+        [[ $(id -u) -eq 0 ]] && chown postgres: "$DIR/server.log"
+        if as_owner "$BIN/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
+            -o "-p $PORT -k $DIR" start >&2; then
+            echo "$PORT" >"$DIR/port"
+            break
+        fi
+        if grep -q "Address already in use" "$DIR/server.log" && [[ $attempt -lt 20 ]]; then
+            log "port $PORT is taken (attempt $attempt); trying the next one"
+            PORT=$((PORT + 1))
+            continue
+        fi
+        log "the server did not start; its log ($DIR/server.log):"
+        tail -n 40 "$DIR/server.log" >&2
+        exit 1
+    done
 fi
 
 PSQL=("$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -X -q -t -A)
