@@ -18,7 +18,9 @@
 # credentials they name are never read with --provider memory).
 #
 # Settings (environment): MERCHANTS (100), CLIENTS (64), DURATION (10s),
-# WARMUP (3s), ROUNDS (3), OUT (directory for binaries, data, merchants
+# WARMUP (3s), ROUNDS (3), PIN (1: both refundd on core 0 and the load
+# generator on core 1 with taskset, so the generator does not take the
+# system's CPU; 0 leaves scheduling to the kernel), OUT (directory for binaries, data, merchants
 # files and the JSON reports; default a new one under /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,13 @@ CLIENTS=${CLIENTS:-64}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
 ROUNDS=${ROUNDS:-3}
+PIN=${PIN:-1}
+SYS=()
+GEN=()
+if [[ $PIN == 1 ]]; then
+    SYS=(taskset -c 0)
+    GEN=(taskset -c 1)
+fi
 OUT=${OUT:-$(mktemp -d /tmp/refundd-merchants.XXXXXX)}
 BIN=$OUT/bin
 mkdir -p "$BIN"
@@ -47,7 +56,7 @@ COUNT[one]=1
 COUNT[many]=$MERCHANTS
 for v in many one; do
     "$BIN/refundbench" merchants-file --merchants "${COUNT[$v]}" --out "$OUT/$v.toml"
-    REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
+    REFUNDD_TOKENS=service:$TOKEN "${SYS[@]}" "$BIN/refundd" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
         --provider memory --sandbox-delay 0 --merchants-file "$OUT/$v.toml" \
         --refund-spacing 0 --log-level warn >"$OUT/$v.out" 2>"$OUT/$v.err" &
     PID[$v]=$!
@@ -57,13 +66,13 @@ done
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
 echo "revision: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
-echo "command: MERCHANTS=$MERCHANTS CLIENTS=$CLIENTS DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS bench/merchants.sh"
+echo "command: MERCHANTS=$MERCHANTS CLIENTS=$CLIENTS DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS PIN=$PIN bench/merchants.sh"
 REPORTS=()
 for round in $(seq "$ROUNDS"); do
     for v in many one; do
         f="$OUT/$round-$v.json"
         log "round $round: $v (${COUNT[$v]} merchants; load average $(cut -d' ' -f1-3 /proc/loadavg))"
-        REFUNDD_TOKEN=$TOKEN "$BIN/refundbench" --target "${URL[$v]}" --label "$v" --scenario lifecycle \
+        REFUNDD_TOKEN=$TOKEN "${GEN[@]}" "$BIN/refundbench" --target "${URL[$v]}" --label "$v" --scenario lifecycle \
             --clients "$CLIENTS" --merchants "${COUNT[$v]}" --duration "$DURATION" --warmup "$WARMUP" \
             --output json --check-max 2000 --cpu-pids "${PID[$v]}" >"$f" 2>"$OUT/$round-$v.log" ||
             { log "$v run failed (check or error); see $OUT/$round-$v.log"; cat "$OUT/$round-$v.log" >&2; }
