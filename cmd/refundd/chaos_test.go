@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,23 +34,60 @@ func TestChaos(t *testing.T) {
 		t.Skip("builds and kills real processes")
 	}
 	cfg := chaosConfigFromEnv(t)
-	t.Logf("chaos seed %d: %d reservations, %d clients, %s of chaos (replay: CHAOS_SEED=%d CHAOS_DURATION=%s)",
-		cfg.seed, cfg.reservations, cfg.workers, cfg.duration, cfg.seed, cfg.duration)
-
 	refunddBin, simBin := buildCrashBinaries(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
 	sim := startSim(t, simBin, t.TempDir(), simOptions{processingDelay: "20s", timeFactor: "0.01",
 		notifyURL: base + "/v1/notify/wechatpay/refund", notifyURLV2: base + "/v1/notify/wechatpay/v2/refund"})
-	data := t.TempDir()
-	spacing := []string{"0", "0", "150ms"}[rand.New(rand.NewPCG(cfg.seed, 1)).IntN(3)]
-	t.Logf("refund spacing %s", spacing)
+	spacing := chaosSpacing(cfg)
 	// Debug logs every provider call with its outcome: failures print the
 	// lines of the refunds concerned.
-	rd := newRefundd(refunddBin, data, addr, sim, true, "--refund-spacing", spacing, "--log-level", "debug")
-	d := rd.start(t)
+	rd := newRefundd(refunddBin, t.TempDir(), addr, sim, true, "--refund-spacing", spacing, "--log-level", "debug")
+	runChaos(t, cfg, &chaosRun{t: t, cfg: cfg, base: base, sim: sim, rd: rd, books: []chaosBook{{admin: "/sandbox"}}})
+}
 
-	c := &chaosRun{t: t, cfg: cfg, base: base, sim: sim, rd: rd, start: time.Now(), stats: map[string]int{}}
+// TestChaos_FourMerchants is the chaos run on a platform: wxpaysim serves
+// two direct merchants and a service provider with two sub-merchants, and
+// refundd serves all four from one merchants file. The reservations are
+// dealt round-robin to the merchants with the same out_trade_no at each
+// (it is unique per merchant only), faults are injected into each
+// merchant's own books, and at the end every order of every merchant must
+// agree with WeChat's books of that merchant, to the fen, and WeChat must
+// have refused no request for a wrong key or sub_mchid.
+func TestChaos_FourMerchants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	cfg := chaosConfigFromEnv(t)
+	refunddBin, simBin := buildCrashBinaries(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	sim, reg, file := startPlatformSim(t, simBin, dir, addr)
+	rd := platformRefundd(refunddBin, dir, addr, file)
+	rd.flags = append(rd.flags, "--refund-spacing", chaosSpacing(cfg), "--log-level", "debug")
+	var books []chaosBook
+	for _, m := range reg.Merchants() {
+		books = append(books, chaosBook{merchant: m.Name, admin: "/sandbox/books/" + book(m)})
+	}
+	runChaos(t, cfg, &chaosRun{t: t, cfg: cfg, base: "http://" + addr, sim: sim, rd: rd, books: books})
+	checkNoRefusals(t, sim, rd)
+}
+
+// chaosSpacing picks the run's refund spacing from its seed.
+func chaosSpacing(cfg chaosConfig) string {
+	return []string{"0", "0", "150ms"}[rand.New(rand.NewPCG(cfg.seed, 1)).IntN(3)]
+}
+
+// runChaos runs the chaos of c (its refundd not yet started) and checks
+// the end.
+func runChaos(t *testing.T, cfg chaosConfig, c *chaosRun) {
+	t.Logf("chaos seed %d: %d reservations of %d merchants, %d clients, %s of chaos (replay: CHAOS_SEED=%d CHAOS_DURATION=%s)",
+		cfg.seed, cfg.reservations, len(c.books), cfg.workers, cfg.duration, cfg.seed, cfg.duration)
+	t.Logf("refundd flags: %s", strings.Join(c.rd.flags, " "))
+	rd, sim := c.rd, c.sim
+	data := rd.data
+	d := rd.start(t)
+	c.start, c.stats = time.Now(), map[string]int{}
 	t.Cleanup(func() {
 		// A failure outside the final checks (a restart that failed) still
 		// leaves the logs and the timeline behind.
@@ -98,7 +136,11 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	c.event("chaos over after %d kills; clearing faults, last restart", kills)
 
-	sim.clearFaults(t)
+	for _, b := range c.books {
+		if _, err := sim.admin("DELETE", b.admin+"/faults", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d.kill()
 	d = rd.start(t)
 	c.replayUnanswered()
@@ -152,10 +194,18 @@ func chaosConfigFromEnv(t *testing.T) chaosConfig {
 	return cfg
 }
 
-// chaosRes is a paid reservation and its WeChat order.
+// chaosRes is a paid reservation and its WeChat order, in the books of
+// one merchant.
 type chaosRes struct {
 	id, order, txn string
 	paid           int64
+	book           chaosBook
+}
+
+// chaosBook is a merchant (empty: refundd's default merchant) and the
+// prefix of the sandbox's admin routes of its books.
+type chaosBook struct {
+	merchant, admin string
 }
 
 // chaosReq is one refund request (one idempotency key and body), sent once
@@ -180,6 +230,7 @@ type chaosRun struct {
 	base  string
 	sim   *wxsim
 	rd    *refunddProc
+	books []chaosBook // reservations are dealt to them round-robin
 	start time.Time
 	res   []chaosRes
 
@@ -223,14 +274,20 @@ func (c *chaosRun) register() {
 	t := c.t
 	rng := rand.New(rand.NewPCG(c.cfg.seed, 4))
 	for i := range c.cfg.reservations {
-		r := chaosRes{id: fmt.Sprintf("chaos-%03d", i), order: fmt.Sprintf("CHAOS-%03d", i), paid: 2000 + rng.Int64N(28001)}
+		// With several merchants, consecutive reservations share their
+		// out_trade_no, each at its own merchant.
+		r := chaosRes{id: fmt.Sprintf("chaos-%03d", i), order: fmt.Sprintf("CHAOS-%03d", i/len(c.books)),
+			paid: 2000 + rng.Int64N(28001), book: c.books[i%len(c.books)]}
 		var o struct {
 			TransactionID string `json:"transaction_id"`
 		}
-		if _, err := c.sim.admin("POST", "/sandbox/orders", map[string]any{"out_trade_no": r.order, "total": r.paid}, &o); err != nil {
+		if _, err := c.sim.admin("POST", r.book.admin+"/orders", map[string]any{"out_trade_no": r.order, "total": r.paid}, &o); err != nil {
 			t.Fatal(err)
 		}
 		reg := map[string]any{"id": r.id, "user_id": "u", "out_trade_no": r.order, "amount": r.paid, "currency": "CNY"}
+		if r.book.merchant != "" {
+			reg["merchant"] = r.book.merchant
+		}
 		if rng.IntN(3) == 0 {
 			r.txn = o.TransactionID
 			reg["transaction_id"] = r.txn
@@ -451,7 +508,8 @@ func (c *chaosRun) injector(ctx context.Context, rng *rand.Rand) {
 	ms := func(lo, hi int) string { return strconv.Itoa(lo+rng.IntN(hi-lo+1)) + "ms" }
 	for ctx.Err() == nil {
 		pause(ctx, time.Duration(40+rng.IntN(160))*time.Millisecond)
-		order := c.res[c.pickRes(rng)].order
+		res := c.res[c.pickRes(rng)]
+		order := res.order
 		f := map[string]any{"count": 1 + rng.IntN(3)}
 		if rng.IntN(4) != 0 {
 			f["out_trade_no"] = order
@@ -485,14 +543,14 @@ func (c *chaosRun) injector(ctx context.Context, rng *rand.Rand) {
 				f["delay"] = ms(100, 1500)
 			}
 		}
-		if _, err := c.sim.admin("POST", "/sandbox/faults", f, nil); err != nil {
+		if _, err := c.sim.admin("POST", res.book.admin+"/faults", f, nil); err != nil {
 			if ctx.Err() == nil {
 				c.problem("set fault %v: %v", f, err)
 			}
 			return
 		}
 		c.count("fault " + f["kind"].(string))
-		c.event("fault %v", f)
+		c.event("fault %v at %s", f, res.book.admin)
 	}
 }
 
@@ -568,13 +626,14 @@ func (c *chaosRun) snapshot() ([]chaosOrder, string, error) {
 		if err := json.Unmarshal(raw, &out[i].refundd); err != nil {
 			return nil, "", err
 		}
-		if out[i].sim, err = c.sim.order(r.order); err != nil {
+		if _, err = c.sim.admin("GET", r.book.admin+"/orders/"+r.order, nil, &out[i].sim); err != nil {
 			return nil, "", err
 		}
 		out[i].refunds = map[string]simRefund{}
 		for _, no := range out[i].sim.Refunds {
-			rec, found, err := c.sim.refund(no)
-			if err != nil || !found {
+			var rec simRefund
+			status, err := c.sim.admin("GET", r.book.admin+"/refunds/"+no, nil, &rec)
+			if found := status != http.StatusNotFound; err != nil || !found {
 				return nil, "", fmt.Errorf("WeChat refund %s: found %v, %v", no, found, err)
 			}
 			out[i].refunds[no] = rec
@@ -764,7 +823,7 @@ func (c *chaosRun) fail(snap []chaosOrder) {
 	var detail strings.Builder
 	for _, p := range problems {
 		for _, word := range strings.Fields(p) {
-			if strings.HasPrefix(word, "R-chaos-") {
+			if strings.Contains(word, "-chaos-") { // a refund number
 				if lines := grepLines(c.rd.logs.String(), "="+word+" ", 20); lines != "" {
 					fmt.Fprintf(&detail, "--- refundd log for %s:\n%s\n", word, lines)
 				}
@@ -798,14 +857,18 @@ func (c *chaosRun) writeArtifacts(snap []chaosOrder) string {
 	c.mu.Unlock()
 	var books strings.Builder
 	for i, o := range snap {
-		fmt.Fprintf(&books, "%s %s paid %d: refundd %+v\n  WeChat %+v\n", c.res[i].id, c.res[i].order, c.res[i].paid, o.refundd, o.sim)
+		fmt.Fprintf(&books, "%s %s %s paid %d: refundd %+v\n  WeChat %+v\n", c.res[i].id, c.res[i].book.admin, c.res[i].order, c.res[i].paid, o.refundd, o.sim)
 		for _, no := range slices.Sorted(maps.Keys(o.refunds)) {
 			w := o.refunds[no]
 			fmt.Fprintf(&books, "  WeChat %s %s %d bodies=%d submissions=%d deliveries=%d\n", no, w.Refund.Status, w.Refund.Refund,
 				len(w.Refund.BodyHashes), w.Refund.Submissions, len(w.Deliveries))
 		}
 	}
-	for name, s := range map[string]string{"refundd.log": c.rd.logs.String(), "wxpaysim.log": c.sim.d.logs.String(),
+	simLogs := ""
+	if c.sim.d != nil {
+		simLogs = c.sim.d.logs.String()
+	}
+	for name, s := range map[string]string{"refundd.log": c.rd.logs.String(), "wxpaysim.log": simLogs,
 		"timeline.txt": timeline, "books.txt": books.String(), "problems.txt": strings.Join(problems, "\n")} {
 		_ = os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
 	}

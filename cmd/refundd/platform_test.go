@@ -199,7 +199,7 @@ func startPlatformSim(t *testing.T, simBin, dir, addr string) (*wxsim, *merchant
 	if err := os.Mkdir(books, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, simBin, "wxpaysim: point refundd at it with --merchants-file=", nil, nil,
+	d := startDaemon(t, simBin, "wxpaysim: point refundd at it with --merchants-file=", nil, nil,
 		"--listen", "127.0.0.1:0", "--keys-dir", keys, "--state-dir", books,
 		"--processing-delay", "2s", "--time-factor", "0.05", "--log-level", "warn",
 		"--direct-merchants=1900000101,1900000102", "--service-provider=1900000200", "--sub-merchants=1900000201,1900000202",
@@ -212,7 +212,7 @@ func startPlatformSim(t *testing.T, simBin, dir, addr string) (*wxsim, *merchant
 	if n := len(reg.Merchants()); n != 4 {
 		t.Fatalf("wxpaysim's merchants file has %d merchants, want 4", n)
 	}
-	return &wxsim{url: reg.Merchants()[0].Account.BaseURL, http: &http.Client{Timeout: 10 * time.Second}}, reg, file
+	return &wxsim{d: d, url: reg.Merchants()[0].Account.BaseURL, http: &http.Client{Timeout: 10 * time.Second}}, reg, file
 }
 
 // platformRefundd is refundd on the merchants file, with short schedules.
