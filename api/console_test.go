@@ -199,7 +199,7 @@ func TestMetrics_Exposition(t *testing.T) {
 	}
 	for _, want := range []string{
 		`refundd_refund_transitions_total{from="PROCESSING",merchant="default",to="SUCCEEDED"} 1`,
-		`refundd_provider_calls_total{op="submit",outcome="SUCCEEDED"} 1`,
+		`refundd_provider_calls_total{merchant="_other",op="submit",outcome="SUCCEEDED"} 1`,
 		`refundd_actors_active 1`,
 		`refundd_refunds_attention{kind="stuck"} 0`,
 		`refundd_http_request_duration_seconds_count{code="202",method="POST",route="/v1/reservations/{id}/refunds"} 1`,

@@ -231,6 +231,9 @@ func testMemoryProviderMerchants(t *testing.T, delay string) {
 		if !regexp.MustCompile(`(?m)^refundd_refund_transitions_total\{[^}]*merchant="` + name + `"[^}]*to="SUCCEEDED"`).Match(text) {
 			t.Errorf("no SUCCEEDED transition series for merchant %s in /metrics", name)
 		}
+		if !regexp.MustCompile(`(?m)^refundd_provider_calls_total\{merchant="` + name + `",op="submit",`).Match(text) {
+			t.Errorf("no provider submit series for merchant %s in /metrics", name)
+		}
 	}
 	if strings.Contains(string(text), `merchant="_other"`) {
 		t.Errorf("/metrics counts configured merchants as _other")

@@ -21,7 +21,7 @@
 //	refunds_attention{kind}                              gauge; refunds needing attention: UNKNOWN, REJECTED, ABNORMAL, stuck (the reconciler's stuck count)
 //	timers_overdue                                       gauge; due times more than OverdueAfter late (a stalled scheduler)
 //	notifications_total{merchant,outcome}                counter; WeChat Pay notifications by outcome
-//	provider_calls_total{op,outcome}                     counter; submit/query by outcome
+//	provider_calls_total{op,outcome,merchant}            counter; submit/query by outcome and merchant
 //	provider_call_duration_seconds{op}                   histogram
 //	webhook_events_behind{endpoint}                      gauge; journal records not yet delivered or parked
 //	webhook_oldest_undelivered_age_seconds{endpoint}     gauge

@@ -1,7 +1,9 @@
 package metrics_test
 
 import (
+	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/refundd/refundd/internal/metrics"
@@ -82,4 +84,68 @@ func TestNotifications_ByMerchant(t *testing.T) {
 	want(t, text, `refundd_notifications_total{merchant="_none",outcome="rejected"}`, 5)
 	want(t, text, `refundd_notifications_total{merchant="_none",outcome="applied"}`, -1)
 	checkBounded(t, text, "hotel-sh", "default", metrics.OtherMerchant, metrics.NoMerchant)
+}
+
+// byPrefix is a provider that, like merchant.Router, knows a refund
+// number's merchant from its prefix (the letters before the first '-').
+type byPrefix struct {
+	names map[string]string
+}
+
+func (byPrefix) Submit(context.Context, string, []byte, int) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeProcessing}
+}
+
+func (byPrefix) Query(context.Context, string) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeSucceeded}
+}
+
+func (p byPrefix) Merchant(refundNo string) (string, bool) {
+	prefix, _, _ := strings.Cut(refundNo, "-")
+	name, ok := p.names[prefix]
+	return name, ok
+}
+
+// plain is a provider that cannot tell a refund's merchant.
+type plain struct{ byPrefix }
+
+func (plain) Merchant() {} // not merchantOf's method: hides byPrefix's
+
+// TestProviderCalls_ByMerchant: provider calls carry the merchant the
+// routing provider names, bounded to the configured ones; a provider that
+// cannot name it counts every call under _other.
+func TestProviderCalls_ByMerchant(t *testing.T) {
+	routed := byPrefix{names: map[string]string{"SH": "hotel-sh", "BJ": "hotel-bj", "GZ": "hotel-gz"}}
+	for _, tc := range []struct {
+		name  string
+		p     metrics.Provider
+		calls []string // refund numbers: submit then query each
+		want  map[string]float64
+	}{
+		{"routed", routed, []string{"SH-r1-1", "SH-r2-1", "BJ-r3-1", "GZ-r4-1", "XX-r5-1"}, map[string]float64{
+			`{merchant="hotel-sh",op="submit",outcome="PROCESSING"}`: 2,
+			`{merchant="hotel-sh",op="query",outcome="SUCCEEDED"}`:   2,
+			`{merchant="hotel-bj",op="submit",outcome="PROCESSING"}`: 1,
+			`{merchant="_other",op="submit",outcome="PROCESSING"}`:   2, // GZ is not configured, XX unknown
+			`{merchant="_other",op="query",outcome="SUCCEEDED"}`:     2,
+		}},
+		{"plain", plain{routed}, []string{"SH-r1-1", "BJ-r3-1"}, map[string]float64{
+			`{merchant="_other",op="submit",outcome="PROCESSING"}`:   2,
+			`{merchant="hotel-sh",op="submit",outcome="PROCESSING"}`: -1,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet(), Merchants: []string{"hotel-sh", "hotel-bj"}})
+			p := m.Provider(tc.p)
+			for _, no := range tc.calls {
+				p.Submit(t.Context(), no, nil, 1)
+				p.Query(t.Context(), no)
+			}
+			text := scrape(t, m)
+			for series, v := range tc.want {
+				want(t, text, "refundd_provider_calls_total"+series, v)
+			}
+			checkBounded(t, text, "hotel-sh", "hotel-bj", metrics.OtherMerchant)
+		})
+	}
 }

@@ -150,7 +150,7 @@ func New(opts Options) *Metrics {
 		Name: "refund_transitions_total", Help: "Refund state changes journaled since start, by merchant (configured ones, else _other); from is NEW for a new refund."},
 		[]string{"from", "to", "merchant"})
 	m.providerCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
-		Name: "provider_calls_total", Help: "Provider calls by operation (submit, query) and outcome."}, []string{"op", "outcome"})
+		Name: "provider_calls_total", Help: "Provider calls by operation (submit, query), outcome and merchant (configured ones, else _other)."}, []string{"op", "outcome", "merchant"})
 	m.providerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "provider_call_duration_seconds", Help: "Provider call latency by operation.", Buckets: providerBuckets}, []string{"op"})
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,

@@ -136,7 +136,7 @@ func TestStore_EventsTransitionsActivations(t *testing.T) {
 	want(t, text, `refundd_journal_events_total{type="reservation.registered"}`, 1)
 	want(t, text, `refundd_journal_events_total{type="refund.requested"}`, 1)
 	want(t, text, `refundd_journal_events_total{type="refund.provider_result"}`, 1)
-	want(t, text, `refundd_provider_calls_total{op="submit",outcome="SUCCEEDED"}`, 1)
+	want(t, text, `refundd_provider_calls_total{merchant="_other",op="submit",outcome="SUCCEEDED"}`, 1)
 	want(t, text, `refundd_provider_call_duration_seconds_count{op="submit"}`, 1)
 	want(t, text, `refundd_actor_activations_total`, 1)
 	want(t, text, `refundd_actors_active`, 1)
@@ -178,7 +178,7 @@ func TestStore_AttentionGauge(t *testing.T) {
 	text := scrape(t, e.m)
 	want(t, text, `refundd_refunds_attention{kind="REJECTED"}`, 3)
 	want(t, text, `refundd_refund_transitions_total{from="PROCESSING",merchant="default",to="REJECTED"}`, 3)
-	want(t, text, `refundd_provider_calls_total{op="submit",outcome="REJECTED"}`, 3)
+	want(t, text, `refundd_provider_calls_total{merchant="_other",op="submit",outcome="REJECTED"}`, 3)
 	if _, _, err := e.engine.Abandon(t.Context(), "a2", "op", reservation.Abandon{RefundNo: nos[1], Reason: "x"}); err != nil {
 		t.Fatal(err)
 	}

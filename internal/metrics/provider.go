@@ -7,8 +7,22 @@ import (
 	"github.com/refundd/refundd/internal/reservation"
 )
 
-// Provider wraps a provider to count its calls by outcome and time them.
-func (m *Metrics) Provider(next Provider) Provider { return &provider{next: next, m: m} }
+// Provider wraps a provider to count its calls by outcome and merchant and
+// time them. The merchant comes from next when it can tell a refund
+// number's merchant (merchant.Router does: the number's prefix names it);
+// otherwise every call counts under OtherMerchant.
+func (m *Metrics) Provider(next Provider) Provider {
+	p := &provider{next: next, m: m}
+	if mo, ok := next.(merchantOf); ok {
+		p.merchantOf = mo.Merchant
+	}
+	return p
+}
+
+// merchantOf is what a provider that routes by refund number tells.
+type merchantOf interface {
+	Merchant(refundNo string) (string, bool)
+}
 
 // Provider is the engine's provider (actors.Provider), declared here so
 // that the decorator need not import the driver.
@@ -18,25 +32,34 @@ type Provider interface {
 }
 
 type provider struct {
-	next Provider
-	m    *Metrics
+	next       Provider
+	m          *Metrics
+	merchantOf func(refundNo string) (string, bool) // nil: not known
+}
+
+func (p *provider) merchant(refundNo string) string {
+	if p.merchantOf == nil {
+		return OtherMerchant
+	}
+	name, _ := p.merchantOf(refundNo)
+	return p.m.merchant(name)
 }
 
 func (p *provider) Submit(ctx context.Context, refundNo string, body []byte, attempt int) reservation.Outcome {
 	start := time.Now()
 	o := p.next.Submit(ctx, refundNo, body, attempt)
-	p.m.observeProvider("submit", o, time.Since(start))
+	p.m.observeProvider("submit", p.merchant(refundNo), o, time.Since(start))
 	return o
 }
 
 func (p *provider) Query(ctx context.Context, refundNo string) reservation.Outcome {
 	start := time.Now()
 	o := p.next.Query(ctx, refundNo)
-	p.m.observeProvider("query", o, time.Since(start))
+	p.m.observeProvider("query", p.merchant(refundNo), o, time.Since(start))
 	return o
 }
 
-func (m *Metrics) observeProvider(op string, o reservation.Outcome, d time.Duration) {
+func (m *Metrics) observeProvider(op, merchant string, o reservation.Outcome, d time.Duration) {
 	outcome := string(o.Kind)
 	switch o.Kind {
 	case reservation.OutcomeSucceeded, reservation.OutcomeProcessing, reservation.OutcomeFailed, reservation.OutcomeAbnormal,
@@ -44,6 +67,6 @@ func (m *Metrics) observeProvider(op string, o reservation.Outcome, d time.Durat
 	default:
 		outcome = "OTHER" // keeps the label set closed
 	}
-	m.providerCalls.WithLabelValues(op, outcome).Inc()
+	m.providerCalls.WithLabelValues(op, outcome, merchant).Inc()
 	m.providerDuration.WithLabelValues(op).Observe(d.Seconds())
 }
