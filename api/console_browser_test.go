@@ -55,12 +55,12 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	e := newOpsEnv(t, opsOptions{
 		fault:  fault,
-		tokens: "operator:" + tokOperator + ",service:" + tokService + ",reader:" + tokReader,
+		tokens: "operator:" + tokOperator + ",service:" + tokService + ",reader:" + tokReader + ",approver:" + tokApprover,
 		policy: reservation.Policy{RefundNoPrefix: "T", MaxAttempts: 1, RecheckAfter: time.Hour,
-			QueryBackoff: []time.Duration{time.Hour}, StuckAfter: time.Millisecond},
+			QueryBackoff: []time.Duration{time.Hour}, StuckAfter: time.Millisecond, ApproveAbove: 50000},
 	})
 	svc := bearer(tokService)
-	for _, id := range []string{"hotel-42", "tour-7"} {
+	for _, id := range []string{"hotel-42", "tour-7", "villa-9", "villa-10"} {
 		if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody(id, 88800), svc...); r.status != http.StatusCreated {
 			t.Fatalf("register %s: %d %s", id, r.status, r.body)
 		}
@@ -71,6 +71,14 @@ func TestConsole_InBrowser(t *testing.T) {
 		`{"user_id":"u-tour-7","amount":500,"reason":"weather"}`, append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
 	refund := func(id, no string) refundJSON {
 		return decodeRefund(t, e.do(t, http.MethodGet, "/v1/reservations/"+id+"/refunds/"+no, "", svc...), http.StatusOK)
+	}
+	// Above 500.00 a refund waits for a second person.
+	toApprove := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/villa-9/refunds",
+		`{"user_id":"u-villa-9","amount":60000,"reason":"flood"}`, append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
+	toReject := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/villa-10/refunds",
+		`{"user_id":"u-villa-10","amount":70000,"reason":"changed mind"}`, append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
+	if toApprove.State != "PENDING_APPROVAL" || toReject.State != "PENDING_APPROVAL" {
+		t.Fatalf("refunds above the approval threshold are %s and %s, want PENDING_APPROVAL", toApprove.State, toReject.State)
 	}
 	waitFor(t, "UNKNOWN", func() bool { return refund("hotel-42", stuck.RefundNo).State == "UNKNOWN" })
 	waitFor(t, "REJECTED", func() bool { return refund("tour-7", rejected.RefundNo).State == "REJECTED" })
@@ -174,6 +182,60 @@ func TestConsole_InBrowser(t *testing.T) {
 	reader.waitTrue(t, "the reader named", `document.getElementById('whoami').textContent.includes('signed in as reader:')`)
 	if n := reader.eval(t, `document.querySelectorAll('button[data-action]').length`); n != float64(0) {
 		t.Fatalf("a reader is offered %v action buttons", n)
+	}
+
+	// Four eyes. The operator sees the refunds awaiting approval, with who
+	// asked, and may neither approve, reject nor reconcile them.
+	pending := func(no string) string { return `#kind-PENDING_APPROVAL tr[data-refund-no="` + no + `"]` }
+	page.click(t, "#refresh")
+	page.waitTrue(t, "the refunds awaiting approval listed", `!!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
+	if got := page.eval(t, `document.querySelector('`+pending(toApprove.RefundNo)+` .approval').textContent`).(string); !strings.Contains(got, "requested by service:") {
+		t.Fatalf("the pending refund's note reads %q, want who requested it", got)
+	}
+	if n := page.eval(t, `document.querySelectorAll('#kind-PENDING_APPROVAL button[data-action]').length`); n != float64(0) {
+		t.Fatalf("an operator who is not an approver is offered %v buttons on refunds awaiting approval", n)
+	}
+	// The approver approves one, after a confirmation naming the refund
+	// and its amount, and rejects the other with a reason.
+	approver := b.newPage(t)
+	approver.navigate(t, e.srv.URL+"/console/")
+	approver.click(t, "#token")
+	approver.insertText(t, tokApprover)
+	approver.click(t, "#token-use")
+	approver.waitTrue(t, "the approver named", `document.getElementById('whoami').textContent.includes('signed in as approver:')`)
+	approver.waitTrue(t, "the approve button", `!!document.querySelector('`+pending(toApprove.RefundNo)+` button[data-action="approve"]')`)
+	if n := approver.eval(t, `document.querySelectorAll('button[data-action="reconcile"], button[data-action="resubmit"]').length`); n != float64(0) {
+		t.Fatalf("an approver is offered %v operator buttons", n)
+	}
+	approver.click(t, pending(toApprove.RefundNo)+` button[data-action="approve"]`)
+	approver.waitTrue(t, "the confirmation", `!!document.querySelector('`+pending(toApprove.RefundNo)+` button[data-action="approve-confirm"]')`)
+	if got := approver.eval(t, `document.querySelector('`+pending(toApprove.RefundNo)+` .confirm').textContent`).(string); !strings.Contains(got, toApprove.RefundNo) || !strings.Contains(got, "600.00") {
+		t.Fatalf("the approval's confirmation reads %q, want the refund number and 600.00", got)
+	}
+	before := e.sim.Submissions()
+	approver.click(t, pending(toApprove.RefundNo)+` button[data-action="approve-confirm"]`)
+	approver.waitTrue(t, "the approved refund's outcome", `document.getElementById('status').textContent.includes('`+toApprove.RefundNo+` is now SUCCEEDED')`)
+	if got := refund("villa-9", toApprove.RefundNo); got.State != "SUCCEEDED" {
+		t.Fatalf("after approval the API says %s", got.State)
+	}
+	// The lists are drawn again after an action: the approved refund
+	// leaves its table.
+	approver.waitTrue(t, "the approved refund gone from the list", `!document.querySelector('`+pending(toApprove.RefundNo)+`')`)
+	approver.waitTrue(t, "the reject button", `!!document.querySelector('`+pending(toReject.RefundNo)+` button[data-action="reject"]')`)
+	approver.click(t, pending(toReject.RefundNo)+` button[data-action="reject"]`)
+	approver.click(t, pending(toReject.RefundNo)+` input`)
+	approver.insertText(t, "<b>not</b> covered")
+	approver.click(t, pending(toReject.RefundNo)+` button[data-action="reject-confirm"]`)
+	approver.waitTrue(t, "the rejected refund's outcome", `document.getElementById('status').textContent.includes('`+toReject.RefundNo+` is now FAILED')`)
+	if got := refund("villa-10", toReject.RefundNo); got.State != "FAILED" {
+		t.Fatalf("after rejection the API says %s", got.State)
+	}
+	if n := e.sim.Submissions() - before; n != 1 {
+		t.Fatalf("%d submissions for one approval and one rejection, want 1", n)
+	}
+	approver.waitTrue(t, "the rejected refund gone from the list", `!document.querySelector('`+pending(toReject.RefundNo)+`')`)
+	if n := approver.eval(t, `document.querySelectorAll('img, [onerror], b').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the approver's page", n)
 	}
 
 	// Nothing was blocked by the policy and nothing threw: the console

@@ -15,6 +15,7 @@
     { kind: 'ABNORMAL', title: 'Abnormal', help: 'WeChat could not deliver the money: settle it with WeChat, then resolve.' },
     { kind: 'REJECTED', title: 'Rejected', help: 'Refused with a business code: fix the cause and resubmit, or abandon to release the amount (only once WeChat has no such refund and no earlier attempt can still land).' },
     { kind: 'conflict', title: 'Paid after failed', help: 'WeChat paid a refund refundd had closed as FAILED: it is counted as refunded; find out why it failed.' },
+    { kind: 'PENDING_APPROVAL', title: 'Awaiting approval', help: 'Held (counted in flight) and not sent to WeChat: an approver other than the requester approves it, which submits it, or rejects it, which releases the amount. Unapproved, it expires and is released.' },
   ];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED']);
   // who is the caller (GET /v1/whoami); null until known. Buttons are
@@ -36,7 +37,7 @@
       else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
       else el.setAttribute(k, v === true ? '' : String(v));
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -136,6 +137,8 @@
     if (e.status === 401) {
       say(what + ': the token is missing or was refused. Paste an operator token above.', 'error');
       $('token').focus();
+    } else if (e.code === 'self_approval') {
+      say(what + ': the principal who requested a refund cannot approve it; another approver must.', 'error');
     } else if (e.status === 403) {
       say(what + ': this token\u2019s role may not do that (' + e.message + ').', 'error');
     } else {
@@ -334,7 +337,8 @@
       h('td', { class: 'num' }, money(r.amount)),
       h('td', { class: 'state-cell' }, stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null,
         r.conflicts ? h('span', { class: 'tag' }, 'conflicts ' + r.conflicts) : null),
-      h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null),
+      h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null,
+        approvalNote(r)),
       h('td', { class: 'reason' }, r.reason || '', r.reason_code ? h('span', { class: 'tag' }, r.reason_code) : null,
         r.metadata ? h('div', { class: 'muted' }, Object.entries(r.metadata).map(([k, v]) => k + '=' + v).join(', ')) : null),
       h('td', { class: 'num' }, String(r.attempts)),
@@ -343,8 +347,29 @@
     return tr;
   }
 
+  // approvalNote says who asked for a refund held for approval, and who
+  // decided it or until when it waits.
+  function approvalNote(r) {
+    if (!r.approval_required) return null;
+    // Times stay whole on narrow screens: a date is never split at its dashes.
+    const at = (t) => h('span', { class: 'nowrap' }, when(t));
+    const parts = [['requested by ' + r.requested_by]];
+    if (r.approved_by) parts.push(['approved by ' + r.approved_by, r.approved_at ? [' at ', at(r.approved_at)] : null]);
+    if (r.rejected_by) parts.push(['rejected by ' + r.rejected_by]);
+    if (r.approval_expires_at) parts.push(['expires ', at(r.approval_expires_at)]);
+    return h('div', { class: 'muted approval' }, parts.map((p, i) => (i ? [' \u00b7 ', p] : p)));
+  }
+
   function actions(r, row) {
     const box = h('div', { class: 'actions' });
+    if (r.state === 'PENDING_APPROVAL') {
+      // Nothing is at WeChat yet: the only actions are the second pair of
+      // eyes', and only for approvers.
+      if (may('approve')) {
+        box.append(confirmed(r, row, 'approve', 'Approve', 'primary'), withReason(r, row, 'reject', 'Reject', true));
+      }
+      return box;
+    }
     if (TERMINAL.has(r.state) || !may('operate')) return box;
     box.append(h('button', {
       type: 'button', class: 'primary', 'data-action': 'reconcile',
@@ -363,13 +388,33 @@
     return box;
   }
 
-  // withReason is a button that opens a small form asking for a reason.
+  // what names the refund an action is about to change, for its
+  // confirmation: number and amount.
+  const what = (label, r) => h('span', { class: 'confirm' }, label + ' ', h('span', { class: 'mono' }, r.refund_no), ' of ' + money(r.amount) + '?');
+
+  // confirmed is a button that asks once more, naming the refund and its
+  // amount, before it acts.
+  function confirmed(r, row, action, label, tone) {
+    const wrap = h('span');
+    const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
+    open.addEventListener('click', () => {
+      const yes = h('button', { type: 'button', class: tone, 'data-action': action + '-confirm', onclick: () => act(r, action, undefined, row) }, label);
+      wrap.replaceChildren(h('span', { class: 'confirm-box' }, what(label, r), yes,
+        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel')));
+      yes.focus();
+    });
+    wrap.append(open);
+    return wrap;
+  }
+
+  // withReason is a button that opens a small form asking for a reason,
+  // naming the refund and its amount.
   function withReason(r, row, action, label, required) {
     const wrap = h('span');
     const open = h('button', { type: 'button', class: 'danger', 'data-action': action }, label + '\u2026');
     open.addEventListener('click', () => {
       const input = h('input', { maxlength: '80', placeholder: required ? 'reason (required)' : 'reason', 'aria-label': label + ' reason' });
-      const form = h('form', null, input,
+      const form = h('form', null, what(label, r), input,
         h('button', { type: 'submit', class: 'danger', 'data-action': action + '-confirm' }, label),
         h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
       form.addEventListener('submit', (ev) => {
@@ -395,7 +440,7 @@
     say(action + ' ' + r.refund_no + '\u2026', 'info');
     try {
       let now = await api('POST', refundPath(r) + '/' + action, body);
-      if (!TERMINAL.has(now.state) && action !== 'resolve' && action !== 'abandon') {
+      if (!TERMINAL.has(now.state) && action !== 'resolve' && action !== 'abandon' && action !== 'reject') {
         say(action + ' ' + r.refund_no + ': journaled; waiting for the provider\u2026', 'info');
         now = await api('GET', refundPath(r) + '?wait=10s');
       }
