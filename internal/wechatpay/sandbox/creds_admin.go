@@ -84,6 +84,23 @@ func (s *Server) adminCredentials(w http.ResponseWriter, r *http.Request, rest s
 			ID        string `json:"id"`
 			PublicKey string `json:"public_key"`
 		}{id, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
+	case r.Method == http.MethodPost && sub == "merchant-keys":
+		var in struct {
+			Serial    string `json:"serial"`
+			PublicKey string `json:"public_key"` // PEM
+		}
+		if !decodeAdmin(w, r, &in) {
+			return
+		}
+		pub, err := wechatpay.ParsePublicKey([]byte(in.PublicKey))
+		if err == nil {
+			err = s.AddMerchantKey(in.Serial, pub)
+		}
+		if err != nil {
+			adminError(w, http.StatusBadRequest, "PARAM_ERROR", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && sub == "signing":
 		var in struct {
 			ID string `json:"id"`
