@@ -127,7 +127,7 @@ func (c *Client) SignerSerial() string { return c.signer.Load().SerialNo }
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	base      string
+	base string
 	// signer is swapped whole by SetSigner (a reload) while requests
 	// sign: each request loads it once.
 	signer    atomic.Pointer[Signer]
