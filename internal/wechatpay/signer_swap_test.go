@@ -83,4 +83,18 @@ func TestClient_SetSigner(t *testing.T) {
 	if err := sb.AddMerchantKey("", &newKey.PublicKey); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("AddMerchantKey without serial: %v", err)
 	}
+	// The old certificate revoked, its signatures are refused; the last
+	// one cannot be.
+	if err := sb.RevokeMerchantKey(keys.MerchantSerial); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSigner(keys.Signer()); err != nil {
+		t.Fatal(err)
+	}
+	if o := submit("O4", "R4"); o.Kind != reservation.OutcomeUnknown || o.Code != "SIGN_ERROR" {
+		t.Fatalf("revoked key: %+v", o)
+	}
+	if err := sb.RevokeMerchantKey(newSerial); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("revoking the last key: %v", err)
+	}
 }

@@ -274,6 +274,23 @@ func (s *Server) AddMerchantKey(serial string, pub *rsa.PublicKey) error {
 	return nil
 }
 
+// RevokeMerchantKey stops accepting requests signed under the merchant API
+// certificate serial, as when the merchant revokes its old certificate
+// after switching to a new one. The last one cannot be revoked.
+//
+// Errors wrap ErrInvalidArgument.
+func (s *Server) RevokeMerchantKey(serial string) error {
+	k := s.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := strings.ToUpper(serial)
+	if _, ok := k.merchantKeys[key]; !ok || len(k.merchantKeys) == 1 {
+		return fmt.Errorf("%w: %q is not a merchant key, or is the last one", ErrInvalidArgument, serial)
+	}
+	delete(k.merchantKeys, key)
+	return nil
+}
+
 // merchantKey is the merchant public key of an API certificate serial.
 func (k *keyring) merchantKey(serial string) (*rsa.PublicKey, bool) {
 	k.mu.RLock()
