@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -22,16 +23,17 @@ const (
 	codeRestartRequired    = "restart_required"
 )
 
-// Errors of Options.ReloadCredentials. Their messages name the file and
-// setting (never a secret) and are shown to the operator.
+// Errors of Options.ReloadCredentials, the reloader's own (one sentinel
+// each). Their messages name the file and setting (never a secret) and are
+// shown to the operator.
 var (
 	// ErrCredentialsInvalid: a file or setting is missing or wrong; the
 	// running credentials stay.
-	ErrCredentialsInvalid = errors.New("credentials not reloaded")
+	ErrCredentialsInvalid = merchant.ErrReloadInvalid
 	// ErrRestartRequired: the change is one a reload cannot apply (an
 	// account or merchant added or removed, a prefix, mchid, kind or
 	// base_url changed); the running credentials stay.
-	ErrRestartRequired = errors.New("a restart is needed")
+	ErrRestartRequired = merchant.ErrRestartRequired
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
