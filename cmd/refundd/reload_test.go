@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,4 +183,115 @@ func publicPEM(t *testing.T, pub *rsa.PublicKey) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// TestReload_APIv3KeyChange: WeChat Pay (the sandbox) changes the APIv3
+// key; until the reload its notifications are refused 400 and retried, and
+// a retry after the reload is applied. A second change reloaded before
+// WeChat Pay makes it: notifications still under the previous key are
+// opened by it during --wechatpay-apiv3-key-grace.
+func TestReload_APIv3KeyChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	keys, err := sandbox.GenerateKeys("1900000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDir := t.TempDir()
+	man, err := keys.WriteDir(keyDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(name string) string { return filepath.Join(keyDir, name) }
+	cfg := keys.Config()
+	// WeChat Pay's retries 150ms, 150ms, 300ms, 1.8s, ... apart.
+	cfg.TimeFactor, cfg.ProcessingDelay, cfg.MinRefundSpacing = 0.01, 50*time.Millisecond, 0
+	sb, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	hs := httptest.NewServer(sb)
+	defer hs.Close()
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	// No reconciliation query: only a notification settles a refund.
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "wechatpay",
+		"--wechatpay-base-url", hs.URL, "--wechatpay-mchid", keys.MchID, "--wechatpay-serial", keys.MerchantSerial,
+		"--wechatpay-private-key", f(man.Files.MerchantPrivateKey), "--wechatpay-public-key", f(man.Files.WechatpayPublicKey),
+		"--wechatpay-public-key-id", man.PublicKeyID, "--wechatpay-apiv3-key-file", f(man.Files.APIv3Key),
+		"--wechatpay-apiv3-key-grace", "1h", "--refund-spacing", "0", "--reconcile-after", "1h", "--scheduler-interval", "20ms"},
+		testEnv); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := client{t: t, base: "http://" + m.Addr()}
+	refund := func(i int) (id, no string) {
+		t.Helper()
+		id, order := fmt.Sprintf("k3-%d", i), fmt.Sprintf("ORD-K3-%d", i)
+		if err := sb.CreateOrder(order, "", 10000); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := c.do("POST", "/v1/reservations", "", map[string]any{"id": id, "user_id": "u", "out_trade_no": order,
+			"amount": 10000, "currency": "CNY"}); code != 201 {
+			t.Fatalf("register %s: %d %v", id, code, body)
+		}
+		code, body := c.do("POST", "/v1/reservations/"+id+"/refunds", "k", map[string]any{"user_id": "u", "amount": 100})
+		if code != 202 {
+			t.Fatalf("refund %s: %d %v", id, code, body)
+		}
+		return id, body["refund_no"].(string)
+	}
+	succeeded := func(id, no string) {
+		t.Helper()
+		waitFor(t, 20*time.Second, no+" SUCCEEDED", func() (bool, string) {
+			_, r := c.do("GET", "/v1/reservations/"+id+"/refunds/"+no+"?wait=500ms", "", nil)
+			return r["state"] == "SUCCEEDED", fmtAny("refundd", r, "deliveries", sb.Deliveries(no))
+		})
+	}
+	setKey := func(key string) {
+		t.Helper()
+		if err := os.WriteFile(f(man.Files.APIv3Key), []byte(key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.ReloadCredentials(context.Background(), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	succeeded(refund(1))
+
+	// WeChat Pay changes the key; refundd does not know it yet.
+	const k2, k3 = "k2k2k2k2k2k2k2k2k2k2k2k2k2k2k2k2", "k3k3k3k3k3k3k3k3k3k3k3k3k3k3k3k3"
+	if err := sb.ChangeAPIv3Key([]byte(k2), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	id, no := refund(2)
+	waitFor(t, 10*time.Second, "a refused delivery", func() (bool, string) {
+		for _, d := range sb.Deliveries(no) {
+			if d.HTTPStatus == http.StatusBadRequest {
+				return true, ""
+			}
+		}
+		return false, fmtAny("deliveries", sb.Deliveries(no))
+	})
+	if _, r := c.do("GET", "/v1/reservations/"+id+"/refunds/"+no, "", nil); r["state"] == "SUCCEEDED" {
+		t.Fatalf("applied a notification under an unknown key: %v", r)
+	}
+	setKey(k2)
+	succeeded(id, no)
+
+	// refundd learns k3 first; WeChat Pay still encrypts with k2, which
+	// the grace keeps opening.
+	setKey(k3)
+	id, no = refund(3)
+	succeeded(id, no)
+	for _, d := range sb.Deliveries(no) {
+		if !d.Acked {
+			t.Fatalf("a notification under the previous key refused during the grace: %+v", d)
+		}
+	}
 }
