@@ -70,6 +70,16 @@ func TestReloader(t *testing.T) {
 	good := strings.Replace(file, "5157F09EFDC096DE15EBE81A47057A7232F1B8E1", newSerial, 1)
 	good = strings.Replace(good, `public_key_file = "/k/pub.pem"`, `public_key_file = "/k/pub.pem"
 platform_cert_files = ["/k/cert.pem"]`, 1)
+	// sp, on a platform certificate, adds the WeChat Pay public key (the
+	// switchover to public keys: both verify).
+	good = strings.Replace(good, `platform_cert_files = ["/k/cert.pem"]
+
+[[merchants]]`, `platform_cert_files = ["/k/cert.pem"]
+public_key_id = "PUB_KEY_ID_0100000000000002"
+public_key_file = "/k/pub.pem"
+
+[[merchants]]`, 1)
+	spRunning := creds["sp"].Verifier
 	for _, tt := range []struct {
 		name     string
 		file     string
@@ -127,6 +137,9 @@ platform_cert_files = ["/k/cert.pem"]`, 1)
 	}
 	if s := running.Serials(); !slices.Contains(s, "5157F09E") || !slices.Contains(s, "PUB_KEY_ID_0100000000000001") {
 		t.Fatalf("running verifier holds %v", s)
+	}
+	if s := spRunning.Serials(); len(s) != 2 || !slices.Contains(s, "5157F09E") || !slices.Contains(s, "PUB_KEY_ID_0100000000000002") {
+		t.Fatalf("sp's running verifier holds %v after the public key was added", s)
 	}
 	if !strings.Contains(logs.String(), "credentials reloaded") || !strings.Contains(logs.String(), "previous_merchant_serial=5157F09E") {
 		t.Fatalf("reload not logged:\n%s", logs.String())
