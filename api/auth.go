@@ -50,6 +50,7 @@ var routePerms = map[string]routeRule{
 	"GET /v1/audit/head":                                    {auth.PermAudit, scopeRefused},
 	"GET /v1/admin/backup":                                  {auth.PermOperate, scopeRefused},
 	"GET /v1/admin/credentials":                             {auth.PermOperate, scopeRefused},
+	"POST /v1/admin/credentials/reload":                     {auth.PermOperate, scopeRefused},
 	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},
 	"GET /v1/whoami":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/reservations/{id}/events":                      {auth.PermRead, scopeReservation},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -63,6 +64,22 @@ type CertificateDownloadView struct {
 // credentialsRoutes registers GET /v1/admin/credentials.
 func (s *Server) credentialsRoutes() {
 	s.router.HandleFunc("/v1/admin/credentials", s.adminCredentials).Methods(http.MethodGet)
+	s.router.HandleFunc("/v1/admin/credentials/reload", s.reloadCredentials).Methods(http.MethodPost)
+}
+
+// reloadCredentials serves POST /v1/admin/credentials/reload: reread every
+// credential file and swap them in only if all are good (as SIGHUP does),
+// then answer the credentials held.
+func (s *Server) reloadCredentials(w http.ResponseWriter, r *http.Request) {
+	if s.opts.ReloadCredentials == nil {
+		s.writeError(w, r, fmt.Errorf("%w: this provider reads no credential files", ErrRestartRequired))
+		return
+	}
+	if err := s.opts.ReloadCredentials(r.Context()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.adminCredentials(w, r)
 }
 
 // adminCredentials serves GET /v1/admin/credentials (operators only:

@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,5 +61,63 @@ func TestAdminCredentials(t *testing.T) {
 	e2 := newAuditEnv(t, &journal.Options{NoSync: true}, nil, api.Options{Auth: &ts})
 	if resp, b := e2.get(t, "/v1/admin/credentials", tokens[auth.RoleOperator]); resp.StatusCode != 200 || !strings.Contains(string(b), `"accounts":[]`) {
 		t.Fatalf("no source: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestReloadCredentials: operators only; a reload's refusal is answered
+// with its code and message (the wiring's, naming the file), success with
+// the credentials then held.
+func TestReloadCredentials(t *testing.T) {
+	var ts auth.Tokens
+	for _, r := range []auth.Role{auth.RoleOperator, auth.RoleService} {
+		if err := ts.Add(r, "t", "token-for-"+string(r)+"-0123456789"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var next error
+	calls := 0
+	view := api.CredentialsView{Accounts: []api.AccountCredentials{{Account: "default", MchID: "1900000100", MerchantSerial: "NEW",
+		Keys: []api.CredentialKey{}}}}
+	e := newAuditEnv(t, &journal.Options{NoSync: true}, nil, api.Options{Auth: &ts, Credentials: func() api.CredentialsView { return view },
+		ReloadCredentials: func(context.Context) error { calls++; return next }})
+	post := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/admin/credentials/reload", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := post("token-for-service-0123456789"); code != http.StatusForbidden || calls != 0 {
+		t.Fatalf("service token: %d, %d reloads", code, calls)
+	}
+	for _, tt := range []struct {
+		err      error
+		code     int
+		contains string
+	}{
+		{nil, http.StatusOK, `"merchant_serial":"NEW"`},
+		{fmt.Errorf("%w: --wechatpay-private-key /k/key.pem: no PEM block", api.ErrCredentialsInvalid), http.StatusBadRequest,
+			`"code":"credentials_invalid","message":"credentials not reloaded: --wechatpay-private-key /k/key.pem: no PEM block"`},
+		{fmt.Errorf("%w: account \"shop\": mchid changed", api.ErrRestartRequired), http.StatusConflict, `"code":"restart_required"`},
+	} {
+		next = tt.err
+		if code, body := post("token-for-operator-0123456789"); code != tt.code || !strings.Contains(body, tt.contains) {
+			t.Errorf("%v: %d %s, want %d with %s", tt.err, code, body, tt.code, tt.contains)
+		}
+	}
+	e2 := newAuditEnv(t, &journal.Options{NoSync: true}, nil, api.Options{Auth: &ts})
+	req, _ := http.NewRequest(http.MethodPost, e2.srv.URL+"/v1/admin/credentials/reload", nil)
+	req.Header.Set("Authorization", "Bearer token-for-operator-0123456789")
+	resp, err := e2.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("no reload source: %d", resp.StatusCode)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/reservation"
 )
 
@@ -17,6 +18,22 @@ const (
 	codeTooLarge      = "body_too_large"
 	codeMethod        = "method_not_allowed"
 	codeRouteNotFound = "route_not_found"
+	// Credential reloads (POST /v1/admin/credentials/reload).
+	codeCredentialsInvalid = "credentials_invalid"
+	codeRestartRequired    = "restart_required"
+)
+
+// Errors of Options.ReloadCredentials, the reloader's own (one sentinel
+// each). Their messages name the file and setting (never a secret) and are
+// shown to the operator.
+var (
+	// ErrCredentialsInvalid: a file or setting is missing or wrong; the
+	// running credentials stay.
+	ErrCredentialsInvalid = merchant.ErrReloadInvalid
+	// ErrRestartRequired: the change is one a reload cannot apply (an
+	// account or merchant added or removed, a prefix, mchid, kind or
+	// base_url changed); the running credentials stay.
+	ErrRestartRequired = merchant.ErrRestartRequired
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
@@ -43,6 +60,8 @@ var statusOf = map[string]int{
 	codeTooLarge:                                   http.StatusRequestEntityTooLarge,
 	codeMethod:                                     http.StatusMethodNotAllowed,
 	codeRouteNotFound:                              http.StatusNotFound,
+	codeCredentialsInvalid:                         http.StatusBadRequest,
+	codeRestartRequired:                            http.StatusConflict,
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
 	codeMerchantScope:                              http.StatusForbidden,
@@ -69,6 +88,10 @@ func classify(err error) errorDetail {
 		return errorDetail{Code: ae.code, Message: ae.msg, Field: ae.field}
 	case errors.As(err, &de):
 		return errorDetail{Code: string(de.Code), Message: de.Message, Field: de.Field}
+	case errors.Is(err, ErrCredentialsInvalid):
+		return errorDetail{Code: codeCredentialsInvalid, Message: err.Error()}
+	case errors.Is(err, ErrRestartRequired):
+		return errorDetail{Code: codeRestartRequired, Message: err.Error()}
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, actors.ErrClosed):
 		return errorDetail{Code: codeUnavailable, Message: "the journal is unavailable; nothing was changed, retry with the same idempotency key"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -27,8 +27,12 @@ type NotifyAccount struct {
 	// provider: a notification naming another is refused.
 	MchID    string
 	Verifier *wechatpay.Verifier // required for v3
-	APIv3Key []byte              // required for v3
-	APIv2Key []byte              // nil: no v2 route for the account
+	// Keys are the account's APIv3 and APIv2 keys, swappable while
+	// notifications arrive (a reload). Nil: fixed keys APIv3Key and
+	// APIv2Key (tests, the sandbox).
+	Keys     *NotifyKeys
+	APIv3Key []byte // required for v3 without Keys
+	APIv2Key []byte // nil: no v2 route for the account (without Keys)
 	// Merchant names the merchant (a reservation's merchant name) that a
 	// verified notification naming mchid (and sub_mchid) is for; false:
 	// not a merchant of this account. Nil: the account's own mchid with no
@@ -168,6 +172,9 @@ func newNotifier(cfg NotifyConfig, s *Server) *notifier {
 		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(names), merchants: s.merchants}
 	for i := range n.cfg.Accounts {
 		a := &n.cfg.Accounts[i]
+		if a.Keys == nil {
+			a.Keys = NewNotifyKeys(a.APIv3Key, a.APIv2Key)
+		}
 		if _, dup := n.accounts[a.Name]; !dup {
 			n.accounts[a.Name] = a
 		}
@@ -204,7 +211,7 @@ const (
 func (n *notifier) routes(s *Server) {
 	v2 := false
 	for _, a := range n.cfg.Accounts {
-		v2 = v2 || len(a.APIv2Key) > 0
+		v2 = v2 || len(a.Keys.APIv2Key()) > 0
 	}
 	if len(n.cfg.Accounts) > 0 {
 		// The legacy routes are the first account's, as they were the
@@ -212,7 +219,7 @@ func (n *notifier) routes(s *Server) {
 		first := &n.cfg.Accounts[0]
 		fixed := func(*http.Request) (*NotifyAccount, string) { return first, "" }
 		s.router.HandleFunc("/v1/notify/wechatpay/refund", n.serve("v3", fixed, n.handleV3, answerV3)).Methods(http.MethodPost)
-		if len(first.APIv2Key) > 0 {
+		if len(first.Keys.APIv2Key()) > 0 {
 			s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.serve("v2", fixed, n.handleV2, answerV2)).Methods(http.MethodPost)
 		}
 		s.router.HandleFunc(accountNotifyV3, n.serve("v3", n.accountOf(false), n.handleV3, answerV3)).Methods(http.MethodPost)
@@ -249,7 +256,7 @@ func (n *notifier) routes(s *Server) {
 func (n *notifier) accountOf(v2 bool) func(*http.Request) (*NotifyAccount, string) {
 	return func(r *http.Request) (*NotifyAccount, string) {
 		a, ok := n.accounts[pathVars(r)["account"]]
-		if !ok || v2 && len(a.APIv2Key) == 0 {
+		if !ok || v2 && len(a.Keys.APIv2Key()) == 0 {
 			return nil, "account ?"
 		}
 		return a, "account " + a.Name
@@ -326,7 +333,7 @@ func answerV2(w http.ResponseWriter, fail *notifyFailure) {
 // record the outcome (or, for a status we cannot read, a hint) through the
 // refund's actor.
 func (n *notifier) handleV3(ctx context.Context, a *NotifyAccount, r *http.Request, body []byte) notifyHandled {
-	_, res, err := wechatpay.ParseRefundNotification(a.Verifier, a.APIv3Key, wechatpay.HeadersFrom(r.Header), body)
+	res, err := openV3(a, wechatpay.HeadersFrom(r.Header), body)
 	switch {
 	case errors.Is(err, wechatpay.ErrProbe):
 		return failed(&notifyFailure{outcome: nProbe, status: http.StatusUnauthorized, reason: "signature probe", err: err})
@@ -343,12 +350,34 @@ func (n *notifier) handleV3(ctx context.Context, a *NotifyAccount, r *http.Reque
 	return n.record(ctx, a, res.Merchant(), res.Notification())
 }
 
+// openV3 verifies and decrypts a v3 notification with a's keys: the
+// current APIv3 key, then, while its grace lasts, the previous one. Only a
+// notification that verified but did not decrypt is tried again. When
+// neither key opens it the error is the current key's, answered non-2xx
+// so WeChat Pay retries.
+func openV3(a *NotifyAccount, h wechatpay.Headers, body []byte) (wechatpay.RefundResource, error) {
+	var first error
+	for _, key := range a.Keys.APIv3Keys() {
+		_, res, err := wechatpay.ParseRefundNotification(a.Verifier, key, h, body)
+		if err == nil {
+			return res, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if !errors.Is(err, wechatpay.ErrDecrypt) {
+			break
+		}
+	}
+	return wechatpay.RefundResource{}, first
+}
+
 // handleV2 handles the legacy XML notification to account a. It carries
 // no signature and its AES-ECB payload is malleable, so it is only a hint:
 // once it matches our records, a provider query is journaled (and then
 // acknowledged); the query's answer is what gets applied.
 func (n *notifier) handleV2(ctx context.Context, a *NotifyAccount, _ *http.Request, body []byte) notifyHandled {
-	env, info, err := wechatpay.ParseRefundNotificationV2(a.APIv2Key, body)
+	env, info, err := wechatpay.ParseRefundNotificationV2(a.Keys.APIv2Key(), body)
 	if errors.Is(err, wechatpay.ErrIncomplete) {
 		return failed(incompleteFailure(err))
 	}

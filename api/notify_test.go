@@ -40,8 +40,10 @@ type ntEnv struct {
 	engine   *actors.Engine
 	q        *quarantine.Store
 	platform *rsa.PrivateKey
-	v3Key    []byte
+	v3Key    []byte // the key notifications are encrypted with
 	v2Key    []byte
+	keys     *api.NotifyKeys // the account's, on keysNow's clock
+	keysNow  atomic.Int64
 	now      atomic.Int64
 	queries  atomic.Int64 // provider queries made
 }
@@ -86,8 +88,11 @@ func newNtEnv(t *testing.T) *ntEnv {
 	if e.q, err = quarantine.Open(t.TempDir(), quarantine.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	e.keys = api.NewNotifyKeys(e.v3Key, e.v2Key)
+	e.keysNow.Store(time.Now().UnixNano())
+	e.keys.Now = func() time.Time { return time.Unix(0, e.keysNow.Load()) }
 	e.api = api.New(engine, api.Options{Logger: log, Notify: &api.NotifyConfig{
-		Accounts:   []api.NotifyAccount{{Name: "default", MchID: ntMchID, Verifier: v, APIv3Key: e.v3Key, APIv2Key: e.v2Key}},
+		Accounts:   []api.NotifyAccount{{Name: "default", MchID: ntMchID, Verifier: v, Keys: e.keys}},
 		Quarantine: e.q,
 	}})
 	e.srv = httptest.NewServer(e.api)

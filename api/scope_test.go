@@ -204,6 +204,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"GET /v1/audit/head":                                     refused,
 		"GET /v1/admin/backup":                                   refused,
 		"GET /v1/admin/credentials":                              refused,
+		"POST /v1/admin/credentials/reload":                      refused,
 		"GET /metrics":                                           refused,
 		"GET /healthz":                                           public,
 		"GET /readyz":                                            public,

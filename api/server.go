@@ -88,6 +88,10 @@ type Options struct {
 	// Credentials, if set, describes the WeChat Pay credentials held for
 	// GET /v1/admin/credentials (credentials.go); nil answers no accounts.
 	Credentials func() CredentialsView
+	// ReloadCredentials, if set, rereads and swaps in the credentials for
+	// POST /v1/admin/credentials/reload; its errors wrap
+	// ErrCredentialsInvalid or ErrRestartRequired. Nil answers 409.
+	ReloadCredentials func(context.Context) error
 	// NoAccessLog leaves out the line logged at INFO for every request
 	// (method, route template, status, duration, request id, principal,
 	// merchant); false, the default, logs it.

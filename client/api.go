@@ -41,6 +41,7 @@ var operations = map[string]string{
 	"auditHead":           "AuditHead",
 	"adminBackup":         "Backup",
 	"adminCredentials":    "Credentials",
+	"reloadCredentials":   "ReloadCredentials",
 }
 
 // notForClients are operations of the document a client never calls, and
@@ -345,6 +346,20 @@ func (c *Client) AuditHead(ctx context.Context) (*AuditHead, error) {
 func (c *Client) Credentials(ctx context.Context) (*Credentials, error) {
 	var out Credentials
 	if err := c.get(ctx, "/v1/admin/credentials", nil, 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReloadCredentials rereads every WeChat Pay credential file and swaps
+// them in if all are good (POST /v1/admin/credentials/reload; operators
+// only), answering the credentials then held. A bad file is
+// CodeCredentialsInvalid, a change needing a restart CodeRestartRequired;
+// either way the running credentials stay. Not retried.
+func (c *Client) ReloadCredentials(ctx context.Context) (*Credentials, error) {
+	var out Credentials
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/admin/credentials/reload", retry: retryNever,
+		ok: []int{http.StatusOK}, out: &out}); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -121,6 +121,14 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 	if _, err := svc.Credentials(ctx); err == nil {
 		t.Fatal("a service token read the credentials")
 	}
+	// The sandbox provider reads no credential files: nothing to reload.
+	var reloadErr *client.Error
+	if _, err := ops.ReloadCredentials(ctx); !errors.As(err, &reloadErr) || reloadErr.Code != client.CodeRestartRequired || reloadErr.Status != 409 {
+		t.Fatalf("reload with the sandbox provider: %v", err)
+	}
+	if _, err := svc.ReloadCredentials(ctx); !errors.As(err, &reloadErr) || reloadErr.Code != client.CodeForbidden {
+		t.Fatalf("a service token reloaded the credentials: %v", err)
+	}
 	stats, err := ops.NotifyStats(ctx)
 	if err != nil || stats.Notifications == nil {
 		t.Fatalf("notify stats: %+v %v", stats, err)

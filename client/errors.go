@@ -39,6 +39,12 @@ const (
 	// CodeSelfApproval: the requester of a refund tried to approve it;
 	// four eyes need another person.
 	CodeSelfApproval = Code("self_approval")
+	// CodeCredentialsInvalid: a credential reload found a bad file or
+	// setting; the running credentials stay.
+	CodeCredentialsInvalid = Code("credentials_invalid")
+	// CodeRestartRequired: a credential reload was refused because the
+	// change needs a restart; the running credentials stay.
+	CodeRestartRequired = Code("restart_required")
 	// CodeMerchantNotConfigured: the reservation's merchant is no longer
 	// configured; its refunds settle, but no new one can be made.
 	CodeMerchantNotConfigured = Code("merchant_not_configured")
@@ -53,7 +59,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

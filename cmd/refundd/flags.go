@@ -38,6 +38,7 @@ type Config struct {
 	Provider, RefundNoPrefix      string
 	Wechatpay                     WechatpayConfig
 	CertificateRefresh            time.Duration // --wechatpay-certificate-refresh
+	APIv3KeyGrace                 time.Duration // --wechatpay-apiv3-key-grace
 	SandboxDelay                  time.Duration
 	SandboxTimeFactor             float64
 	ReconcileAfter, StuckAfter    time.Duration
@@ -81,8 +82,8 @@ func NewMain() *Main {
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
 			ApprovalTimeout: reservation.DefaultApprovalTimeout,
 			CheckpointEvery: 10000, CheckpointInterval: 10 * time.Minute,
-			CertificateRefresh: wechatpay.DefaultCertificateRefresh,
-			SandboxDelay:       time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
+			CertificateRefresh: wechatpay.DefaultCertificateRefresh, APIv3KeyGrace: defaultAPIv3KeyGrace,
+			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
@@ -92,6 +93,11 @@ func NewMain() *Main {
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
 }
+
+// defaultAPIv3KeyGrace covers WeChat Pay's notification retries, which
+// span about a day (15s, 15s, 30s, 3m, ... 6h): a notification built with
+// the old APIv3 key before a change is retried within it, if at all.
+const defaultAPIv3KeyGrace = 24 * time.Hour
 
 // Sections of --help, in order.
 const (
@@ -168,6 +174,8 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&w.DownloadCertificates, "wechatpay-download-certificates",
 		"platform certificate mode: download the certificates from WeChat Pay (GET /v3/certificates) before ready, keep them in <data>/wechatpay-certificates and refresh them; a public key or certificate file is then optional")
 	t.def(&c.CertificateRefresh, "wechatpay-certificate-refresh", "how often downloaded platform certificates are refreshed (also on an unknown serial, at most once a minute)")
+	t.def(&c.APIv3KeyGrace, "wechatpay-apiv3-key-grace",
+		"after a reload (SIGHUP, POST /v1/admin/credentials/reload) changes an APIv3 key, how long notifications are also tried with the previous key; 0: not at all")
 	t.def(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
 	t.def(&w.NotifyURL, "wechatpay-notify-url", "public notify_url sent with refunds (no query string)")
 	t.def(&c.SandboxDelay, "sandbox-delay", "built-in sandbox and memory provider: time from acceptance to the refund's outcome")
@@ -292,6 +300,7 @@ func (c *Config) validate() error {
 		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},
 		{c.SandboxTimeFactor <= 0, "--sandbox-time-factor must be positive"},
 		{c.CertificateRefresh < time.Minute, "--wechatpay-certificate-refresh must be at least 1m"},
+		{c.APIv3KeyGrace < 0, "--wechatpay-apiv3-key-grace must not be negative"},
 		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
 		{min(c.RateLimit.Service, c.RateLimit.Reader, c.RateLimit.Auditor, c.RateLimit.Operator, c.RateLimit.Approver, c.RateLimit.Notify) < 0,
 			"--rate-limit-* and --notify-rate-limit must not be negative"},

@@ -51,12 +51,22 @@ func main() {
 	m.runtimeNote = gc
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the credentials; caught from before the start, so
+	// one sent as soon as refundd says it listens is not fatal.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(1)
 	}
+	go func() {
+		for range hup {
+			_ = m.ReloadCredentials(ctx, "SIGHUP") // logged and counted
+		}
+	}()
 	<-ctx.Done()
 	stop()
+	signal.Stop(hup)
 	m.log.Info("shutting down: draining requests and provider calls")
 	if err := m.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "refundd: shutdown:", err)

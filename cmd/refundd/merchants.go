@@ -154,7 +154,7 @@ func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentia
 			continue
 		}
 		name := a.Name
-		out = append(out, api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, APIv3Key: c.APIv3Key, APIv2Key: c.APIv2Key,
+		out = append(out, api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, Keys: api.NewNotifyKeys(c.APIv3Key, c.APIv2Key),
 			Merchant: func(mchID, subMchID string) (string, bool) {
 				m, ok := reg.ByMchID(mchID, subMchID)
 				if !ok || m.Account == nil || m.Account.Name != name {

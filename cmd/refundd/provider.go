@@ -52,6 +52,9 @@ type wiredProvider struct {
 	// credentials describes the keys held (GET /v1/admin/credentials);
 	// nil for the memory provider.
 	credentials func() api.CredentialsView
+	// reload rereads the credential files and swaps them in
+	// (merchant.Reloader.Reload); nil when the provider reads none.
+	reload func(ctx context.Context, trigger string) error
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -185,6 +188,8 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 		}
 	}()
 	clients := map[string]*wechatpay.Client{}
+	live := map[string]merchant.Live{}
+	var rl *merchant.Reloader // the credentials in use, after any reload
 	var describe string
 	var views []func() api.AccountCredentials
 	for _, a := range ms.reg.Accounts() {
@@ -209,11 +214,14 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 			return nil, nil, fmt.Errorf("account %q: %w", a.Name, err)
 		}
 		clients[a.Name] = client
+		live[a.Name] = merchant.Live{Client: client, Certs: certs}
 		if describe != "" {
 			describe += ", "
 		}
 		describe += creds.BaseURL + " (mchid " + creds.MchID + ")"
+		name := a.Name
 		views = append(views, func() api.AccountCredentials {
+			creds := rl.Credentials(name)
 			return accountView(creds.Account, creds.MchID, creds.Signer.SerialNo, creds.Verifier, len(creds.APIv3Key) > 0,
 				len(creds.APIv2Key) > 0, api.KeySourceFile, certs, m.Config.CertificateRefresh)
 		})
@@ -227,6 +235,24 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 		per[mc.Name] = p
 	}
 	accounts := notifyAccounts(ms.reg, ms.creds)
+	for _, a := range accounts {
+		l := live[a.Name]
+		l.Notify = a.Keys
+		live[a.Name] = l
+	}
+	rl, err = merchant.NewReloader(merchant.ReloaderConfig{Registry: ms.reg, Credentials: ms.creds, Live: live,
+		Read: func() (*merchant.Registry, map[string]*merchant.Credentials, error) {
+			again, err := m.readMerchants()
+			if err != nil {
+				return nil, nil, err
+			}
+			return again.reg, again.creds, nil
+		},
+		Grace: m.Config.APIv3KeyGrace, Logger: m.log.With("component", "credentials"), Observe: m.metrics.ObserveReload})
+	if err != nil {
+		return nil, nil, err
+	}
+	w.reload = rl.Reload
 	w.notify, w.describe = notifyConfig(accounts), "WeChat Pay at "+describe
 	if len(accounts) == 1 {
 		w.mchID = accounts[0].MchID

@@ -215,6 +215,9 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		}
 	}
 	opts.Credentials = m.provider.credentials
+	if m.provider.reload != nil {
+		opts.ReloadCredentials = func(ctx context.Context) error { return m.ReloadCredentials(ctx, "api") }
+	}
 	if certs := m.provider.certs; len(certs) > 0 {
 		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
 			out := make(map[string]metrics.CertificateDownloads, len(certs))
@@ -432,6 +435,19 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return dispatch{api: hooks, lag: hooks.Lag, run: hooks.Run, stopped: "webhook dispatcher stopped"}, nil
 	}
 	return be, nil
+}
+
+// ReloadCredentials rereads the merchants and credential files and swaps
+// them in when all are good (SIGHUP, POST /v1/admin/credentials/reload);
+// trigger is logged. Errors wrap merchant.ErrReloadInvalid or
+// merchant.ErrRestartRequired.
+func (m *Main) ReloadCredentials(ctx context.Context, trigger string) error {
+	if m.provider == nil || m.provider.reload == nil {
+		err := fmt.Errorf("%w: --provider %s reads no credential files", merchant.ErrRestartRequired, m.Config.Provider)
+		m.log.Warn("credentials reload refused", "trigger", trigger, "err", err.Error())
+		return err
+	}
+	return m.provider.reload(ctx, trigger)
 }
 
 // Addr is the address the server listens on.

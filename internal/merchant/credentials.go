@@ -35,6 +35,10 @@ type Credentials struct {
 	APIv3Key []byte
 	// APIv2Key checks APIv2 notifications; nil when the account has none.
 	APIv2Key []byte
+	// FileSerials are the serials of the public key and certificates read
+	// from files: what a reload replaces in Verifier (downloaded
+	// certificates stay).
+	FileSerials []string
 }
 
 // ClientConfig returns the account's part of a wechatpay.ClientConfig;
@@ -129,6 +133,7 @@ func (a *Account) LoadCredentials(src Sources) (*Credentials, error) {
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	c.FileSerials = c.Verifier.Serials()
 	return c, nil
 }
 

@@ -32,6 +32,7 @@
 //	wechatpay_certificate_download_failures_total{mchid} counter; failed platform certificate downloads (--wechatpay-download-certificates)
 //	wechatpay_certificate_download_consecutive_failures{mchid} gauge; failed downloads since the last success: alert above zero
 //	wechatpay_certificate_download_last_success_timestamp_seconds{mchid} gauge; last successful download
+//	credentials_reload_total{result} counter; credential reloads (SIGHUP, POST /v1/admin/credentials/reload): ok, invalid (a bad file; alert on any increase), restart_required
 //	build_info{version,revision,goversion}               gauge; always 1, the running build (internal/version)
 //
 // plus the Go runtime and process collectors.

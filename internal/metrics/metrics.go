@@ -76,6 +76,7 @@ type Metrics struct {
 	providerCalls    *prometheus.CounterVec
 	providerDuration *prometheus.HistogramVec
 	rateLimited      *prometheus.CounterVec
+	reloads          *prometheus.CounterVec
 
 	activations atomic.Uint64
 	watched     atomic.Bool
@@ -156,8 +157,14 @@ func New(opts Options) *Metrics {
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
 		Name: "http_requests_rate_limited_total", Help: "Requests refused 429 for their rate: class token (by the token's role) or notify (per source address; role empty)."},
 		[]string{"class", "role"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "credentials_reload_total", Help: "WeChat Pay credential reloads (SIGHUP, POST /v1/admin/credentials/reload) by result: ok, invalid (a bad file; the running credentials stay), restart_required."},
+		[]string{"result"})
+	for _, r := range []string{"ok", "invalid", "restart_required"} {
+		m.reloads.WithLabelValues(r) // present at 0, so that an alert on increase() sees the first refusal
+	}
 	m.reg.MustRegister(m.httpDuration, m.appendDuration, m.commitBatch, m.commitDuration, m.syncDuration,
-		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration, m.rateLimited,
+		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration, m.rateLimited, m.reloads,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "actor_activations_total",
 			Help: "Reservation actor activations; each loads the reservation from the journal."},
 			func() float64 { return float64(m.activations.Load()) }))
@@ -245,6 +252,12 @@ func (m *Metrics) ObserveRequest(method, route string, status int, d time.Durati
 // (the route classes and the roles), never from the request.
 func (m *Metrics) ObserveRateLimited(class, role string) {
 	m.rateLimited.WithLabelValues(class, role).Inc()
+}
+
+// ObserveReload counts one credential reload by result
+// (merchant.ReloadOK, ReloadInvalid, ReloadRestartRequired).
+func (m *Metrics) ObserveReload(result string) {
+	m.reloads.WithLabelValues(result).Inc()
 }
 
 // ObserveCommit records one transaction of the journal's group committer:

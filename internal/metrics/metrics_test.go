@@ -346,3 +346,16 @@ func TestGauge_ReadAtScrapeAndRegisteredOnce(t *testing.T) {
 		t.Errorf("registering refundd_members again: %v; want an error naming the gauge", err)
 	}
 }
+
+func TestObserveReload(t *testing.T) {
+	m := metrics.New(metrics.Options{Logger: quiet(), NoRuntime: true})
+	text := scrape(t, m)
+	want(t, text, `refundd_credentials_reload_total{result="invalid"}`, 0)
+	m.ObserveReload("invalid")
+	m.ObserveReload("ok")
+	m.ObserveReload("ok")
+	text = scrape(t, m)
+	want(t, text, `refundd_credentials_reload_total{result="invalid"}`, 1)
+	want(t, text, `refundd_credentials_reload_total{result="ok"}`, 2)
+	want(t, text, `refundd_credentials_reload_total{result="restart_required"}`, 0)
+}

@@ -190,7 +190,7 @@ func (c *Client) billGet(ctx context.Context, rawURL, accept string, maxBody int
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("%w: bill: %s", ErrBillRequest, limit(err.Error(), maxLoggedMessage))
 	}
-	auth, err := c.signer.Authorization(http.MethodGet, req.URL.RequestURI(), nil, c.now().Unix(), NewNonce())
+	auth, err := c.signer.Load().Authorization(http.MethodGet, req.URL.RequestURI(), nil, c.now().Unix(), NewNonce())
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("wechatpay: bill: sign request: %w", err)
 	}

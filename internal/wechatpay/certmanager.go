@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,7 +106,7 @@ type CertificateManagerConfig struct {
 // Methods are safe for concurrent use.
 type CertificateManager struct {
 	base     string
-	signer   Signer
+	signer   atomic.Pointer[Signer] // swapped by SetSigner
 	verifier *Verifier
 	dir      string
 	refresh  time.Duration
@@ -176,7 +177,7 @@ func NewCertificateManager(cfg CertificateManagerConfig) (*CertificateManager, e
 		return nil, fmt.Errorf("%w: certificates: negative Refresh or OnDemandGap", ErrInvalidArgument)
 	}
 	m := &CertificateManager{
-		base: base, signer: cfg.Signer, verifier: cfg.Verifier, dir: cfg.Dir,
+		base: base, verifier: cfg.Verifier, dir: cfg.Dir,
 		refresh: cfg.Refresh, gap: cfg.OnDemandGap, now: cfg.Now, log: cfg.Logger,
 		trigger: make(chan struct{}, 1), apiV3Key: slices.Clone(cfg.APIv3Key), managed: map[string]managedCert{},
 	}
@@ -199,8 +200,22 @@ func NewCertificateManager(cfg CertificateManagerConfig) (*CertificateManager, e
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	m.http = hc
+	signer := cfg.Signer
+	m.signer.Store(&signer)
 	m.verifier.SetUnknownSerialHook(m.unknownSerial)
 	return m, nil
+}
+
+// SetSigner replaces the merchant key and serial downloads are signed
+// with (a reload after the operator replaced the API certificate).
+//
+// Errors wrap ErrInvalidArgument; on error nothing changes.
+func (m *CertificateManager) SetSigner(signer Signer) error {
+	if !headerSafe(signer.MchID) || !headerSafe(signer.SerialNo) || signer.Key == nil {
+		return fmt.Errorf("%w: certificates: Signer needs a mchid, a serial and a key", ErrInvalidArgument)
+	}
+	m.signer.Store(&signer)
+	return nil
 }
 
 // SetAPIv3Key replaces the key that decrypts downloads (after the merchant
@@ -322,7 +337,7 @@ func (m *CertificateManager) download(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s", ErrDownload, limit(err.Error(), maxLoggedMessage))
 	}
-	auth, err := m.signer.Authorization(http.MethodGet, req.URL.RequestURI(), nil, m.now().Unix(), NewNonce())
+	auth, err := m.signer.Load().Authorization(http.MethodGet, req.URL.RequestURI(), nil, m.now().Unix(), NewNonce())
 	if err != nil {
 		return fmt.Errorf("%w: sign: %w", ErrDownload, err)
 	}

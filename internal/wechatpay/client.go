@@ -83,6 +83,41 @@ type ClientConfig struct {
 	Logger *slog.Logger
 }
 
+// checkSigner checks what a Client signs with.
+func checkSigner(signer Signer) error {
+	if !headerSafe(signer.MchID) {
+		return fmt.Errorf("%w: client: merchant id is empty or not header-safe", ErrInvalidArgument)
+	}
+	if !headerSafe(signer.SerialNo) {
+		return fmt.Errorf("%w: client: Signer.SerialNo (merchant certificate serial) is empty or not header-safe", ErrInvalidArgument)
+	}
+	if signer.Key == nil {
+		return fmt.Errorf("%w: client: Signer has no private key", ErrInvalidKey)
+	}
+	return nil
+}
+
+// SetSigner replaces the merchant key and serial requests are signed with
+// (the operator replaced the API certificate). A request being signed uses
+// the old signer or the new one, never a mix. The mchid cannot change: it
+// names the account.
+//
+// Errors wrap ErrInvalidArgument or ErrInvalidKey; on error nothing changes.
+func (c *Client) SetSigner(signer Signer) error {
+	if err := checkSigner(signer); err != nil {
+		return err
+	}
+	if old := c.signer.Load(); signer.MchID != old.MchID {
+		return fmt.Errorf("%w: client: Signer.MchID %s is not the account's %s", ErrInvalidArgument, signer.MchID, old.MchID)
+	}
+	c.signer.Store(&signer)
+	return nil
+}
+
+// SignerSerial is the merchant certificate serial requests are signed
+// with now.
+func (c *Client) SignerSerial() string { return c.signer.Load().SerialNo }
+
 // Client is WeChat Pay's APIv3 domestic refund API as the engine's provider:
 // it creates and queries refunds and maps every answer to a
 // reservation.Outcome. Anything that is not a verified, definite answer
@@ -92,8 +127,10 @@ type ClientConfig struct {
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	base      string
-	signer    Signer
+	base string
+	// signer is swapped whole by SetSigner (a reload) while requests
+	// sign: each request loads it once.
+	signer    atomic.Pointer[Signer]
 	verifier  *Verifier
 	notifyURL string
 	partner   bool
@@ -132,14 +169,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	case cfg.MchID != "" && cfg.MchID != signer.MchID:
 		return nil, fmt.Errorf("%w: client: MchID and Signer.MchID differ", ErrInvalidArgument)
 	}
-	if !headerSafe(signer.MchID) {
-		return nil, fmt.Errorf("%w: client: merchant id is empty or not header-safe", ErrInvalidArgument)
-	}
-	if !headerSafe(signer.SerialNo) {
-		return nil, fmt.Errorf("%w: client: Signer.SerialNo (merchant certificate serial) is empty or not header-safe", ErrInvalidArgument)
-	}
-	if signer.Key == nil {
-		return nil, fmt.Errorf("%w: client: Signer has no private key", ErrInvalidKey)
+	if err := checkSigner(signer); err != nil {
+		return nil, err
 	}
 	if cfg.Verifier == nil {
 		return nil, fmt.Errorf("%w: client: Verifier is required", ErrInvalidArgument)
@@ -159,9 +190,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c := &Client{
-		base: base, signer: signer, verifier: cfg.Verifier, notifyURL: cfg.NotifyURL, partner: cfg.Partner,
+		base: base, verifier: cfg.Verifier, notifyURL: cfg.NotifyURL, partner: cfg.Partner,
 		http: hc, now: cfg.Now, log: cfg.Logger,
 	}
+	c.signer.Store(&signer)
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -470,7 +502,7 @@ func (c *Client) roundTrip(ctx context.Context, op op, method, rawURL, refundNo 
 		return unknown("CLIENT_ERROR", "build request: "+limit(err.Error(), maxLoggedMessage)), "", 0
 	}
 	// Sign exactly the target the transport will write on the request line.
-	auth, err := c.signer.Authorization(method, req.URL.RequestURI(), body, c.now().Unix(), NewNonce())
+	auth, err := c.signer.Load().Authorization(method, req.URL.RequestURI(), body, c.now().Unix(), NewNonce())
 	if err != nil {
 		// Nothing was sent; the error names fields, never key bytes.
 		return unknown("CLIENT_ERROR", "sign request: "+limit(err.Error(), maxLoggedMessage)), "", 0

@@ -786,8 +786,8 @@ func TestNewClient_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.base != "https://api.mch.weixin.qq.com" || c.signer.MchID != testMchID {
-		t.Fatalf("base %q mchid %q", c.base, c.signer.MchID)
+	if c.base != "https://api.mch.weixin.qq.com" || c.signer.Load().MchID != testMchID {
+		t.Fatalf("base %q mchid %q", c.base, c.signer.Load().MchID)
 	}
 	if c.http.Timeout != DefaultClientTimeout || c.http.CheckRedirect == nil || c.now == nil || c.log == nil {
 		t.Fatalf("defaults not filled: %+v", c.http)

@@ -40,12 +40,12 @@ type MerchantClient struct {
 func (c *Client) For(t Target) (*MerchantClient, error) {
 	switch {
 	case c.partner && t.SubMchID == "":
-		return nil, fmt.Errorf("%w: client: partner account %s needs a sub_mchid", ErrInvalidArgument, c.signer.MchID)
+		return nil, fmt.Errorf("%w: client: partner account %s needs a sub_mchid", ErrInvalidArgument, c.signer.Load().MchID)
 	case !c.partner && t.SubMchID != "":
-		return nil, fmt.Errorf("%w: client: direct merchant %s takes no sub_mchid", ErrInvalidArgument, c.signer.MchID)
+		return nil, fmt.Errorf("%w: client: direct merchant %s takes no sub_mchid", ErrInvalidArgument, c.signer.Load().MchID)
 	case t.SubMchID != "" && (!headerSafe(t.SubMchID) || len(t.SubMchID) > maxSubMchIDLen):
 		return nil, fmt.Errorf("%w: client: sub_mchid must be 1..%d header-safe bytes", ErrInvalidArgument, maxSubMchIDLen)
-	case t.SubMchID == c.signer.MchID:
+	case t.SubMchID == c.signer.Load().MchID:
 		return nil, fmt.Errorf("%w: client: sub_mchid is the provider's own mchid", ErrInvalidArgument)
 	}
 	if err := checkNotifyURL(t.NotifyURL); err != nil {
@@ -60,7 +60,7 @@ func (m *MerchantClient) Target() Target { return m.t }
 // Merchant is how WeChat Pay's notifications name m's merchant, for
 // CheckMerchant.
 func (m *MerchantClient) Merchant() Merchant {
-	return Merchant{MchID: m.c.signer.MchID, SubMchID: m.t.SubMchID}
+	return Merchant{MchID: m.c.signer.Load().MchID, SubMchID: m.t.SubMchID}
 }
 
 // RequestBody is Client.RequestBody for m's merchant: sub_mchid first when

@@ -273,6 +273,33 @@ func (v *Verifier) add(serial string, k verifyKey) {
 	v.keys[serial] = k
 }
 
+// Replace removes the serials of remove, then adds every key and
+// certificate that from holds (replacing one under the same serial), in one
+// step: a concurrent Verify sees the old set or the new one. A reload
+// parses new key files into a fresh Verifier, then Replaces the running
+// one's file keys with it.
+func (v *Verifier) Replace(from *Verifier, remove []string) {
+	from.mu.RLock()
+	add := make(map[string]verifyKey, len(from.keys))
+	for s, k := range from.keys {
+		add[s] = k
+	}
+	from.mu.RUnlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys == nil {
+		v.keys = make(map[string]verifyKey)
+	}
+	for _, s := range remove {
+		delete(v.keys, s)
+	}
+	for s, k := range add {
+		v.added++
+		k.added = v.added
+		v.keys[s] = k
+	}
+}
+
 // Remove drops the key or certificate stored under serial, if any.
 func (v *Verifier) Remove(serial string) {
 	v.mu.Lock()

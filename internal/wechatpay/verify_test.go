@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -371,5 +372,26 @@ func TestVerifierCertificateExpiries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVerifier_Replace: the serials named are dropped and every key of the
+// other Verifier added, in one step; keys not named stay.
+func TestVerifier_Replace(t *testing.T) {
+	v := newV4Verifier(t)
+	if err := v.AddPublicKey("PUB_KEY_ID_OLD", &v6Key(t).PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	from := &Verifier{}
+	if err := from.AddPublicKey("PUB_KEY_ID_NEW", &v5Key(t).PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	v.Replace(from, []string{"PUB_KEY_ID_OLD", "NOT_HELD"})
+	got := strings.Join(v.Serials(), ",")
+	if want := "D7CE59D1F522D701,PUB_KEY_ID_NEW"; got != want {
+		t.Fatalf("serials %s, want %s", got, want)
+	}
+	if s := strings.Join(from.Serials(), ","); s != "PUB_KEY_ID_NEW" {
+		t.Fatalf("from changed: %s", s)
 	}
 }

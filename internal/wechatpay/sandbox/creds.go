@@ -35,6 +35,10 @@ type keyring struct {
 	apiV3   []byte
 	nextV3  []byte    // replaces apiV3 at nextAt
 	nextAt  time.Time // zero: no change pending
+	// merchantKeys verify the merchant's request signatures, by API
+	// certificate serial (upper case): WeChat Pay accepts every API
+	// certificate of the merchant that is not revoked.
+	merchantKeys map[string]*rsa.PublicKey
 }
 
 type platformKey struct {
@@ -49,7 +53,7 @@ type platformKey struct {
 // derived from the key alone, so a restarted sandbox serves the same one.
 func newKeyring(cfg *Config) (*keyring, error) {
 	k := &keyring{keys: map[string]*platformKey{cfg.PublicKeyID: {key: cfg.PlatformKey}}, signing: cfg.PublicKeyID,
-		apiV3: cfg.APIv3Key}
+		apiV3: cfg.APIv3Key, merchantKeys: map[string]*rsa.PublicKey{strings.ToUpper(cfg.MerchantSerial): cfg.MerchantPublicKey}}
 	if !cfg.CertificateMode {
 		return k, nil
 	}
@@ -252,6 +256,47 @@ func (s *Server) SignWith(id string) error {
 	}
 	k.signing = id
 	return nil
+}
+
+// AddMerchantKey makes the merchant API certificate serial, over pub,
+// accepted on requests next to those already accepted, as when the
+// merchant has applied for a new API certificate.
+//
+// Errors wrap ErrInvalidArgument.
+func (s *Server) AddMerchantKey(serial string, pub *rsa.PublicKey) error {
+	if !headerSafe(serial) || pub == nil {
+		return fmt.Errorf("%w: a merchant key needs a serial and a public key", ErrInvalidArgument)
+	}
+	k := s.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.merchantKeys[strings.ToUpper(serial)] = pub
+	return nil
+}
+
+// RevokeMerchantKey stops accepting requests signed under the merchant API
+// certificate serial, as when the merchant revokes its old certificate
+// after switching to a new one. The last one cannot be revoked.
+//
+// Errors wrap ErrInvalidArgument.
+func (s *Server) RevokeMerchantKey(serial string) error {
+	k := s.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := strings.ToUpper(serial)
+	if _, ok := k.merchantKeys[key]; !ok || len(k.merchantKeys) == 1 {
+		return fmt.Errorf("%w: %q is not a merchant key, or is the last one", ErrInvalidArgument, serial)
+	}
+	delete(k.merchantKeys, key)
+	return nil
+}
+
+// merchantKey is the merchant public key of an API certificate serial.
+func (k *keyring) merchantKey(serial string) (*rsa.PublicKey, bool) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	pub, ok := k.merchantKeys[strings.ToUpper(serial)]
+	return pub, ok
 }
 
 // RetireCertificate stops serving and using a platform certificate, as

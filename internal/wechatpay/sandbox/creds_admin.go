@@ -19,6 +19,8 @@ import (
 //	                                                   -> 201 {"serial","not_after","certificate":PEM}
 //	DELETE /sandbox/credentials/certificates/{serial}  -> 204 (retired: no longer served or used)
 //	POST   /sandbox/credentials/public-keys            {"sign":true} -> 201 {"id","public_key":PEM}
+//	POST   /sandbox/credentials/merchant-keys        {"serial","public_key":PEM} -> 204 (a merchant API certificate accepted)
+//	DELETE /sandbox/credentials/merchant-keys/{serial} -> 204 (revoked: requests signed with it are refused)
 //	POST   /sandbox/credentials/signing                {"id":"serial or PUB_KEY_ID_..."} -> 204
 //	POST   /sandbox/credentials/apiv3-key              {"key":"32 characters","at":"RFC 3339, optional"} -> 204
 func (s *Server) adminCredentials(w http.ResponseWriter, r *http.Request, rest string) {
@@ -84,6 +86,33 @@ func (s *Server) adminCredentials(w http.ResponseWriter, r *http.Request, rest s
 			ID        string `json:"id"`
 			PublicKey string `json:"public_key"`
 		}{id, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
+	case r.Method == http.MethodPost && sub == "merchant-keys":
+		var in struct {
+			Serial    string `json:"serial"`
+			PublicKey string `json:"public_key"` // PEM
+		}
+		if !decodeAdmin(w, r, &in) {
+			return
+		}
+		pub, err := wechatpay.ParsePublicKey([]byte(in.PublicKey))
+		if err == nil {
+			err = s.AddMerchantKey(in.Serial, pub)
+		}
+		if err != nil {
+			adminError(w, http.StatusBadRequest, "PARAM_ERROR", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodDelete && strings.HasPrefix(sub, "merchant-keys/"):
+		serial, err := url.PathUnescape(strings.TrimPrefix(sub, "merchant-keys/"))
+		if err == nil {
+			err = s.RevokeMerchantKey(serial)
+		}
+		if err != nil {
+			adminError(w, http.StatusBadRequest, "PARAM_ERROR", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && sub == "signing":
 		var in struct {
 			ID string `json:"id"`

@@ -318,7 +318,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byt
 		s.writeError(w, signError("mchid does not match this merchant"), sigOK)
 		return false
 	}
-	if !strings.EqualFold(auth.SerialNo, s.cfg.MerchantSerial) {
+	merchantKey, ok := s.keys.merchantKey(auth.SerialNo)
+	if !ok {
 		s.writeError(w, signError("serial_no is not the merchant certificate serial"), sigOK)
 		return false
 	}
@@ -326,7 +327,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, body []byt
 		s.writeError(w, signError("timestamp expired or in the future"), sigOK)
 		return false
 	}
-	if err := wechatpay.VerifyAuthorization(s.cfg.MerchantPublicKey, auth, r.Method, requestTarget(r), body); err != nil {
+	if err := wechatpay.VerifyAuthorization(merchantKey, auth, r.Method, requestTarget(r), body); err != nil {
 		s.log.Debug("merchant signature rejected", "method", r.Method, "target", requestTarget(r), "err", err)
 		s.writeError(w, signError("sign not match"), sigOK)
 		return false

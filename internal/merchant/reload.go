@@ -1,0 +1,264 @@
+package merchant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/refundd/refundd/internal/wechatpay"
+)
+
+// Errors of Reloader.Reload. Either way nothing was swapped in.
+var (
+	// ErrReloadInvalid: a file or setting read again is missing or wrong.
+	ErrReloadInvalid = errors.New("credentials not reloaded")
+	// ErrRestartRequired: the files changed something a reload does not
+	// apply (an account or merchant added or removed, a kind, mchid,
+	// base_url, download_certificates, prefix, sub_mchid, notify_url or
+	// policy changed, an APIv2 key added or removed).
+	ErrRestartRequired = errors.New("a restart is needed")
+)
+
+// Reload results, as Reloader.Observe receives them.
+const (
+	ReloadOK              = "ok"
+	ReloadInvalid         = "invalid"
+	ReloadRestartRequired = "restart_required"
+)
+
+// Signers take a new merchant key and serial: *wechatpay.Client and
+// *wechatpay.CertificateManager.
+type Signers interface {
+	SetSigner(wechatpay.Signer) error
+}
+
+// NotifyKeys take an account's new notification keys (api.NotifyKeys):
+// after an APIv3 key change the previous key keeps opening notifications
+// for grace.
+type NotifyKeys interface {
+	Set(apiV3, apiV2 []byte, grace time.Duration)
+}
+
+// Live are the running parts of one account that hold its credentials.
+type Live struct {
+	Client Signers                       // required
+	Certs  *wechatpay.CertificateManager // platform certificate mode; nil otherwise
+	Notify NotifyKeys                    // nil: no notification route
+}
+
+// ReloaderConfig configures a Reloader.
+type ReloaderConfig struct {
+	// Registry and Credentials are what the service started with. The
+	// Verifier of each account's Credentials is the running one: a reload
+	// replaces its file keys in place.
+	Registry    *Registry
+	Credentials map[string]*Credentials
+	Live        map[string]Live // by account name; every account of Registry
+	// Read reads the merchants (or settings) and credential files again;
+	// its errors name the file and setting, never a secret.
+	Read func() (*Registry, map[string]*Credentials, error)
+	// Grace is how long the APIv3 key replaced by a reload keeps opening
+	// notifications.
+	Grace  time.Duration
+	Logger *slog.Logger
+	// Observe, if set, counts every reload by result (ReloadOK, ...).
+	Observe func(result string)
+}
+
+// Reloader swaps in credentials read again from their files while
+// refunds and notifications run (SIGHUP, POST
+// /v1/admin/credentials/reload): all of them when every file is good and
+// nothing needing a restart changed, none otherwise. Safe for concurrent
+// use; reloads run one at a time.
+type Reloader struct {
+	cfg   ReloaderConfig
+	mu    sync.Mutex // one reload at a time; guards reg
+	reg   *Registry
+	creds atomic.Pointer[map[string]*Credentials]
+}
+
+// NewReloader checks cfg and returns its Reloader.
+func NewReloader(cfg ReloaderConfig) (*Reloader, error) {
+	if cfg.Registry == nil || cfg.Read == nil {
+		return nil, fmt.Errorf("merchant: reloader needs a Registry and Read")
+	}
+	for _, a := range cfg.Registry.Accounts() {
+		if cfg.Credentials[a.Name] == nil || cfg.Live[a.Name].Client == nil {
+			return nil, fmt.Errorf("merchant: reloader: account %q has no credentials or client", a.Name)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Reloader{cfg: cfg, reg: cfg.Registry}
+	creds := cfg.Credentials
+	r.creds.Store(&creds)
+	return r, nil
+}
+
+// Credentials are the account's credentials in use now; nil for an
+// unknown account. Their Verifier is the running one.
+func (r *Reloader) Credentials(account string) *Credentials { return (*r.creds.Load())[account] }
+
+// Reload reads every file again and swaps the credentials in when all are
+// good; trigger ("SIGHUP", "api") is logged. A refusal is logged at ERROR
+// and wraps ErrReloadInvalid or ErrRestartRequired; the running
+// credentials stay.
+func (r *Reloader) Reload(_ context.Context, trigger string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.reload(trigger)
+	result := ReloadOK
+	switch {
+	case errors.Is(err, ErrRestartRequired):
+		result = ReloadRestartRequired
+	case err != nil:
+		result = ReloadInvalid
+	}
+	if err != nil {
+		r.cfg.Logger.Error("credentials reload refused; the running credentials stay in use", "trigger", trigger,
+			"result", result, "err", err.Error())
+	}
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(result)
+	}
+	return err
+}
+
+func (r *Reloader) reload(trigger string) error {
+	reg, creds, err := r.cfg.Read()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrReloadInvalid, err)
+	}
+	old := *r.creds.Load()
+	if err := sameShape(r.reg, reg, old, creds); err != nil {
+		return fmt.Errorf("%w: %w", ErrRestartRequired, err)
+	}
+	next := make(map[string]*Credentials, len(creds))
+	for _, a := range reg.Accounts() {
+		was, now := old[a.Name], *creds[a.Name]
+		live := r.cfg.Live[a.Name]
+		// The signer is the one swap that can refuse (a serial that is not
+		// header-safe, which reading the files already refuses): first, so
+		// a refusal leaves this account as it was.
+		if err := live.Client.SetSigner(now.Signer); err != nil {
+			return fmt.Errorf("%w: account %q: %w", ErrReloadInvalid, a.Name, err)
+		}
+		if live.Certs != nil {
+			if err := live.Certs.SetSigner(now.Signer); err != nil {
+				return fmt.Errorf("%w: account %q: %w", ErrReloadInvalid, a.Name, err)
+			}
+			if err := live.Certs.SetAPIv3Key(now.APIv3Key); err != nil {
+				return fmt.Errorf("%w: account %q: %w", ErrReloadInvalid, a.Name, err)
+			}
+		}
+		// The file keys are replaced in the running Verifier, which the
+		// client, the certificate manager and the notification route
+		// share; downloaded certificates stay.
+		added, removed := diff(was.FileSerials, now.FileSerials)
+		was.Verifier.Replace(now.Verifier, was.FileSerials)
+		now.Verifier = was.Verifier
+		if live.Notify != nil {
+			live.Notify.Set(now.APIv3Key, now.APIv2Key, r.cfg.Grace)
+		}
+		next[a.Name] = &now
+		attrs := []any{"trigger", trigger, "account", a.Name, "mchid", now.MchID, "merchant_serial", now.Signer.SerialNo,
+			"keys_added", added, "keys_removed", removed}
+		if was.Signer.SerialNo != now.Signer.SerialNo {
+			attrs = append(attrs, "previous_merchant_serial", was.Signer.SerialNo)
+		}
+		if !slices.Equal(was.APIv3Key, now.APIv3Key) {
+			attrs = append(attrs, "apiv3_key_changed", true, "previous_apiv3_key_grace", r.cfg.Grace.String())
+		}
+		r.cfg.Logger.Info("credentials reloaded", attrs...)
+	}
+	r.reg = reg
+	r.creds.Store(&next)
+	return nil
+}
+
+// sameShape says what in the files changed that a reload does not apply.
+func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials) error {
+	var ps []error
+	names := func(as []*Account) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.Name)
+		}
+		return out
+	}
+	if !slices.Equal(names(was.Accounts()), names(now.Accounts())) {
+		ps = append(ps, fmt.Errorf("accounts changed from %v to %v", names(was.Accounts()), names(now.Accounts())))
+	} else {
+		for _, a := range was.Accounts() {
+			b, _ := now.Account(a.Name)
+			for _, f := range []struct {
+				what     string
+				old, new any
+			}{
+				{"kind", a.Kind, b.Kind}, {"mchid", a.MchID, b.MchID}, {"base_url", a.BaseURL, b.BaseURL},
+				{"download_certificates", a.DownloadCertificates, b.DownloadCertificates},
+				{"apiv2_key (present)", len(wasCreds[a.Name].APIv2Key) > 0, len(nowCreds[a.Name].APIv2Key) > 0},
+			} {
+				if f.old != f.new {
+					ps = append(ps, fmt.Errorf("account %q: %s changed from %v to %v", a.Name, f.what, f.old, f.new))
+				}
+			}
+		}
+	}
+	type shape struct {
+		Kind                          MerchantKind
+		Account                       string
+		SubMchID, SubAppID, Prefix, N string
+		Overrides                     Overrides
+	}
+	shapes := func(r *Registry) map[string]shape {
+		out := map[string]shape{}
+		for _, m := range r.Merchants() {
+			s := shape{Kind: m.Kind, SubMchID: m.SubMchID, SubAppID: m.SubAppID, Prefix: m.RefundNoPrefix, N: m.NotifyURL, Overrides: m.Overrides}
+			if m.Account != nil {
+				s.Account = m.Account.Name
+			}
+			out[m.Name] = s
+		}
+		return out
+	}
+	ws, ns := shapes(was), shapes(now)
+	for _, m := range was.Merchants() {
+		n, ok := ns[m.Name]
+		switch {
+		case !ok:
+			ps = append(ps, fmt.Errorf("merchant %q removed", m.Name))
+		case !reflect.DeepEqual(ws[m.Name], n):
+			ps = append(ps, fmt.Errorf("merchant %q: account, sub_mchid, refund_prefix, notify_url or policy changed", m.Name))
+		}
+	}
+	for _, m := range now.Merchants() {
+		if _, ok := ws[m.Name]; !ok {
+			ps = append(ps, fmt.Errorf("merchant %q added", m.Name))
+		}
+	}
+	return errors.Join(ps...)
+}
+
+// diff is what b has that a has not, and the other way round.
+func diff(a, b []string) (added, removed []string) {
+	added, removed = []string{}, []string{}
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			added = append(added, s)
+		}
+	}
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			removed = append(removed, s)
+		}
+	}
+	return added, removed
+}

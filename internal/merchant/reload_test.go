@@ -1,0 +1,168 @@
+package merchant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/internal/wechatpay"
+)
+
+// fakeLive records what a reload swaps in.
+type fakeLive struct {
+	mu      sync.Mutex
+	signers []string // serials set
+	v3      []string // APIv3 keys set
+	grace   time.Duration
+}
+
+func (f *fakeLive) SetSigner(s wechatpay.Signer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signers = append(f.signers, s.SerialNo)
+	return nil
+}
+
+func (f *fakeLive) Set(apiV3, _ []byte, grace time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.v3, f.grace = append(f.v3, string(apiV3)), grace
+}
+
+// TestReloader: a reload swaps in every account's new signer, APIv3 key
+// and file keys only when every file is good and nothing needing a
+// restart changed; a refusal changes nothing, is logged and counted, and
+// names the file or setting.
+func TestReloader(t *testing.T) {
+	w := goodWorld(t)
+	reg := mustParse(t, credFile)
+	creds, err := reg.LoadCredentials(w.sources())
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := creds["shop"].Verifier // what the client and notification route hold
+	live := map[string]*fakeLive{"shop": {}, "sp": {}}
+	var logs bytes.Buffer
+	var results []string
+	file := credFile
+	rl, err := NewReloader(ReloaderConfig{Registry: reg, Credentials: creds,
+		Live: map[string]Live{"shop": {Client: live["shop"], Notify: live["shop"]}, "sp": {Client: live["sp"], Notify: live["sp"]}},
+		Read: func() (*Registry, map[string]*Credentials, error) {
+			r, err := Parse([]byte(file), "/")
+			if err != nil {
+				return nil, nil, err
+			}
+			c, err := r.LoadCredentials(w.sources())
+			return r, c, err
+		},
+		Grace: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observe: func(r string) { results = append(results, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const newSerial = "6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A6A"
+	const newV3 = "NEWnewNEWnewNEWnewNEWnewNEWnew12"
+	good := strings.Replace(file, "5157F09EFDC096DE15EBE81A47057A7232F1B8E1", newSerial, 1)
+	good = strings.Replace(good, `public_key_file = "/k/pub.pem"`, `public_key_file = "/k/pub.pem"
+platform_cert_files = ["/k/cert.pem"]`, 1)
+	// sp, on a platform certificate, adds the WeChat Pay public key (the
+	// switchover to public keys: both verify).
+	good = strings.Replace(good, `platform_cert_files = ["/k/cert.pem"]
+
+[[merchants]]`, `platform_cert_files = ["/k/cert.pem"]
+public_key_id = "PUB_KEY_ID_0100000000000002"
+public_key_file = "/k/pub.pem"
+
+[[merchants]]`, 1)
+	spRunning := creds["sp"].Verifier
+	for _, tt := range []struct {
+		name     string
+		file     string
+		setup    func()
+		want     error
+		contains string
+	}{
+		{"broken private key", file, func() { w.files["/k/shop.pem"] = []byte("-----BEGIN GARBAGE-----\n") }, ErrReloadInvalid,
+			`account "shop": accounts[0].private_key: wechatpay: invalid key`},
+		{"missing public key file", file, func() { delete(w.files, "/k/pub.pem") },
+			ErrReloadInvalid, "/k/pub.pem"},
+		{"mchid changed", strings.Replace(file, "1900000101", "1900000102", 1), nil, ErrRestartRequired,
+			`account "shop": mchid changed from 1900000101 to 1900000102`},
+		{"merchant added", file + "\n[[merchants]]\nname = \"cafe\"\nkind = \"sub_merchant\"\naccount = \"sp\"\nsub_mchid = \"1900000202\"\nrefund_prefix = \"CF\"\n",
+			nil, ErrRestartRequired, `merchant "cafe" added`},
+		{"prefix changed", strings.Replace(file, `"SH"`, `"SX"`, 1), nil, ErrRestartRequired, `merchant "shop"`},
+	} {
+		keys := mustKeys(t)
+		w.files["/k/shop.pem"], w.files["/k/pub.pem"] = keys.privatePEM, keys.publicPEM
+		if tt.setup != nil {
+			tt.setup()
+		}
+		file = tt.file
+		err := rl.Reload(context.Background(), "test")
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.contains) {
+			t.Errorf("%s: %v, want %v naming %s", tt.name, err, tt.want, tt.contains)
+		}
+		if len(live["shop"].signers)+len(live["shop"].v3)+len(live["sp"].signers) != 0 {
+			t.Fatalf("%s: swapped in after a refusal", tt.name)
+		}
+		if got := rl.Credentials("shop"); got.Signer.SerialNo != "5157F09EFDC096DE15EBE81A47057A7232F1B8E1" ||
+			!slices.Equal(running.Serials(), []string{"PUB_KEY_ID_0100000000000001"}) {
+			t.Fatalf("%s: running credentials changed: %s %v", tt.name, got.Signer.SerialNo, running.Serials())
+		}
+	}
+	if !strings.Contains(logs.String(), "credentials reload refused") || strings.Contains(logs.String(), string(mustKeys(t).privatePEM[30:60])) {
+		t.Fatalf("refusals not logged, or a key logged:\n%s", logs.String())
+	}
+
+	// Good files: a new serial, a new APIv3 key and a certificate added.
+	w.env["SHOP_APIV3_KEY"] = newV3
+	file = good
+	if err := rl.Reload(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(live["shop"].signers, []string{newSerial}) || !slices.Equal(live["shop"].v3, []string{newV3}) || live["shop"].grace != time.Hour {
+		t.Fatalf("shop: signers %v, APIv3 keys %v, grace %v", live["shop"].signers, live["shop"].v3, live["shop"].grace)
+	}
+	if !slices.Equal(live["sp"].v3, []string{spV3}) {
+		t.Fatalf("sp: APIv3 keys %v", live["sp"].v3)
+	}
+	got := rl.Credentials("shop")
+	if got.Signer.SerialNo != newSerial || string(got.APIv3Key) != newV3 || got.Verifier != running {
+		t.Fatalf("shop after reload: %s, same verifier %v", got.Signer.SerialNo, got.Verifier == running)
+	}
+	if s := running.Serials(); !slices.Contains(s, "5157F09E") || !slices.Contains(s, "PUB_KEY_ID_0100000000000001") {
+		t.Fatalf("running verifier holds %v", s)
+	}
+	if s := spRunning.Serials(); len(s) != 2 || !slices.Contains(s, "5157F09E") || !slices.Contains(s, "PUB_KEY_ID_0100000000000002") {
+		t.Fatalf("sp's running verifier holds %v after the public key was added", s)
+	}
+	if !strings.Contains(logs.String(), "credentials reloaded") || !strings.Contains(logs.String(), "previous_merchant_serial=5157F09E") {
+		t.Fatalf("reload not logged:\n%s", logs.String())
+	}
+	// The public key dropped from the file leaves the running verifier.
+	file = strings.Replace(good, "public_key_id = \"PUB_KEY_ID_0100000000000001\"\npublic_key_file = \"/k/pub.pem\"\n", "", 1)
+	if err := rl.Reload(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if s := running.Serials(); !slices.Equal(s, []string{"5157F09E"}) {
+		t.Fatalf("running verifier holds %v after the public key was dropped", s)
+	}
+	want := []string{ReloadInvalid, ReloadInvalid, ReloadRestartRequired, ReloadRestartRequired, ReloadRestartRequired, ReloadOK, ReloadOK}
+	if !slices.Equal(results, want) {
+		t.Fatalf("results %v, want %v", results, want)
+	}
+}
+
+func mustKeys(t *testing.T) keyFiles {
+	t.Helper()
+	f, err := testKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
