@@ -70,6 +70,9 @@ type Server struct {
 	deliveries  map[string][]Delivery // by out_refund_no
 	timers      map[string]*time.Timer
 	bills       map[string]billFile // by download token
+
+	rateMu sync.Mutex
+	rate   CreateRate
 }
 
 // New returns a Server for cfg; see Config for required fields and
