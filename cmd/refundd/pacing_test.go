@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestMain_PacingKeepsUnderWeChatsCreateLimit is issue 21's "Rate" test:
+// 2,000 refunds queued at once against the sandbox, which refuses (429
+// FREQUENCY_LIMITED) every create beyond its limit in a second, as WeChat
+// Pay does. refundd paces its creates below that limit, so none is
+// refused, every refund settles SUCCEEDED, and the creates counted per
+// second at the sandbox never exceed the pace.
+//
+// The pace is the sandbox's limit: no margin is needed, as an account's
+// pacer holds a slot until a second after each answer (merchant.Paced).
+// The provider timeout covers the whole backlog (2,000 / 100 s), so no
+// call is deferred. With --wechatpay-pace-creates 0 the same test fails:
+// the sandbox refuses creates.
+func TestMain_PacingKeepsUnderWeChatsCreateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 2,000 refunds at 100/s")
+	}
+	const (
+		refunds      = 2000
+		sandboxLimit = 100
+		pace         = sandboxLimit
+		clients      = 32
+	)
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--sandbox-delay", "0",
+		"--sandbox-max-creates", fmt.Sprint(sandboxLimit), "--wechatpay-pace-creates", fmt.Sprint(pace),
+		"--provider-timeout", "2m", "--log-level", "error"}, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	sb := m.provider.sandbox
+	c := client{t: t, base: "http://" + m.Addr()}
+
+	// fanOut runs do(i) for every refund from a few clients at once and
+	// fails the test with the first error.
+	fanOut := func(do func(i int) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for w := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < refunds; i += clients {
+					if err := do(i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	// Paid orders first, so that the refunds then come all at once, far
+	// faster than the pace.
+	fanOut(func(i int) error {
+		id := fmt.Sprintf("res-%d", i)
+		if code, body := c.do("POST", "/v1/reservations", "", map[string]any{
+			"id": id, "user_id": "u", "out_trade_no": "ORD-" + id, "amount": 1000, "currency": "CNY",
+		}); code != 201 {
+			return fmt.Errorf("register %s: %d %v", id, code, body)
+		}
+		return nil
+	})
+	nos := make([]string, refunds)
+	fanOut(func(i int) error {
+		id := fmt.Sprintf("res-%d", i)
+		code, body := c.do("POST", "/v1/reservations/"+id+"/refunds", "k-"+id, map[string]any{"user_id": "u", "amount": 400})
+		no, _ := body["refund_no"].(string)
+		if (code != 202 && code != 200) || no == "" {
+			return fmt.Errorf("refund %s: %d %v", id, code, body)
+		}
+		nos[i] = no
+		return nil
+	})
+
+	// Every refund settles: wait on each with the API's own wait.
+	for i, no := range nos {
+		path := fmt.Sprintf("/v1/reservations/res-%d/refunds/%s?wait=10s", i, no)
+		var state any
+		for range 30 {
+			code, body := c.do("GET", path, "", nil)
+			if code != 200 {
+				t.Fatalf("%s: %d %v", no, code, body)
+			}
+			if state = body["state"]; state != "PROCESSING" {
+				break
+			}
+		}
+		if state != "SUCCEEDED" {
+			t.Fatalf("%s ended %v, want SUCCEEDED", no, state)
+		}
+	}
+
+	got := sb.CreateRate()
+	total, secs := 0, make([]int64, 0, len(got.PerSecond))
+	for s, n := range got.PerSecond {
+		total += n
+		secs = append(secs, s)
+	}
+	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
+	var hist strings.Builder
+	for _, s := range secs {
+		fmt.Fprintf(&hist, " %d", got.PerSecond[s])
+	}
+	t.Logf("creates at the sandbox: %d in %d seconds, at most %d in one; per second:%s", total, len(secs), got.Max, hist.String())
+	if got.Refused != 0 {
+		t.Errorf("the sandbox refused %d creates with FREQUENCY_LIMITED", got.Refused)
+	}
+	if got.Max > pace {
+		t.Errorf("the sandbox saw %d creates in one second, over the pace %d", got.Max, pace)
+	}
+	if total != refunds {
+		t.Errorf("the sandbox saw %d creates for %d refunds (each sent once)", total, refunds)
+	}
+	// The pace was what held the creates back: they waited for turns,
+	// and none was deferred past its deadline.
+	waited, deferred := pacingMetrics(t, c)
+	t.Logf("pacing: %.1f s waited in all, %v deferred", waited, deferred)
+	if waited <= 0 {
+		t.Errorf("no create waited for its turn (%v s): the test did not queue faster than the pace", waited)
+	}
+	if deferred != 0 {
+		t.Errorf("%v creates deferred past their deadline", deferred)
+	}
+}
+
+var pacingSeries = regexp.MustCompile(`(?m)^refundd_provider_pacing_(wait_seconds_sum|deferred_total)\{account="default",op="create"\} (\S+)$`)
+
+// pacingMetrics reads the creates' total pacing wait and deferrals from
+// /metrics.
+func pacingMetrics(t *testing.T, c client) (waited, deferred float64) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", c.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testServiceToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %v", res.StatusCode, err)
+	}
+	for _, m := range pacingSeries.FindAllStringSubmatch(string(b), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m[1] == "deferred_total" {
+			deferred = v
+		} else {
+			waited = v
+		}
+	}
+	return waited, deferred
+}
