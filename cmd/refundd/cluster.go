@@ -143,7 +143,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		// answer with the release.
 		queried := m.metrics.Provider(w.provider)
 		be.engine = nodeEngine{Node: node, query: func(ctx context.Context, no string) reservation.Outcome {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
+			ctx, cancel := context.WithTimeout(ctx, c.ProviderTimeout) // as the engine's calls, pacing wait included
 			defer cancel()
 			return queried.Query(ctx, no)
 		}}
