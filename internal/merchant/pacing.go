@@ -278,23 +278,56 @@ func (pp *pacedProvider) Submit(ctx context.Context, refundNo string, body []byt
 }
 
 func (pp *pacedProvider) Query(ctx context.Context, refundNo string) reservation.Outcome {
-	release, ok := pp.pacer.acquire(ctx, pp.pacer.queries, OpQuery)
-	if !ok {
-		return deferred(refundNo, OpQuery)
-	}
-	defer release()
-	return pp.Provider.Query(ctx, refundNo)
+	return (&pacedQuerier{q: pp.Provider, pacer: pp.pacer}).Query(ctx, refundNo)
 }
 
 // refused reports whether WeChat Pay refused a create: with a business
-// code (REJECTED) or for its rate. Unknown outcomes of timeouts and of
-// answers that did not verify are not counted: nothing says WeChat Pay
-// counted them as failing.
+// code (REJECTED) or for its rate (the codes of PARTNER.md §4). Unknown
+// outcomes of timeouts and of answers that did not verify are not
+// counted: nothing says WeChat Pay counted them as failing.
 func refused(o reservation.Outcome) bool {
-	return o.Kind == reservation.OutcomeRejected || o.Code == "FREQUENCY_LIMITED"
+	switch o.Code {
+	case "FREQUENCY_LIMITED", "RATELIMIT_EXCEEDED", "RATELIMIT_EXCEED", "RATE_LIMITED":
+		return true
+	}
+	return o.Kind == reservation.OutcomeRejected
 }
 
 func deferred(no, op string) reservation.Outcome {
 	return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: CodePacingDeferred,
 		Message: "the " + op + " of refund " + no + " would wait for its turn past its deadline; nothing was sent"}
+}
+
+// Querier asks WeChat Pay about one refund (audit.Querier; a Provider is
+// one).
+type Querier interface {
+	Query(ctx context.Context, refundNo string) reservation.Outcome
+}
+
+// PaceQueries returns q with its queries paced at r per second as an
+// account's are (Paced), for a tool that queries one account besides
+// refundd (refundctl reconcile --query); zero returns q. obs may be nil.
+func PaceQueries(q Querier, account string, r float64, obs PacingObserver) (Querier, error) {
+	if err := (Pacing{Queries: r}).Validate(); err != nil {
+		return nil, err
+	}
+	if r == 0 {
+		return q, nil
+	}
+	return &pacedQuerier{q: q, pacer: &pacer{account: account, queries: newGate(r), obs: obs,
+		clock: PacingClock{Now: time.Now, Sleep: realSleep}}}, nil
+}
+
+type pacedQuerier struct {
+	q     Querier
+	pacer *pacer
+}
+
+func (pq *pacedQuerier) Query(ctx context.Context, refundNo string) reservation.Outcome {
+	release, ok := pq.pacer.acquire(ctx, pq.pacer.queries, OpQuery)
+	if !ok {
+		return deferred(refundNo, OpQuery)
+	}
+	defer release()
+	return pq.q.Query(ctx, refundNo)
 }

@@ -203,12 +203,19 @@ func TestPaced_ZeroIsUnpacedAndNegativeRefused(t *testing.T) {
 	}
 }
 
-// rejecting refuses creates of refund numbers starting "BAD".
+// rejecting refuses creates of refund numbers starting "BAD", and those
+// starting "LIM" for the rate; "ERR" answers an unknown outcome of its
+// own (a 500).
 type rejecting struct{ recorder }
 
 func (p rejecting) Submit(ctx context.Context, no string, b []byte, a int) reservation.Outcome {
-	if strings.HasPrefix(no, "BAD") {
+	switch {
+	case strings.HasPrefix(no, "BAD"):
 		return reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "INVALID_REQUEST"}
+	case strings.HasPrefix(no, "LIM"):
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "FREQUENCY_LIMITED"}
+	case strings.HasPrefix(no, "ERR"):
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "SYSTEM_ERROR"}
 	}
 	return p.recorder.Submit(ctx, no, b, a)
 }
@@ -238,7 +245,9 @@ func TestPaced_RefusedCreatesSlowTheNext(t *testing.T) {
 		{"OK-3", 500 * time.Millisecond}, // the refusal's turn at 2/s
 		{"BAD-2", 10 * time.Millisecond},
 		{"BAD-3", 500 * time.Millisecond},
-		{"OK-4", 500 * time.Millisecond},
+		{"LIM-1", 500 * time.Millisecond},
+		{"ERR-1", 500 * time.Millisecond}, // the refusal for the rate's turn
+		{"OK-4", 10 * time.Millisecond},   // a 500 is not a refusal
 	} {
 		shop.Submit(ctx, s.no, nil, 1)
 		if got, deferred := log.last(); got != s.want || deferred {
@@ -366,5 +375,26 @@ func TestParse_Pacing(t *testing.T) {
 	paced["inn-2"].Submit(context.Background(), "IB-1", nil, 1)
 	if got, _ := log.last(); got != 20*time.Millisecond {
 		t.Fatalf("inn-2 after inn-1 waited %v, want 20ms (sp's 50/s)", got)
+	}
+}
+
+func TestPaceQueries(t *testing.T) {
+	q := recorder{"shop"}
+	if got, err := PaceQueries(q, "shop", 0, nil); err != nil || got != Querier(q) {
+		t.Fatalf("unpaced: %v %v, want q itself", got, err)
+	}
+	if _, err := PaceQueries(q, "shop", -1, nil); err == nil {
+		t.Fatal("negative pace accepted")
+	}
+	log := &paceLog{}
+	paced, err := PaceQueries(q, "shop", 20, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		paced.Query(context.Background(), "SH-a-1")
+	}
+	if got, deferred := log.last(); got <= 0 || deferred {
+		t.Fatalf("second query at 20/s waited %v (deferred %v), want a turn's wait", got, deferred)
 	}
 }
