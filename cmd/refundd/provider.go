@@ -127,7 +127,7 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 	c := m.Config
 	sb, err := sandbox.StartLocal(filepath.Join(c.DataDir, "sandbox"), "1900000001", func(cfg *sandbox.Config) {
 		cfg.ProcessingDelay, cfg.TimeFactor, cfg.MinRefundSpacing = c.SandboxDelay, c.SandboxTimeFactor, c.RefundSpacing
-		cfg.MaxCreatesPerSecond = c.SandboxMaxCreates
+		cfg.Creates = sandbox.NewCreateCounter(c.SandboxMaxCreates)
 		cfg.NotifyURLV2 = notifyBase + "/v1/notify/wechatpay/v2/refund"
 		cfg.Logger = m.log.With("component", "sandbox")
 	})

@@ -109,13 +109,14 @@ type Config struct {
 	// refunds of one order. It is measured on Now and not scaled by
 	// TimeFactor. Zero means the rule is not enforced.
 	MinRefundSpacing time.Duration
-	// MaxCreatesPerSecond refuses a create request beyond this many in one
-	// second of Now (a calendar second) with 429 FREQUENCY_LIMITED, as
-	// WeChat Pay limits refund creates per merchant id (PARTNER.md §4:
-	// 150/s). Every authenticated create counts, refused or not, as WeChat
-	// counts requests. It is per Server: the books of Multi count apart.
-	// Zero means no limit; CreateRate reports what was seen either way.
-	MaxCreatesPerSecond int
+	// Creates counts create requests per second and refuses those beyond
+	// its limit with 429 FREQUENCY_LIMITED, as WeChat Pay limits refund
+	// creates per merchant id (PARTNER.md §4: 150/s). Every authenticated
+	// create counts, refused or not, as WeChat counts requests. The Servers
+	// of one account (a service provider's sub-merchants) share one. Nil
+	// means a counter of this Server's own without a limit; CreateRate
+	// reports what was seen either way.
+	Creates *CreateCounter
 }
 
 // notifyTimeout is how long WeChat Pay waits for a notification answer.
@@ -163,9 +164,6 @@ func (c *Config) validate() error {
 	}
 	if c.MinRefundSpacing < 0 {
 		bad = append(bad, "MinRefundSpacing is negative")
-	}
-	if c.MaxCreatesPerSecond < 0 {
-		bad = append(bad, "MaxCreatesPerSecond is negative")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
