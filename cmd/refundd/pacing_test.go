@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
 // TestMain_PacingKeepsUnderWeChatsCreateLimit is issue 21's "Rate" test:
@@ -181,4 +184,105 @@ func pacingMetrics(t *testing.T, c client) (waited, deferred float64, calls stri
 	}
 	calls = strings.Join(regexp.MustCompile(`(?m)^refundd_provider_calls_total\{.*$`).FindAllString(string(b), -1), "; ")
 	return waited, deferred, calls
+}
+
+// TestMain_PacingBacklogSurvivesKill9: refundd is killed (kill -9) while
+// refunds wait for their turns to be sent to WeChat Pay (a standalone
+// wxpaysim that refuses creates beyond its limit). Pacing keeps its queue
+// in memory only: the journal holds each refund's submission and due time,
+// so the restarted refundd queries the refunds it has no answer for, sends
+// again (same number, same bytes) those WeChat Pay never got, still paced.
+// Every refund ends SUCCEEDED, each order refunded exactly once, and no
+// create was refused for frequency across both incarnations.
+func TestMain_PacingBacklogSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	const (
+		refunds = 150
+		pace    = 25
+		paid    = 1000
+		amount  = 400
+	)
+	refunddBin, simBin := buildCrashBinaries(t)
+	addr := freeAddr(t)
+	sim := startSim(t, simBin, t.TempDir(), simOptions{processingDelay: "0s", timeFactor: "1",
+		notifyURL: "http://" + addr + "/v1/notify/wechatpay/refund", extra: []string{"--max-creates", fmt.Sprint(pace)}})
+	// The backlog (150 / 25 s) fits in --provider-timeout, which is below
+	// --reconcile-after: nothing is deferred or queried while it waits.
+	rd := newRefundd(refunddBin, t.TempDir(), addr, sim, false, "--wechatpay-pace-creates", fmt.Sprint(pace),
+		"--provider-timeout", "8s", "--reconcile-after", "10s", "--reconcile-schedule", "1s")
+	d := rd.start(t)
+	c := client{t: t, base: "http://" + addr}
+	nos := make([]string, refunds)
+	for i := range refunds {
+		id := fmt.Sprintf("kill-%d", i)
+		sim.createOrder(t, "ORD-"+id, paid)
+		if code, body := c.do("POST", "/v1/reservations", "", map[string]any{
+			"id": id, "user_id": "u", "out_trade_no": "ORD-" + id, "amount": paid, "currency": "CNY",
+		}); code != 201 {
+			t.Fatalf("register %s: %d %v", id, code, body)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < refunds; i += 16 {
+				id := fmt.Sprintf("kill-%d", i)
+				_, body := c.do("POST", "/v1/reservations/"+id+"/refunds", "k-"+id, map[string]any{"user_id": "u", "amount": amount})
+				nos[i], _ = body["refund_no"].(string)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, no := range nos {
+		if no == "" {
+			t.Fatalf("refund of kill-%d not accepted", i)
+		}
+	}
+	// Kill once WeChat Pay has some of them and most still wait.
+	var seen sandbox.CreateRate
+	waitFor(t, 30*time.Second, "the first creates at WeChat Pay", func() (bool, string) {
+		_, err := sim.admin("GET", "/sandbox/creates", nil, &seen)
+		n := 0
+		for _, v := range seen.PerSecond {
+			n += v
+		}
+		return err == nil && n >= pace, fmtAny("creates", seen, "err", err)
+	})
+	d.kill()
+	if !d.waitExit(30*time.Second) || !d.killedBySIGKILL() {
+		t.Fatal("refundd did not die of SIGKILL")
+	}
+	_, _ = sim.admin("GET", "/sandbox/creates", nil, &seen)
+	before := 0
+	for _, v := range seen.PerSecond {
+		before += v
+	}
+	if before >= refunds {
+		t.Fatalf("all %d creates were sent before the kill: nothing was left waiting", before)
+	}
+	t.Logf("killed with %d of %d creates sent", before, refunds)
+
+	d = rd.start(t)
+	for i, no := range nos {
+		id := fmt.Sprintf("kill-%d", i)
+		waitFor(t, 60*time.Second, "refund "+no+" SUCCEEDED", func() (bool, string) {
+			_, r := c.do("GET", "/v1/reservations/"+id+"/refunds/"+no+"?wait=2s", "", nil)
+			return r["state"] == "SUCCEEDED", fmtAny("refundd", r, "logs", "\n"+grepLines(rd.logs.String(), no, 20))
+		})
+		if o, err := sim.order("ORD-" + id); err != nil || o.Refunded != amount || len(o.Refunds) != 1 {
+			t.Fatalf("WeChat's order of %s: %+v %v, want %d refunded once", id, o, err, amount)
+		}
+	}
+	d.stop(t)
+	if _, err := sim.admin("GET", "/sandbox/creates", nil, &seen); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("creates at WeChat Pay: at most %d in one second, %d refused; per second %v", seen.Max, seen.Refused, seen.PerSecond)
+	if seen.Refused != 0 || seen.Max > pace {
+		t.Fatalf("WeChat Pay saw %d creates in one second (pace %d) and refused %d", seen.Max, pace, seen.Refused)
+	}
 }

@@ -208,6 +208,7 @@ type simOptions struct {
 	timeFactor      string // scales the delay and WeChat's notification retry schedule
 	notifyURL       string // v3 notifications of refunds without notify_url
 	notifyURLV2     string // empty: no APIv2 notifications
+	extra           []string
 }
 
 // wxsim is a running wxpaysim: WeChat Pay for the tests. It is never killed
@@ -231,6 +232,7 @@ func startSim(t *testing.T, bin, dir string, o simOptions) *wxsim {
 	if o.notifyURLV2 != "" {
 		args = append(args, "--notify-url-v2", o.notifyURLV2)
 	}
+	args = append(args, o.extra...)
 	d := startDaemon(t, bin, "wxpaysim: point refundd at it with:", nil, nil, args...)
 	raw, err := os.ReadFile(filepath.Join(keys, sandbox.ManifestFile))
 	if err != nil {
