@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
@@ -159,6 +160,7 @@ type reconcileOptions struct {
 	fix      bool
 	asJSON   bool
 	merch    string
+	pace     float64
 }
 
 func (o *reconcileOptions) register(fs *flag.FlagSet, c *cli) {
@@ -171,6 +173,7 @@ func (o *reconcileOptions) register(fs *flag.FlagSet, c *cli) {
 	fs.DurationVar(&o.slack, "slack", 5*time.Minute, "refunds submitted this close to midnight may be in the neighbouring bill: noted, not mismatched")
 	fs.StringVar(&o.prefix, "prefix", "", "refundd's --refund-prefix: tells lost refunds from ones made in the merchant platform")
 	fs.BoolVar(&o.query, "query", false, "query every refund in the range instead of reading a bill")
+	fs.Float64Var(&o.pace, "pace-queries", 50, "query mode: queries per second at most; WeChat Pay allows 300 per account, shared with refundd's (--wechatpay-pace-queries); 0: unpaced")
 	fs.StringVar(&o.from, "from", "", "query mode: first request time included")
 	fs.StringVar(&o.to, "to", "", "query mode: first request time excluded")
 	fs.BoolVar(&o.fix, "fix", false, "query mode: ask the running refundd (--server) to reconcile refunds that disagree")
@@ -194,6 +197,9 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 	}
 	if o.fix && (!o.query || o.src.server == "") {
 		return c.usageError(name, "--fix needs --query and --server")
+	}
+	if err := (merchant.Pacing{Queries: o.pace}).Validate(); err != nil {
+		return c.usageError(name, "--pace-queries: %v", err)
 	}
 	if (o.billDate != "" || o.query) && !o.prov.set() {
 		return c.usageError(name, "downloading a bill or querying needs credentials (--wechatpay-* or --sandbox-keys)")
@@ -272,7 +278,9 @@ func (o *reconcileOptions) run(c *cli, args []string) int {
 		out.Mode = "query"
 		qp := c.progress("refunds queried")
 		rng.Progress = func(done, _ int) { qp.report(uint64(done)) }
-		rep, err := audit.ReconcileProvider(c.ctx, facts, client, rng)
+		// Checked above: --pace-queries is valid.
+		q, _ := merchant.PaceQueries(client, o.prov.mchID, o.pace, nil)
+		rep, err := audit.ReconcileProvider(c.ctx, facts, q, rng)
 		qp.done()
 		if err != nil {
 			return c.fail(name, err)

@@ -152,6 +152,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"journal", "show", "--file", path}, exitUsage, "give one reservation id"},
 		{[]string{"journal", "export", "--file", path, "--format", "xml"}, exitUsage, "jsonl or csv"},
 		{[]string{"reconcile", "--file", path}, exitUsage, "exactly one of --bill"},
+		{[]string{"reconcile", "--file", path, "--query", "--pace-queries", "-1"}, exitUsage, "--pace-queries"},
 		{[]string{"restore", "--from", path}, exitUsage, "exactly one of --data and --to"},
 		{[]string{"journal", "verify", "--file", filepath.Join(t.TempDir(), "missing.db")}, exitFailed, "no such file"},
 	}

@@ -111,7 +111,8 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		var err error
 		node, err = cluster.Start(ctx, cluster.Config{
 			Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
-				Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout, Merchant: w.merchant()},
+				Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout, Merchant: w.merchant(),
+				ProviderTimeout: c.ProviderTimeout},
 			Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
 		})
 		if err != nil {
@@ -142,7 +143,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		// answer with the release.
 		queried := m.metrics.Provider(w.provider)
 		be.engine = nodeEngine{Node: node, query: func(ctx context.Context, no string) reservation.Outcome {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the engine's default provider timeout
+			ctx, cancel := context.WithTimeout(ctx, c.ProviderTimeout) // as the engine's calls, pacing wait included
 			defer cancel()
 			return queried.Query(ctx, no)
 		}}

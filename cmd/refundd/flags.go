@@ -15,6 +15,7 @@ import (
 	"github.com/refundd/refundd/internal/config"
 	"github.com/refundd/refundd/internal/gctune"
 	"github.com/refundd/refundd/internal/logs"
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/profiler"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/wechatpay"
@@ -57,10 +58,17 @@ type Config struct {
 	CheckpointInterval                time.Duration
 	Cluster                           ClusterConfig // cluster mode (cluster.go); zero: single node
 	IdleTimeout, SchedulerInterval    time.Duration
+	ProviderTimeout                   time.Duration // bounds one call to WeChat Pay, its wait for pacing included
 	ShutdownTimeout, LockTimeout      time.Duration
 	ReadHeaderTimeout                 time.Duration
 	GC                                GCConfig // applied by main (it is process-wide), not by Run
 	RateLimit                         RateLimitConfig
+	// Pacing is the outbound rate to WeChat Pay per account (sandbox and
+	// wechatpay providers; not the memory stand-in).
+	Pacing merchant.Pacing
+	// SandboxMaxCreates makes the built-in sandbox refuse creates beyond
+	// this many per second, as WeChat Pay does; 0: no limit.
+	SandboxMaxCreates int
 }
 
 // RateLimitConfig is the inbound rate limits (api.RateLimits): requests
@@ -76,7 +84,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{
 			Listen: "127.0.0.1:8080", DataDir: "data", RefundNoPrefix: reservation.DefaultRefundNoPrefix,
-			IdleTimeout: 2 * time.Minute, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
+			IdleTimeout: 2 * time.Minute, ProviderTimeout: 10 * time.Second, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
@@ -89,6 +97,7 @@ func NewMain() *Main {
 			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
 			// One merchant account's worst retry storm (api.NotifyRateFor).
 			RateLimit: RateLimitConfig{Notify: api.NotifyRateFor(1)},
+			Pacing:    merchant.DefaultPacing,
 		},
 		Stdout: os.Stdout, Stderr: os.Stderr,
 	}
@@ -178,8 +187,14 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 		"after a reload (SIGHUP, POST /v1/admin/credentials/reload) changes an APIv3 key, how long notifications are also tried with the previous key; 0: not at all")
 	t.def(&w.APIv2KeyFile, "wechatpay-apiv2-key-file", "file holding the APIv2 key; enables the v2 notification endpoint (or set REFUNDD_WECHATPAY_APIV2_KEY)")
 	t.def(&w.NotifyURL, "wechatpay-notify-url", "public notify_url sent with refunds (no query string)")
+	t.def(&c.Pacing.Creates, "wechatpay-pace-creates",
+		"refund creates sent per second per WeChat Pay account (a service provider's sub-merchants share it), spaced evenly, at most this many in any second at WeChat Pay; WeChat Pay's limit is 150; an account's pace_creates overrides it; 0: unpaced")
+	t.def(&c.Pacing.FailedCreates, "wechatpay-pace-failed-creates",
+		"refund creates WeChat Pay refuses, per second per account: each refused create delays the account's next creates by 1/this; WeChat Pay's limit is 6; pace_failed_creates overrides it; 0: unpaced")
+	t.def(&c.Pacing.Queries, "wechatpay-pace-queries", "refund queries sent per second per WeChat Pay account, reconciliation included; WeChat Pay's limit is 300; pace_queries overrides it; 0: unpaced")
 	t.def(&c.SandboxDelay, "sandbox-delay", "built-in sandbox and memory provider: time from acceptance to the refund's outcome")
 	t.def(&c.SandboxTimeFactor, "sandbox-time-factor", "built-in sandbox: scales its notification retry schedule (15s, 15s, 30s, 3m, ...) and delay")
+	t.def(&c.SandboxMaxCreates, "sandbox-max-creates", "built-in sandbox: refuse refund creates beyond this many per second with 429 FREQUENCY_LIMITED, as WeChat Pay does; 0: no limit")
 
 	t.in(secReliable)
 	t.def(&c.ReconcileAfter, "reconcile-after", "query the provider about a refund with no answer after this long")
@@ -208,6 +223,8 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.in(secTuning)
 	t.def(&c.IdleTimeout, "idle-timeout", "passivate a reservation actor after this long without messages")
 	t.def(&c.SchedulerInterval, "scheduler-interval", "how often due timers are drained")
+	t.def(&c.ProviderTimeout, "provider-timeout",
+		"bounds one call to WeChat Pay, its wait for its account's pacing turn included: a call whose turn comes later is not sent (unknown outcome, retried at its due time); so a backlog of about pace x this is queued without deferring")
 	t.def(&c.ShutdownTimeout, "shutdown-timeout", "how long shutdown waits for in-flight work")
 	t.def(&c.LockTimeout, "lock-timeout", "how long to wait for the journal file lock")
 	t.def(&c.ReadHeaderTimeout, "read-header-timeout", "drop connections that do not finish their headers in time (slow-header clients)")
@@ -285,7 +302,7 @@ func (c *Config) validate() error {
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
 		"--scheduler-interval": c.SchedulerInterval, "--shutdown-timeout": c.ShutdownTimeout, "--lock-timeout": c.LockTimeout, "--stuck-after": c.StuckAfter,
 		"--retry-backoff": c.RetryBackoff, "--read-header-timeout": c.ReadHeaderTimeout, "--checkpoint-interval": c.CheckpointInterval, "--retry-backoff-max": c.RetryBackoffMax, "--refund-window": c.RefundWindow,
-		"--settle-horizon": c.SettleHorizon, "--approval-timeout": c.ApprovalTimeout} {
+		"--settle-horizon": c.SettleHorizon, "--provider-timeout": c.ProviderTimeout, "--approval-timeout": c.ApprovalTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -302,6 +319,8 @@ func (c *Config) validate() error {
 		{c.CertificateRefresh < time.Minute, "--wechatpay-certificate-refresh must be at least 1m"},
 		{c.APIv3KeyGrace < 0, "--wechatpay-apiv3-key-grace must not be negative"},
 		{c.SandboxDelay < 0, "--sandbox-delay must not be negative"},
+		{c.SandboxMaxCreates < 0, "--sandbox-max-creates must not be negative"},
+		{c.Pacing.Validate() != nil, "--wechatpay-pace-creates, --wechatpay-pace-failed-creates and --wechatpay-pace-queries must be 0..1000000 per second"},
 		{min(c.RateLimit.Service, c.RateLimit.Reader, c.RateLimit.Auditor, c.RateLimit.Operator, c.RateLimit.Approver, c.RateLimit.Notify) < 0,
 			"--rate-limit-* and --notify-rate-limit must not be negative"},
 		{(c.TLSCert == "") != (c.TLSKey == ""), "--tls-cert and --tls-key go together"},

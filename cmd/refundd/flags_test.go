@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/config"
+	"github.com/refundd/refundd/internal/merchant"
 )
 
 func TestParseFlags_GC(t *testing.T) {
@@ -224,6 +225,36 @@ func TestParseFlags_RateLimits(t *testing.T) {
 		t.Fatalf("api limits %+v", lim)
 	}
 	for _, args := range [][]string{{"--rate-limit-reader", "-1"}, {"--notify-rate-limit", "-5"}, {"--rate-limit-service", "x"}} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {
+			t.Errorf("ParseFlags(%v) = nil, want an error", args)
+		}
+	}
+}
+
+func TestParseFlags_Pacing(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.Pacing != (merchant.Pacing{Creates: 150, FailedCreates: 6, Queries: 300}) || m.Config.SandboxMaxCreates != 0 {
+		t.Fatalf("defaults: pacing %+v, sandbox limit %d; want WeChat Pay's documented limits and no sandbox limit",
+			m.Config.Pacing, m.Config.SandboxMaxCreates)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	env := map[string]string{"REFUNDD_WECHATPAY_PACE_QUERIES": "0"}
+	if err := m.ParseFlags([]string{"--wechatpay-pace-creates", "100", "--wechatpay-pace-failed-creates=0.5", "--sandbox-max-creates", "120"},
+		func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if want := (merchant.Pacing{Creates: 100, FailedCreates: 0.5}); m.Config.Pacing != want || m.Config.SandboxMaxCreates != 120 {
+		t.Fatalf("parsed %+v, %d; want %+v, 120", m.Config.Pacing, m.Config.SandboxMaxCreates, want)
+	}
+	for _, args := range [][]string{{"--wechatpay-pace-creates", "-1"}, {"--wechatpay-pace-queries", "1e7"},
+		{"--wechatpay-pace-failed-creates", "NaN"}, {"--sandbox-max-creates", "-1"}, {"--provider-timeout", "0s"}} {
 		m := NewMain()
 		m.Stderr = io.Discard
 		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {

@@ -83,6 +83,16 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 	if err != nil {
 		return nil, err
 	}
+	if m.Config.Provider != providerMemory {
+		// WeChat Pay's limits are per account: its merchants share turns.
+		// The memory stand-in has none to respect.
+		if per, err = ms.reg.Paced(per, m.Config.Pacing, m.metrics, merchant.PacingClock{}); err != nil {
+			if w.close != nil {
+				w.close()
+			}
+			return nil, err
+		}
+	}
 	router, err := ms.reg.Router(per, prefixes)
 	if err != nil {
 		if w.close != nil {
@@ -120,6 +130,7 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 	c := m.Config
 	sb, err := sandbox.StartLocal(filepath.Join(c.DataDir, "sandbox"), "1900000001", func(cfg *sandbox.Config) {
 		cfg.ProcessingDelay, cfg.TimeFactor, cfg.MinRefundSpacing = c.SandboxDelay, c.SandboxTimeFactor, c.RefundSpacing
+		cfg.Creates = sandbox.NewCreateCounter(c.SandboxMaxCreates)
 		cfg.NotifyURLV2 = notifyBase + "/v1/notify/wechatpay/v2/refund"
 		cfg.Logger = m.log.With("component", "sandbox")
 	})

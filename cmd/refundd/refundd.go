@@ -407,6 +407,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		engine, err := actors.New(actors.Config{
 			Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
 			Merchant: w.merchant(), Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout,
+			ProviderTimeout: c.ProviderTimeout,
 		})
 		if err != nil {
 			return err

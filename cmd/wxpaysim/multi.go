@@ -120,12 +120,13 @@ func (m *Main) runMulti() error {
 		if subs == nil {
 			subs = []string{""}
 		}
+		creates := sandbox.NewCreateCounter(c.MaxCreates) // the account's, shared by its sub-merchants
 		for _, sub := range subs {
 			cfg := a.keys.Config()
 			cfg.SubMchID = sub
 			cfg.TimeFactor, cfg.ProcessingDelay = c.TimeFactor, c.ProcessingDelay
 			cfg.NotifyURL, cfg.NotifyURLV2 = c.NotifyURL, c.NotifyURLV2
-			cfg.MinRefundSpacing = c.MinRefundSpacing
+			cfg.MinRefundSpacing, cfg.Creates = c.MinRefundSpacing, creates
 			cfg.CertificateMode = c.CertificateMode
 			if c.NotifyURLV2 == "" {
 				cfg.APIv2Key = nil

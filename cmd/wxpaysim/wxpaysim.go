@@ -36,6 +36,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MinRefundSpacing is sandbox.Config.MinRefundSpacing; zero: off.
 	MinRefundSpacing time.Duration
+	// MaxCreates is each account's sandbox.CreateCounter limit (creates
+	// per second); zero: no limit.
+	MaxCreates int
 	// StateFile is sandbox.Config.StateFile; empty: books in memory only.
 	StateFile string
 	// CertificateMode is sandbox.Config.CertificateMode: serve a platform
@@ -101,6 +104,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for requests in flight")
 	fs.DurationVar(&c.MinRefundSpacing, "min-refund-spacing", c.MinRefundSpacing,
 		"refuse a new refund of an order within this time of its previous one with 429 FREQUENCY_LIMITED, like WeChat Pay's one-minute rule (not scaled by --time-factor); 0 disables")
+	fs.IntVar(&c.MaxCreates, "max-creates", c.MaxCreates,
+		"refuse refund creates beyond this many per second per merchant id (a service provider's sub-merchants share it) with 429 FREQUENCY_LIMITED, like WeChat Pay's 150/s; GET /sandbox/creates counts them; 0: no limit")
 	fs.BoolVar(&c.CertificateMode, "certificate-mode", false,
 		"serve a platform certificate on GET /v3/certificates (encrypted with the APIv3 key) and sign with its serial instead of the public key id; /sandbox/credentials routes rotate it")
 	fs.StringVar(&c.StateFile, "state-file", c.StateFile, "keep orders and accepted refunds in this file across restarts (its directory must exist); empty keeps them in memory only")
@@ -137,6 +142,8 @@ func (c *Config) validate() error {
 		return errors.New("--processing-delay must not be negative")
 	case c.MinRefundSpacing < 0:
 		return errors.New("--min-refund-spacing must not be negative")
+	case c.MaxCreates < 0:
+		return errors.New("--max-creates must not be negative")
 	case c.MchID == "":
 		return errors.New("--mchid must not be empty")
 	case c.KeysDir == "":
@@ -176,6 +183,7 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.TimeFactor, cfg.ProcessingDelay = c.TimeFactor, c.ProcessingDelay
 	cfg.NotifyURL, cfg.NotifyURLV2 = c.NotifyURL, c.NotifyURLV2
 	cfg.MinRefundSpacing, cfg.StateFile = c.MinRefundSpacing, c.StateFile
+	cfg.Creates = sandbox.NewCreateCounter(c.MaxCreates)
 	cfg.CertificateMode = c.CertificateMode
 	if c.NotifyURLV2 == "" {
 		cfg.APIv2Key = nil
@@ -258,6 +266,9 @@ func (m *Main) report(base, dir string, k sandbox.Keys, reused bool) {
 	fmt.Fprintf(w, "wxpaysim: mchid %s, time factor %g, processing delay %s\n", k.MchID, m.Config.TimeFactor, m.Config.ProcessingDelay)
 	if m.Config.MinRefundSpacing > 0 {
 		fmt.Fprintf(w, "wxpaysim: refunds of one order at least %s apart (else 429 FREQUENCY_LIMITED)\n", m.Config.MinRefundSpacing)
+	}
+	if m.Config.MaxCreates > 0 {
+		fmt.Fprintf(w, "wxpaysim: at most %d refund creates a second per merchant id (else 429 FREQUENCY_LIMITED)\n", m.Config.MaxCreates)
 	}
 	if m.Config.StateFile != "" {
 		fmt.Fprintf(w, "wxpaysim: books kept in %s\n", m.Config.StateFile)

@@ -27,6 +27,7 @@ func TestParseFlags_Invalid(t *testing.T) {
 		{"zero time factor", []string{"--time-factor=0"}},
 		{"negative delay", []string{"--processing-delay=-1s"}},
 		{"negative spacing", []string{"--min-refund-spacing=-1s"}},
+		{"negative create limit", []string{"--max-creates=-1"}},
 		{"empty keys dir", []string{"--keys-dir="}},
 		{"bad log level", []string{"--log-level=loud"}},
 		{"bad log format", []string{"--log-format=xml"}},

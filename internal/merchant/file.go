@@ -37,6 +37,10 @@ type fileAccount struct {
 	PlatformCertFiles []string `toml:"platform_cert_files,omitempty"`
 	// DownloadCertificates: platform certificate mode (Account).
 	DownloadCertificates bool `toml:"download_certificates,omitempty"`
+	// Outbound pacing, calls per second (PacingOverrides).
+	PaceCreates       *float64 `toml:"pace_creates,omitempty"`
+	PaceFailedCreates *float64 `toml:"pace_failed_creates,omitempty"`
+	PaceQueries       *float64 `toml:"pace_queries,omitempty"`
 }
 
 type fileMerchant struct {
@@ -276,6 +280,21 @@ func (fa *fileAccount) account(i int, dir string, ps *problems) *Account {
 	default:
 		ps.add(where("kind"), ErrInvalid, "%q: want direct or service_provider", limit(fa.Kind))
 	}
+	for _, p := range []struct {
+		key string
+		v   *float64
+		dst **float64
+	}{{"pace_creates", fa.PaceCreates, &a.Pacing.Creates}, {"pace_failed_creates", fa.PaceFailedCreates, &a.Pacing.FailedCreates},
+		{"pace_queries", fa.PaceQueries, &a.Pacing.Queries}} {
+		switch {
+		case p.v == nil:
+		case !(*p.v >= 0) || *p.v > maxPace:
+			ps.add(where(p.key), ErrInvalid, "must be 0..1000000 calls per second (0: unpaced)")
+		default:
+			v := *p.v
+			*p.dst = &v
+		}
+	}
 	checkAccountFields(a, ps)
 	return a
 }
@@ -404,6 +423,7 @@ func (r *Registry) Encode() ([]byte, error) {
 			PrivateKey: a.PrivateKey.String(), APIv3Key: a.APIv3Key.String(), APIv2Key: a.APIv2Key.String(),
 			PublicKeyID: a.PublicKeyID, PublicKeyFile: a.PublicKeyFile, PlatformCertFiles: a.PlatformCertFiles,
 			DownloadCertificates: a.DownloadCertificates,
+			PaceCreates:          a.Pacing.Creates, PaceFailedCreates: a.Pacing.FailedCreates, PaceQueries: a.Pacing.Queries,
 		}
 		if a.BaseURL != DefaultBaseURL {
 			fa.BaseURL = a.BaseURL

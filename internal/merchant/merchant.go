@@ -73,6 +73,9 @@ type Account struct {
 	// current (wechatpay.CertificateManager), in addition to any public key
 	// or certificate file, which then are optional.
 	DownloadCertificates bool
+	// Pacing is the account's rates of refund creates and queries where
+	// they differ from the engine-wide --wechatpay-pace-* (PacingOf).
+	Pacing PacingOverrides
 
 	// where maps a setting's key to the name an operator knows it by.
 	where func(key string) string

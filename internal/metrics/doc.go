@@ -23,6 +23,8 @@
 //	notifications_total{merchant,outcome}                counter; WeChat Pay notifications by outcome
 //	provider_calls_total{op,outcome,merchant}            counter; submit/query by outcome and merchant
 //	provider_call_duration_seconds{op}                   histogram
+//	provider_pacing_wait_seconds{account,op}             histogram; wait for the account's turn (create, query)
+//	provider_pacing_deferred_total{account,op}           counter; calls not sent: turn past their deadline
 //	webhook_events_behind{endpoint}                      gauge; journal records not yet delivered or parked
 //	webhook_oldest_undelivered_age_seconds{endpoint}     gauge
 //	webhook_parked{endpoint}                             gauge

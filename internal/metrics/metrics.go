@@ -77,6 +77,8 @@ type Metrics struct {
 	providerDuration *prometheus.HistogramVec
 	rateLimited      *prometheus.CounterVec
 	reloads          *prometheus.CounterVec
+	pacingWait       *prometheus.HistogramVec
+	pacingDeferred   *prometheus.CounterVec
 
 	activations atomic.Uint64
 	watched     atomic.Bool
@@ -163,8 +165,15 @@ func New(opts Options) *Metrics {
 	for _, r := range []string{"ok", "invalid", "restart_required"} {
 		m.reloads.WithLabelValues(r) // present at 0, so that an alert on increase() sees the first refusal
 	}
+	m.pacingWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
+		Name: "provider_pacing_wait_seconds", Help: "Time a call to WeChat Pay waited for its account's turn (outbound pacing), by account and operation (create, query).",
+		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 2.5, 5, 10, 30}}, []string{"account", "op"})
+	m.pacingDeferred = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "provider_pacing_deferred_total", Help: "Calls to WeChat Pay not made because their account's turn would come after their deadline; the refund's due time brings them back."},
+		[]string{"account", "op"})
 	m.reg.MustRegister(m.httpDuration, m.appendDuration, m.commitBatch, m.commitDuration, m.syncDuration,
 		m.commitErrors, m.events, m.loadDuration, m.transitions, m.providerCalls, m.providerDuration, m.rateLimited, m.reloads,
+		m.pacingWait, m.pacingDeferred,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "actor_activations_total",
 			Help: "Reservation actor activations; each loads the reservation from the journal."},
 			func() float64 { return float64(m.activations.Load()) }))
@@ -258,6 +267,17 @@ func (m *Metrics) ObserveRateLimited(class, role string) {
 // (merchant.ReloadOK, ReloadInvalid, ReloadRestartRequired).
 func (m *Metrics) ObserveReload(result string) {
 	m.reloads.WithLabelValues(result).Inc()
+}
+
+// ObservePacing records one paced call to WeChat Pay; it implements
+// merchant.PacingObserver. The account label takes configured account
+// names only (the pacer's), and op is create or query.
+func (m *Metrics) ObservePacing(account, op string, waited time.Duration, deferred bool) {
+	if deferred {
+		m.pacingDeferred.WithLabelValues(account, op).Inc()
+		return
+	}
+	m.pacingWait.WithLabelValues(account, op).Observe(waited.Seconds())
 }
 
 // ObserveCommit records one transaction of the journal's group committer:

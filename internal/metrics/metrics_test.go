@@ -303,6 +303,17 @@ func TestObserveRateLimited(t *testing.T) {
 	want(t, text, `refundd_http_requests_rate_limited_total{class="notify",role=""}`, 1)
 }
 
+func TestObservePacing(t *testing.T) {
+	m := metrics.New(metrics.Options{Logger: quiet(), NoRuntime: true})
+	m.ObservePacing("sp", "create", 30*time.Millisecond, false)
+	m.ObservePacing("sp", "create", 0, false)
+	m.ObservePacing("sp", "query", 0, true)
+	text := scrape(t, m)
+	want(t, text, `refundd_provider_pacing_wait_seconds_count{account="sp",op="create"}`, 2)
+	want(t, text, `refundd_provider_pacing_wait_seconds_bucket{account="sp",op="create",le="0.01"}`, 1)
+	want(t, text, `refundd_provider_pacing_deferred_total{account="sp",op="query"}`, 1)
+}
+
 func TestObserveCommit(t *testing.T) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	m.ObserveCommit(8, 4*time.Millisecond, 3*time.Millisecond, nil)

@@ -23,6 +23,7 @@ import (
 //	GET    /sandbox/faults                 -> [faults in force]
 //	DELETE /sandbox/faults                 -> 204, removes all
 //	GET    /sandbox/refunds/{out_refund_no} -> {"refund":RefundRecord,"deliveries":[Delivery...]}
+//	GET    /sandbox/creates                -> CreateRate: create requests per second, max, refused
 //	...    /sandbox/credentials[/...]       platform certificates, public keys, APIv3 key (adminCredentials)
 //
 // Errors are {"code":"...","message":"..."} with 400, 404, 405 or 409, or
@@ -67,6 +68,8 @@ func (s *Server) handleAdmin(w http.ResponseWriter, r *http.Request) {
 		s.adminGetOrder(w, id)
 	case "POST faults":
 		s.adminSetFault(w, r)
+	case "GET creates":
+		adminJSON(w, http.StatusOK, s.CreateRate())
 	case "GET faults":
 		out := []faultJSON{}
 		for _, f := range s.Faults() {

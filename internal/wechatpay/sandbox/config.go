@@ -109,6 +109,14 @@ type Config struct {
 	// refunds of one order. It is measured on Now and not scaled by
 	// TimeFactor. Zero means the rule is not enforced.
 	MinRefundSpacing time.Duration
+	// Creates counts create requests per second and refuses those beyond
+	// its limit with 429 FREQUENCY_LIMITED, as WeChat Pay limits refund
+	// creates per merchant id (PARTNER.md §4: 150/s). Every authenticated
+	// create counts, refused or not, as WeChat counts requests. The Servers
+	// of one account (a service provider's sub-merchants) share one. Nil
+	// means a counter of this Server's own without a limit; CreateRate
+	// reports what was seen either way.
+	Creates *CreateCounter
 }
 
 // notifyTimeout is how long WeChat Pay waits for a notification answer.

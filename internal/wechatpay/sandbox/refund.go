@@ -391,6 +391,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, perr, sigOK)
 		return
 	}
+	if !s.countCreate() {
+		s.writeError(w, newError(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "频率限制,请降低频率后使用原参数重试"), sigOK)
+		return
+	}
 	hash := bodyHash(body)
 	tradeNo := s.recordSubmission(req, hash)
 	f := s.takeAPIFault(OpCreate, tradeNo, req.OutRefundNo)

@@ -70,6 +70,7 @@ type Server struct {
 	deliveries  map[string][]Delivery // by out_refund_no
 	timers      map[string]*time.Timer
 	bills       map[string]billFile // by download token
+	creates     *CreateCounter      // Config.Creates
 }
 
 // New returns a Server for cfg; see Config for required fields and
@@ -98,7 +99,10 @@ func New(cfg Config) (*Server, error) {
 		ctx: ctx, cancel: cancel,
 		orders: map[string]*order{}, byTxn: map[string]*order{}, refunds: map[string]*refund{},
 		byRefundID: map[string]*refund{}, submissions: map[string]*submission{}, deliveries: map[string][]Delivery{},
-		timers: map[string]*time.Timer{}, bills: map[string]billFile{},
+		timers: map[string]*time.Timer{}, bills: map[string]billFile{}, creates: cfg.Creates,
+	}
+	if s.creates == nil {
+		s.creates = NewCreateCounter(0)
 	}
 	if cfg.StateFile != "" {
 		if err := s.openState(); err != nil {
