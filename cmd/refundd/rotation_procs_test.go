@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,15 +19,19 @@ import (
 // sandbox, in platform certificate mode) first starts signing with a new
 // platform certificate refundd has never seen, then switches to its
 // WeChat Pay public key (which refundd was given beside the certificates,
-// as during a real switchover). Some notifications are sent with a forged
-// signature throughout.
+// as during a real switchover), then changes the APIv3 key, which the
+// operator has given refundd first (a new key file and SIGHUP: the previous
+// key keeps opening notifications for the grace period). Some
+// notifications are sent with a forged signature throughout.
 //
 // At the end every refund is SUCCEEDED in refundd and SUCCESS at WeChat,
 // every genuine notification was acknowledged, none was refused more than
 // once (the one download the new serial triggers brings the certificate
 // between two retries), none was refused after the switch to the public
-// key, no forged one was ever acknowledged, and refundd downloaded on
-// demand at most once.
+// key nor across the APIv3 key change, no forged one was ever
+// acknowledged, and refundd downloaded on demand at most once. With
+// --wechatpay-apiv3-key-grace 0 the notifications WeChat built before its
+// change stay refused: the grace is what this checks.
 func TestRotation_RealProcessesUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs refundd and wxpaysim")
@@ -36,7 +43,7 @@ func TestRotation_RealProcessesUnderLoad(t *testing.T) {
 	sim := startSim(t, simBin, t.TempDir(), simOptions{processingDelay: "5s", timeFactor: "0.02",
 		notifyURL: base + "/v1/notify/wechatpay/refund", extra: []string{"--certificate-mode"}})
 	rd := newRefundd(refunddBin, t.TempDir(), addr, sim, false, "--wechatpay-download-certificates", "--log-level", "info")
-	rd.start(t)
+	d := rd.start(t)
 	c := client{t: t, base: base}
 	op := client{t: t, base: base, token: testOperatorToken}
 
@@ -52,6 +59,22 @@ func TestRotation_RealProcessesUnderLoad(t *testing.T) {
 		}},
 		{"public key", func() error {
 			_, err := sim.admin("POST", "/sandbox/credentials/signing", map[string]any{"id": sim.man.PublicKeyID}, nil)
+			return err
+		}},
+		{"new APIv3 key", func() error {
+			// refundd first: the new key in the file it reads, SIGHUP, and
+			// the reload logged; then WeChat Pay changes it.
+			newKey := "n3wAPIv3k3yOfTheRotationTest0001"
+			if err := os.WriteFile(filepath.Join(sim.keys, sim.man.Files.APIv3Key), []byte(newKey), 0o600); err != nil {
+				return err
+			}
+			if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				return err
+			}
+			waitFor(t, 10*time.Second, "the reload of the new APIv3 key", func() (bool, string) {
+				return grepLines(rd.logs.String(), "credentials reloaded", 1) != "", tail(rd.logs.String(), 5)
+			})
+			_, err := sim.admin("POST", "/sandbox/credentials/apiv3-key", map[string]any{"key": newKey}, nil)
 			return err
 		}},
 	}
@@ -172,12 +195,12 @@ func TestRotation_RealProcessesUnderLoad(t *testing.T) {
 		if refused > 1 {
 			t.Errorf("%s (%s): genuine notification refused %d times; want at most one refusal before the certificate arrives", r.no, phases[r.phase].name, refused)
 		}
-		if r.phase == 2 {
+		if r.phase >= 2 {
 			refusedAfterPublicKey += refused
 		}
 	}
 	if refusedAfterPublicKey > 0 {
-		t.Errorf("%d genuine notifications refused after the switch to the public key refundd already had", refusedAfterPublicKey)
+		t.Errorf("%d genuine notifications refused after the switch to the public key refundd already had, or across the APIv3 key change it was given first", refusedAfterPublicKey)
 	}
 
 	var creds struct {
@@ -212,6 +235,6 @@ func TestRotation_RealProcessesUnderLoad(t *testing.T) {
 	if certs != 2 {
 		t.Errorf("refundd holds %d platform certificates, want 2 (both kept until they expire): %+v", certs, creds.Accounts[0].Keys)
 	}
-	t.Logf("%d refunds over three signers; downloads %d (on demand %d, dropped by the one-a-minute limit %d)",
+	t.Logf("%d refunds over three signers and two APIv3 keys; downloads %d (on demand %d, dropped by the one-a-minute limit %d)",
 		len(refunds), dl.Downloads, dl.OnDemand, dl.OnDemandDropped)
 }
