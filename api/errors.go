@@ -17,6 +17,9 @@ const (
 	codeTooLarge      = "body_too_large"
 	codeMethod        = "method_not_allowed"
 	codeRouteNotFound = "route_not_found"
+	// codeNoEncryption: no WeChat Pay key to encrypt an abnormal refund's
+	// bank card for (a provider without the protocol, or no key held).
+	codeNoEncryption = "encryption_unavailable"
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
@@ -43,6 +46,7 @@ var statusOf = map[string]int{
 	codeTooLarge:                                   http.StatusRequestEntityTooLarge,
 	codeMethod:                                     http.StatusMethodNotAllowed,
 	codeRouteNotFound:                              http.StatusNotFound,
+	codeNoEncryption:                               http.StatusServiceUnavailable,
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
 	codeMerchantScope:                              http.StatusForbidden,

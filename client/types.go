@@ -69,6 +69,31 @@ const (
 	ReasonOther               = "other"
 )
 
+// Destinations of an abnormal refund's payout (AbnormalPayout.Type).
+const (
+	AbnormalUserBankCard     = "USER_BANK_CARD"
+	AbnormalMerchantBankCard = "MERCHANT_BANK_CARD"
+)
+
+// AbnormalPayout is where WeChat Pay pays an ABNORMAL refund to. For
+// AbnormalUserBankCard, BankType (e.g. ICBC_DEBIT), BankAccount (the card
+// number, digits) and RealName (the holder) are required; for
+// AbnormalMerchantBankCard they must be empty. Never log a value of it.
+type AbnormalPayout struct {
+	Type        string `json:"type"`
+	BankType    string `json:"bank_type,omitempty"`
+	BankAccount string `json:"bank_account,omitempty"`
+	RealName    string `json:"real_name,omitempty"`
+}
+
+// String hides the card and the name, so that a logged value shows neither.
+func (p AbnormalPayout) String() string {
+	if p.Type == AbnormalUserBankCard {
+		return "{" + p.Type + " " + p.BankType + " card and name hidden}"
+	}
+	return "{" + p.Type + "}"
+}
+
 // RefundRequest asks for a refund of Amount fen (nil: everything still
 // refundable).
 type RefundRequest struct {

@@ -52,6 +52,9 @@ type wiredProvider struct {
 	// credentials describes the keys held (GET /v1/admin/credentials);
 	// nil for the memory provider.
 	credentials func() api.CredentialsView
+	// encrypt encrypts an abnormal refund's bank details for the WeChat
+	// Pay key of its merchant (api.Options.EncryptSensitive).
+	encrypt func(refundNo string, plain ...string) (string, []string, error)
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -87,7 +90,7 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 		}
 		return nil, err
 	}
-	w.provider, w.encode = router, router.RequestBody
+	w.provider, w.encode, w.encrypt = router, router.RequestBody, router.EncryptSensitive
 	if w.push != nil {
 		// The core refuses an outcome that names another merchant than
 		// the refund's: the stand-in's pushes name the router's.

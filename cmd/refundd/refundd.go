@@ -214,7 +214,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 			return all
 		}
 	}
-	opts.Credentials = m.provider.credentials
+	opts.Credentials, opts.EncryptSensitive = m.provider.credentials, m.provider.encrypt
 	if certs := m.provider.certs; len(certs) > 0 {
 		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
 			out := make(map[string]metrics.CertificateDownloads, len(certs))
