@@ -1,11 +1,16 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
@@ -195,11 +200,98 @@ func TestApplyAbnormal_NoEncrypter(t *testing.T) {
 
 // engineState is the refund's state as the engine holds it (the routes
 // here need a token).
-func engineState(t *testing.T, e *testEnv, id, no string) string {
+func engineState(t *testing.T, e *testEnv, id, no string) reservation.RefundState {
 	t.Helper()
-	st, err := e.engine.Get(t.Context(), id)
+	st, err := e.engine.Get(context.Background(), id)
 	if err != nil || st.Refund(no) == nil {
 		t.Fatalf("refund %s/%s: %v", id, no, err)
 	}
-	return string(st.Refund(no).State)
+	return st.Refund(no).State
+}
+
+// FuzzApplyAbnormalBody sends any body to apply-abnormal on an ABNORMAL
+// refund of the real engine. Each answer is a 200 PROCESSING after the
+// card and name were handed to the encrypter exactly as sent (and only for
+// USER_BANK_CARD), or a client error that names its field, changes
+// nothing, encrypts nothing and echoes no bank detail.
+func FuzzApplyAbnormalBody(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":"6222020200112233445","real_name":"张三"}`,
+		`{"type":"MERCHANT_BANK_CARD"}`,
+		`{"type":"MERCHANT_BANK_CARD","real_name":"张三"}`,
+		`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":"62220202001122334455667788990011","real_name":"x"}`,
+		`{"type":"USER_BANK_CARD","bank_type":"icbc_debit","bank_account":"6222020200112233445","real_name":"x"}`,
+		`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":"6222020200112233445","real_name":"\u0000"}`,
+		`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":"6222020200112233445","real_name":"\ud800"}`,
+		"{\"type\":\"USER_BANK_CARD\",\"bank_type\":\"ICBC_DEBIT\",\"bank_account\":\"6222020200112233445\",\"real_name\":\"\xff\"}",
+		`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":null,"real_name":"x"}`,
+		`{"type":"USER_BANK_CARD","type":"MERCHANT_BANK_CARD"}`,
+		`{"type":1}`, `[]`, `null`, ``, `{`, `{"type":"MERCHANT_BANK_CARD"} {}`,
+	} {
+		f.Add([]byte(s))
+	}
+	enc := &fakeEncrypter{}
+	abnormal := func(op, _ string, _ int) (simprovider.Injected, bool) {
+		if op == "submit" {
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal,
+				ProviderID: "50300000012026120400000001", Code: "USER_ACCOUNT_ABNORMAL"}}, true
+		}
+		return simprovider.Injected{}, false
+	}
+	e := newEnv(f, envOptions{noSync: true, noHTTP: true, idle: time.Second, fault: abnormal, api: api.Options{EncryptSensitive: enc.encrypt}})
+	var seq atomic.Int64
+	f.Fuzz(func(t *testing.T, body []byte) {
+		id := fmt.Sprintf("f%d", seq.Add(1))
+		if _, _, err := e.engine.Execute(context.Background(), id, "test", reservation.Register{
+			ReservationID: id, UserID: fuzzUser, OutTradeNo: "O" + id, Amount: 100, Currency: "CNY",
+		}); err != nil {
+			t.Fatalf("register %s: %v", id, err)
+		}
+		rf := decodeRefund(t, e.post("/v1/reservations/"+id+"/refunds", "k", []byte(`{"user_id":"`+fuzzUser+`"}`)), http.StatusAccepted)
+		waitFor(t, "ABNORMAL", func() bool { return engineState(t, e, id, rf.RefundNo) == reservation.Abnormal })
+		enc.mu.Lock()
+		before := len(enc.plain)
+		enc.mu.Unlock()
+		r := e.post("/v1/reservations/"+id+"/refunds/"+rf.RefundNo+"/apply-abnormal", "", body)
+		enc.mu.Lock()
+		calls := enc.plain[before:]
+		enc.mu.Unlock()
+		var sent struct{ Type, BankAccount, RealName string }
+		_ = json.Unmarshal(body, &struct {
+			Type        *string `json:"type"`
+			BankAccount *string `json:"bank_account"`
+			RealName    *string `json:"real_name"`
+		}{&sent.Type, &sent.BankAccount, &sent.RealName})
+		if r.status == http.StatusOK {
+			v := decodeRefund(t, r, http.StatusOK)
+			if v.State != "PROCESSING" || engineState(t, e, id, rf.RefundNo) != reservation.Processing {
+				t.Fatalf("200 with %s", r.body)
+			}
+			switch sent.Type {
+			case reservation.AbnormalUserBankCard:
+				if len(calls) != 1 || len(calls[0]) != 2 || calls[0][0] != sent.BankAccount || calls[0][1] != sent.RealName {
+					t.Fatalf("USER_BANK_CARD taken; encrypter got %q for %q/%q", calls, sent.BankAccount, sent.RealName)
+				}
+			case reservation.AbnormalMerchantBankCard:
+				if len(calls) != 0 {
+					t.Fatalf("MERCHANT_BANK_CARD encrypted %q", calls)
+				}
+			default:
+				t.Fatalf("type %q taken: %s", sent.Type, r.body)
+			}
+			return
+		}
+		d := checkRefused(t, r)
+		if len(calls) != 0 {
+			t.Fatalf("refused (%s) after encrypting %q", r.body, calls)
+		}
+		if st := engineState(t, e, id, rf.RefundNo); st != reservation.Abnormal {
+			t.Fatalf("refused (%s) but the refund is %s", r.body, st)
+		}
+		for _, v := range []string{sent.BankAccount, sent.RealName} {
+			if len(v) >= 8 && strings.Contains(d.Message, v) {
+				t.Fatalf("the refusal echoes %q: %s", v, r.body)
+			}
+		}
+	})
 }
