@@ -186,8 +186,11 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		a.answer(m, reply{err: a.broken})
 		return
 	}
-	if approves(events) {
+	if has[reservation.Approved](events) {
 		crashpoint.Hit(crashpoint.AfterApprovalJournaled)
+	}
+	if has[reservation.AbnormalApplied](events) {
+		crashpoint.Hit(crashpoint.AfterAbnormalJournaled)
 	}
 	next := a.state
 	if a.shared {
@@ -221,10 +224,10 @@ func (a *reservationActor) merchant(cmd reservation.Command) string {
 	return reservation.DefaultMerchant
 }
 
-// approves reports whether events approve a refund (for the crash point).
-func approves(events []reservation.Event) bool {
+// has reports whether events hold one of type T (for the crash points).
+func has[T reservation.EventData](events []reservation.Event) bool {
 	for _, e := range events {
-		if _, ok := e.Data.(reservation.Approved); ok {
+		if _, ok := e.Data.(T); ok {
 			return true
 		}
 	}

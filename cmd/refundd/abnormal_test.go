@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"io/fs"
 	"net/http"
@@ -11,11 +12,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/refundd/refundd/internal/crashpoint"
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
 )
 
 // TestAbnormal_PaidOutWithoutClearBankDetails runs apply-abnormal on real
 // processes: wxpaysim makes two refunds ABNORMAL; an operator pays one out
-// to the user's bank card and one to the merchant's account; WeChat
+// to the user's bank card (refundd is killed with SIGKILL right after the
+// payout is journaled, before WeChat is asked; restarted, it finds the
+// refund still ABNORMAL and the operator applies again) and one to the
+// merchant's account; WeChat
 // decrypts the card (it names its last digits in its answer), both settle
 // SUCCEEDED by WeChat's answer and notification. The card number and the
 // holder's name are then absent, byte for byte, from every file of the
@@ -41,7 +50,7 @@ func TestAbnormal_PaidOutWithoutClearBankDetails(t *testing.T) {
 		notifyURL: "http://" + addr + "/v1/notify/wechatpay/refund"})
 	data := t.TempDir()
 	rd := newRefundd(refunddBin, data, addr, sim, false, "--log-level", "debug")
-	d := rd.start(t)
+	d := rd.start(t, "REFUNDD_CRASH_AT="+crashpoint.AfterAbnormalJournaled)
 	svc := client{t: t, base: "http://" + addr}
 	op := client{t: t, base: "http://" + addr, token: testOperatorToken}
 
@@ -76,8 +85,28 @@ func TestAbnormal_PaidOutWithoutClearBankDetails(t *testing.T) {
 		body["error"].(map[string]any)["field"] != "bank_account" {
 		t.Fatalf("a malformed card: %d %v", code, body)
 	}
-	if code, body := op.do("POST", userPath+"/apply-abnormal", "", cardBody); code != 200 || body["state"] != "PROCESSING" {
+	// The payout is journaled, then refundd dies before asking WeChat (the
+	// answer may or may not get out first).
+	if code, body := op.do("POST", userPath+"/apply-abnormal", "", cardBody); code != 0 && code != 200 {
 		t.Fatalf("apply-abnormal to the user's card: %d %v", code, body)
+	}
+	if !d.waitExit(30 * time.Second) {
+		t.Fatalf("refundd did not crash after the payout was journaled; logs:\n%s", tail(rd.logs.String(), 40))
+	}
+	if !d.killedBySIGKILL() {
+		t.Fatalf("refundd exited with %v, want SIGKILL at the crash point", d.cmd.ProcessState)
+	}
+	payoutJournaled(t, data, "abn-user", userNo)
+	if rec, _, err := sim.refund(userNo); err != nil || rec.Refund.Status != "ABNORMAL" || rec.Refund.AbnormalType != "" {
+		t.Fatalf("WeChat's refund %s after the crash: %+v %v; want ABNORMAL, never asked", userNo, rec.Refund, err)
+	}
+	// Restarted, refundd queries the refund it journaled as PROCESSING:
+	// WeChat still has it ABNORMAL, and so does refundd; the operator
+	// applies again.
+	d = rd.start(t)
+	waitSettled(t, svc, sim, rd, "abn-user", userNo, "ABNORMAL")
+	if code, body := op.do("POST", userPath+"/apply-abnormal", "", cardBody); code != 200 || body["state"] != "PROCESSING" {
+		t.Fatalf("apply-abnormal to the user's card after the restart: %d %v", code, body)
 	}
 	if code, body := op.do("POST", merchPath+"/apply-abnormal", "", map[string]any{"type": "MERCHANT_BANK_CARD"}); code != 200 || body["state"] != "PROCESSING" {
 		t.Fatalf("apply-abnormal to the merchant's account: %d %v", code, body)
@@ -99,6 +128,11 @@ func TestAbnormal_PaidOutWithoutClearBankDetails(t *testing.T) {
 		t.Fatalf("WeChat's refund %s after the payout: %+v", merchNo, rec.Refund)
 	}
 	// Paid once: WeChat holds each amount once, refundd counts it once.
+	for _, order := range []string{"ORD-ABN-USER", "ORD-ABN-MERCH"} {
+		if o, err := sim.order(order); err != nil || len(o.Refunds) != 1 || o.Refunded != paid {
+			t.Fatalf("WeChat's order %s: %+v %v; want one refund of %d", order, o, err, paid)
+		}
+	}
 	for _, id := range []string{"abn-user", "abn-merch"} {
 		if _, res := svc.do("GET", "/v1/reservations/"+id, "", nil); res["refunded"] != float64(paid) || res["in_flight"] != float64(0) {
 			t.Fatalf("%s after the payout: %v", id, res)
@@ -164,6 +198,41 @@ func TestAbnormal_PaidOutWithoutClearBankDetails(t *testing.T) {
 			t.Fatalf("refundctl %s does not show refund %s:\n%s", strings.Join(args, " "), userNo, out)
 		}
 		noSecret(t, "refundctl "+strings.Join(args, " "), out, secrets)
+	}
+}
+
+// payoutJournaled checks what the crash left: the payout journaled with
+// the bank fields as ciphertext for a named key, and no provider answer
+// after it.
+func payoutJournaled(t *testing.T, data, id, no string) {
+	t.Helper()
+	db, err := journal.Open(filepath.Join(data, "refundd.db"), &journal.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("journal after SIGKILL: %v", err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := db.Verify(ctx); err != nil {
+		t.Fatalf("journal after SIGKILL: %v", err)
+	}
+	events, _, err := eventstore.New(db).Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := false
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case reservation.AbnormalApplied:
+			applied = d.RefundNo == no && d.Type == reservation.AbnormalUserBankCard && d.BankType == "ICBC_DEBIT" &&
+				len(d.EncryptedAccount) > 300 && len(d.EncryptedName) > 300 && d.KeySerial != "" && e.By == "operator:operator-2"
+		case reservation.ProviderResult:
+			if applied {
+				t.Fatalf("a provider answer was journaled after the payout, before the crash: %+v", d)
+			}
+		}
+	}
+	if !applied {
+		t.Fatalf("the journal lacks the payout of %s with its ciphertext: %+v", no, events)
 	}
 }
 
