@@ -133,8 +133,8 @@ func TestApplyAbnormal_UserBankCard(t *testing.T) {
 
 	r := e.do(t, http.MethodPost, path, body, bearer(tokOperator)...)
 	got := decodeRefund(t, r, http.StatusOK)
-	if got.State != "PROCESSING" || got.Amount != 10000 {
-		t.Fatalf("after apply-abnormal: %+v", got)
+	if got.State != "PROCESSING" || got.Amount != 10000 || !strings.Contains(string(r.body), `"abnormal_type":"USER_BANK_CARD"`) {
+		t.Fatalf("after apply-abnormal: %s", r.body)
 	}
 	if strings.Contains(string(r.body), clearCard) || strings.Contains(string(r.body), clearName) {
 		t.Fatalf("the answer echoes a bank detail: %s", r.body)

@@ -384,7 +384,8 @@ func TestClient_OperatorActions(t *testing.T) {
 	if _, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, client.AbnormalPayout{Type: "ORIGINAL"}); !errors.As(err, &apiErr) || apiErr.Code != client.CodeInvalid || apiErr.Field != "type" {
 		t.Fatalf("apply-abnormal with a bad type: %v", err)
 	}
-	if got, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, client.AbnormalPayout{Type: client.AbnormalMerchantBankCard}); err != nil || got.State != client.StateProcessing {
+	if got, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, client.AbnormalPayout{Type: client.AbnormalMerchantBankCard}); err != nil ||
+		got.State != client.StateProcessing || got.AbnormalType != client.AbnormalMerchantBankCard {
 		t.Fatalf("apply-abnormal to the merchant's account: %+v %v", got, err)
 	}
 }

@@ -138,6 +138,10 @@ type Refund struct {
 	CreatedAt        time.Time         `json:"created_at"`
 	UpdatedAt        time.Time         `json:"updated_at"`
 	SucceededAt      *time.Time        `json:"succeeded_at,omitempty"`
+	// AbnormalType is where an operator had WeChat Pay pay the refund
+	// out after it was ABNORMAL (AbnormalUserBankCard or
+	// AbnormalMerchantBankCard); the bank details are never shown.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 	// Four eyes: set when the refund was held for approval.
 	ApprovalRequired  bool       `json:"approval_required,omitempty"`
 	RequestedBy       string     `json:"requested_by,omitempty"`
