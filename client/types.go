@@ -232,6 +232,10 @@ const (
 	EventRefundApprovalRequested = "refund.approval_requested"
 	EventRefundApproved          = "refund.approved"
 	EventRefundRejected          = "refund.rejected"
+	// EventRefundAbnormalApplied: an operator had WeChat Pay pay an
+	// ABNORMAL refund out to a bank account (Data.AbnormalType); its
+	// outcome follows as usual.
+	EventRefundAbnormalApplied = "refund.abnormal_applied"
 )
 
 // Event is one event of the feed and of webhook deliveries. Within one
@@ -274,6 +278,10 @@ type EventData struct {
 	// refund that has them.
 	ReasonCode string            `json:"reason_code,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// AbnormalType is where refund.abnormal_applied has WeChat Pay pay the
+	// refund (AbnormalUserBankCard or AbnormalMerchantBankCard), with
+	// DecidedBy the operator.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 }
 
 // EventsQuery reads the feed after a cursor.
