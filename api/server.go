@@ -91,8 +91,10 @@ type Options struct {
 	// EncryptSensitive, if set, encrypts the bank card and name of an
 	// abnormal refund's payout for the WeChat Pay key of the refund's
 	// merchant and names that key (wechatpay.MerchantClient.EncryptSensitive,
-	// routed by refund number). Nil: payouts to a user's card are refused
-	// (503 encryption_unavailable); the clear values are never journaled.
+	// routed by refund number: merchant.Router.EncryptSensitive). Nil, or
+	// an error (no key held, a provider without the protocol): payouts to a
+	// user's card are refused (503 encryption_unavailable), nothing is
+	// journaled. The clear values are never journaled, logged or echoed.
 	EncryptSensitive func(refundNo string, plain ...string) (serial string, ciphertext []string, err error)
 	// NoAccessLog leaves out the line logged at INFO for every request
 	// (method, route template, status, duration, request id, principal,
