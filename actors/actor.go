@@ -186,8 +186,11 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		a.answer(m, reply{err: a.broken})
 		return
 	}
-	if approves(events) {
+	if has[reservation.Approved](events) {
 		crashpoint.Hit(crashpoint.AfterApprovalJournaled)
+	}
+	if has[reservation.AbnormalApplied](events) {
+		crashpoint.Hit(crashpoint.AfterAbnormalJournaled)
 	}
 	next := a.state
 	if a.shared {
@@ -221,10 +224,10 @@ func (a *reservationActor) merchant(cmd reservation.Command) string {
 	return reservation.DefaultMerchant
 }
 
-// approves reports whether events approve a refund (for the crash point).
-func approves(events []reservation.Event) bool {
+// has reports whether events hold one of type T (for the crash points).
+func has[T reservation.EventData](events []reservation.Event) bool {
 	for _, e := range events {
-		if _, ok := e.Data.(reservation.Approved); ok {
+		if _, ok := e.Data.(T); ok {
 			return true
 		}
 	}
@@ -272,6 +275,8 @@ type providerCall struct {
 	no      string
 	body    []byte
 	attempt int
+	// abnormal, when set, is an abnormal refund's payout to apply.
+	abnormal *reservation.AbnormalApplication
 }
 
 // providerCalls lists, into calls, the provider calls the journaled events
@@ -292,6 +297,14 @@ func (a *reservationActor) providerCalls(events []reservation.Event, calls []pro
 		case reservation.QueryStarted:
 			a.e.work.add()
 			calls = append(calls, providerCall{no: d.RefundNo})
+		case reservation.AbnormalApplied:
+			r := a.state.Refund(d.RefundNo)
+			if r == nil {
+				continue
+			}
+			app := d.Application(r.ProviderID)
+			a.e.work.add()
+			calls = append(calls, providerCall{no: r.No, abnormal: &app})
 		}
 	}
 	return calls
@@ -302,6 +315,10 @@ func (a *reservationActor) providerCalls(events []reservation.Event, calls []pro
 // goroutine.
 func (a *reservationActor) startCalls(calls []providerCall) {
 	for _, c := range calls {
+		if c.abnormal != nil {
+			go a.e.applyAbnormal(a.id, c.no, *c.abnormal)
+			continue
+		}
 		if c.body == nil {
 			go a.e.query(a.id, c.no)
 			continue
@@ -342,6 +359,29 @@ func (e *Engine) query(id, no string) {
 	defer e.work.done()
 	o := e.cfg.Provider.Query(e.providerDeadline.context(), no)
 	e.report(id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceQuery, Outcome: o})
+}
+
+// applyAbnormal asks the provider to pay an ABNORMAL refund out as
+// journaled, as tracked work (the caller has added it). Its answer is a
+// refund object like a query's and is applied as one; a refusal or no
+// answer changes nothing (the refund's due time queries it, and WeChat
+// Pay's ABNORMAL puts it back in front of an operator).
+func (e *Engine) applyAbnormal(id, no string, app reservation.AbnormalApplication) {
+	defer e.work.done()
+	p, ok := e.cfg.Provider.(AbnormalProvider)
+	if !ok {
+		e.log.Error("provider cannot pay out abnormal refunds; the refund will be queried", "reservation", id, "refund_no", no)
+		return
+	}
+	o := p.ApplyAbnormal(e.providerDeadline.context(), no, app)
+	switch o.Kind {
+	case reservation.OutcomeSucceeded, reservation.OutcomeProcessing, reservation.OutcomeFailed, reservation.OutcomeAbnormal:
+		e.report(id, reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceQuery, Outcome: o})
+	default:
+		// Never the card or the name: only what WeChat Pay answered.
+		e.log.Warn("abnormal refund payout not accepted; the refund will be queried", "reservation", id, "refund_no", no,
+			"outcome", o.Kind, "code", o.Code, "message", o.Message)
+	}
 }
 
 // waiter is an Engine.Await call waiting for its condition on this

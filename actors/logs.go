@@ -99,6 +99,8 @@ func operatorAction(cmd reservation.Command) (action, refundNo string) {
 		return "resubmit", c.RefundNo
 	case reservation.Resolve:
 		return "resolve", c.RefundNo
+	case reservation.ApplyAbnormal:
+		return "apply-abnormal", c.RefundNo
 	case reservation.CheckProvider:
 		if c.Operator {
 			return "reconcile", c.RefundNo

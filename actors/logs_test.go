@@ -116,3 +116,26 @@ func TestEngine_LogsOperatorActions(t *testing.T) {
 		"principal": "operator:alice", "state": string(reservation.Failed), "request_id": "req-abandon-1",
 	})
 }
+
+// An abnormal payout is logged as an operator action: its type and the
+// refund, never the bank fields (only their ciphertext is journaled).
+func TestEngine_LogsAbnormalPayout(t *testing.T) {
+	h, rec := answering(t, reservation.Outcome{Kind: reservation.OutcomeAbnormal, Code: "USER_ACCOUNT_ABNORMAL", ProviderID: "50300000012026120400000001"}, true)
+	h.register("r1", 10000)
+	st, _, err := h.refund("r1", "k1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := st.RefundByKey("k1").No
+	waitFor(t, "ABNORMAL", func() bool { return h.refundState("r1", no) == reservation.Abnormal })
+	cmd := reservation.ApplyAbnormal{RefundNo: no, Type: reservation.AbnormalUserBankCard, BankType: "ICBC_DEBIT",
+		EncryptedAccount: "Q0lQSEVSLUNBUkQ=", EncryptedName: "Q0lQSEVSLU5BTUU=", KeySerial: "PUB_KEY_ID_1"}
+	if _, _, err := h.engine.Execute(logs.WithRequestID(context.Background(), "req-payout-1"), "r1", "operator:alice", cmd); err != nil {
+		t.Fatalf("apply-abnormal: %v", err)
+	}
+	h.refundState("r1", no) // the actor logs after replying: this Get comes after
+	wantLine(t, rec, "INFO", "operator action", map[string]string{
+		"attention": "", "action": "apply-abnormal", "reservation": "r1", "refund_no": no, "merchant": reservation.DefaultMerchant,
+		"mchid": testMerchant, "principal": "operator:alice", "request_id": "req-payout-1",
+	})
+}

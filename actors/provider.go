@@ -19,3 +19,11 @@ type Provider interface {
 	// means the provider has no such refund.
 	Query(ctx context.Context, refundNo string) reservation.Outcome
 }
+
+// AbnormalProvider is a Provider that can pay an ABNORMAL refund out to
+// another account (WeChat Pay's apply-abnormal-refund). Its answer is the
+// refund object, as a query's; anything else (a refusal, no answer) is
+// OutcomeRejected or OutcomeUnknown and changes nothing.
+type AbnormalProvider interface {
+	ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome
+}

@@ -21,6 +21,9 @@ const (
 	// Credential reloads (POST /v1/admin/credentials/reload).
 	codeCredentialsInvalid = "credentials_invalid"
 	codeRestartRequired    = "restart_required"
+	// codeNoEncryption: no WeChat Pay key to encrypt an abnormal refund's
+	// bank card for (a provider without the protocol, or no key held).
+	codeNoEncryption = "encryption_unavailable"
 )
 
 // Errors of Options.ReloadCredentials, the reloader's own (one sentinel
@@ -62,6 +65,7 @@ var statusOf = map[string]int{
 	codeRouteNotFound:                              http.StatusNotFound,
 	codeCredentialsInvalid:                         http.StatusBadRequest,
 	codeRestartRequired:                            http.StatusConflict,
+	codeNoEncryption:                               http.StatusServiceUnavailable,
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
 	codeMerchantScope:                              http.StatusForbidden,

@@ -472,6 +472,10 @@ func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byt
 		b = append(b, `,"succeeded_at":`...)
 		b, ok = appendTime(b, r.SucceededAt, ok)
 	}
+	if r.AbnormalType != "" {
+		b = append(b, `,"abnormal_type":`...)
+		b = jsontext.AppendString(b, r.AbnormalType)
+	}
 	if r.ApprovalRequired {
 		b, ok = appendApproval(b, r, ok)
 	}

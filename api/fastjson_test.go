@@ -143,7 +143,7 @@ func TestAppendViews_AgreeWithEncodingJSON(t *testing.T) {
 	full := &reservation.Refund{
 		No: "R1", Amount: 2500, State: reservation.Abnormal, Reason: "<late> & \"sorry\"", Code: "SYSTEMERROR",
 		Message: "系统错误\u2028x", ProviderID: "5030\x00", Attempts: 3, Stuck: true, DueAt: east, Conflicts: 2,
-		PaidAfterFailed: true, Recovered: true, ReasonCode: "<dup>&",
+		PaidAfterFailed: true, Recovered: true, ReasonCode: "<dup>&", AbnormalType: "USER_<BANK>_CARD",
 		Metadata:  reservation.NewMetadata(map[string]string{"z": "<&>", "a": "订单\u2028\"1\"", "m": "\xff"}),
 		CreatedAt: at, UpdatedAt: east, SucceededAt: at,
 	}

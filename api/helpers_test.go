@@ -51,6 +51,7 @@ var statusFor = map[string]int{
 	"body_too_large":          http.StatusRequestEntityTooLarge,
 	"internal":                http.StatusInternalServerError,
 	"unavailable":             http.StatusServiceUnavailable,
+	"encryption_unavailable":  http.StatusServiceUnavailable,
 	"timeout":                 http.StatusGatewayTimeout,
 	"rate_limited":            http.StatusTooManyRequests,
 }

@@ -180,18 +180,19 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		public   = "public"
 	)
 	rules := map[string]string{
-		"POST /v1/reservations":                                    register,
-		"GET /v1/reservations/{id}":                                byID,
-		"POST /v1/reservations/{id}/refunds":                       byID,
-		"GET /v1/reservations/{id}/refunds/{refund_no}":            byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/resubmit":  byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":   byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile": byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":   byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/approve":   byID,
-		"POST /v1/reservations/{id}/refunds/{refund_no}/reject":    byID,
-		"GET /v1/reservations/{id}/events":                         byID,
-		"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay":    byID,
+		"POST /v1/reservations":                                         register,
+		"GET /v1/reservations/{id}":                                     byID,
+		"POST /v1/reservations/{id}/refunds":                            byID,
+		"GET /v1/reservations/{id}/refunds/{refund_no}":                 byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/resubmit":       byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/abandon":        byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/reconcile":      byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/resolve":        byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/apply-abnormal": byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/approve":        byID,
+		"POST /v1/reservations/{id}/refunds/{refund_no}/reject":         byID,
+		"GET /v1/reservations/{id}/events":                              byID,
+		"POST /v1/webhooks/{endpoint}/parked/{event_id}/replay":         byID,
 		"GET /v1/refunds":                                        filtered,
 		"GET /v1/events":                                         filtered,
 		"GET /v1/summary":                                        filtered,
@@ -228,6 +229,11 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		},
 		"POST /v1/reservations/{id}/refunds/{refund_no}/resolve": {{`{"reason":"settled by phone"}`, ""}, {"", ""}},
 		"POST /v1/reservations/{id}/refunds/{refund_no}/abandon": {{`{"reason":"gone"}`, ""}, {`{"bogus":1}`, ""}},
+		"POST /v1/reservations/{id}/refunds/{refund_no}/apply-abnormal": {
+			{`{"type":"MERCHANT_BANK_CARD"}`, ""},
+			{`{"type":"USER_BANK_CARD","bank_type":"ICBC_DEBIT","bank_account":"6222020200112233445","real_name":"x"}`, ""},
+			{`{"type":"USER_BANK_CARD"}`, ""},
+		},
 	}
 	scoped := []string{tokScopedService, tokScopedOperator}
 	walked := map[string]bool{}

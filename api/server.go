@@ -92,6 +92,14 @@ type Options struct {
 	// POST /v1/admin/credentials/reload; its errors wrap
 	// ErrCredentialsInvalid or ErrRestartRequired. Nil answers 409.
 	ReloadCredentials func(context.Context) error
+	// EncryptSensitive, if set, encrypts the bank card and name of an
+	// abnormal refund's payout for the WeChat Pay key of the refund's
+	// merchant and names that key (wechatpay.MerchantClient.EncryptSensitive,
+	// routed by refund number: merchant.Router.EncryptSensitive). Nil, or
+	// an error (no key held, a provider without the protocol): payouts to a
+	// user's card are refused (503 encryption_unavailable), nothing is
+	// journaled. The clear values are never journaled, logged or echoed.
+	EncryptSensitive func(refundNo string, plain ...string) (serial string, ciphertext []string, err error)
 	// NoAccessLog leaves out the line logged at INFO for every request
 	// (method, route template, status, duration, request id, principal,
 	// merchant); false, the default, logs it.
@@ -179,6 +187,7 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/abandon", s.abandonRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reconcile", s.reconcileRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/resolve", s.resolveRefund).Methods(http.MethodPost)
+	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/apply-abnormal", s.applyAbnormal).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/approve", s.approveRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reject", s.rejectRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/refunds", s.listAttention).Methods(http.MethodGet)

@@ -49,6 +49,9 @@ type refundView struct {
 	CreatedAt        time.Time            `json:"created_at"`
 	UpdatedAt        time.Time            `json:"updated_at"`
 	SucceededAt      *time.Time           `json:"succeeded_at,omitempty"`
+	// AbnormalType is where an operator had WeChat Pay pay the refund out
+	// after it was ABNORMAL (apply-abnormal); never the bank details.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 	// Four eyes, for a refund held for approval: who asked, who approved
 	// or rejected it and when, and until when it waits (PENDING_APPROVAL).
 	ApprovalRequired  bool       `json:"approval_required,omitempty"`
@@ -79,6 +82,7 @@ func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
 		ReasonCode: r.ReasonCode, Metadata: r.Metadata,
 		Code: r.Code, Message: r.Message, ProviderRefundID: r.ProviderID, Attempts: r.Attempts, Stuck: r.Stuck && !r.State.Terminal(),
 		Conflicts: r.Conflicts, PaidAfterFailed: r.PaidAfterFailed, Recovered: r.Recovered, DueAt: timePtr(r.DueAt), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SucceededAt: timePtr(r.SucceededAt),
+		AbnormalType: r.AbnormalType,
 	}
 	if r.ApprovalRequired {
 		v.ApprovalRequired, v.RequestedBy, v.ApprovedBy, v.ApprovedAt, v.RejectedBy = true, r.RequestedBy, r.ApprovedBy, timePtr(r.ApprovedAt), r.RejectedBy

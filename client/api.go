@@ -28,6 +28,7 @@ var operations = map[string]string{
 	"abandonRefund":       "AbandonRefund",
 	"reconcileRefund":     "ReconcileRefund",
 	"resolveRefund":       "ResolveRefund",
+	"applyAbnormalRefund": "ApplyAbnormalRefund",
 	"approveRefund":       "ApproveRefund",
 	"rejectRefund":        "RejectRefund",
 	"listAttention":       "ListAttention",
@@ -205,6 +206,24 @@ func (c *Client) ReconcileRefund(ctx context.Context, reservationID, refundNo st
 // retried.
 func (c *Client) ResolveRefund(ctx context.Context, reservationID, refundNo, reason string) (*Refund, error) {
 	return c.operate(ctx, reservationID, refundNo, "resolve", reason)
+}
+
+// ApplyAbnormalRefund asks WeChat Pay to pay an ABNORMAL refund out to
+// the user's bank card or the merchant's bank account (WeChat's
+// apply-abnormal-refund); the refund is PROCESSING again and follows
+// WeChat's answer. The server encrypts the card and the name for WeChat
+// Pay before journaling them (an *Error with CodeEncryptionUnavailable when
+// it holds no key for that). Applying again answers the current state. Not
+// retried: on a network error, read the refund to learn whether it was
+// taken.
+func (c *Client) ApplyAbnormalRefund(ctx context.Context, reservationID, refundNo string, to AbnormalPayout) (*Refund, error) {
+	var out Refund
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/reservations/" + seg(reservationID) + "/refunds/" + seg(refundNo) + "/apply-abnormal",
+		body: to, retry: retryNever, ok: []int{http.StatusOK}, out: &out})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ApproveRefund approves a refund held for four-eyes approval

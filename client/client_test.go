@@ -333,6 +333,9 @@ func TestClient_OperatorActions(t *testing.T) {
 			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH"}}, true
 		case op == "submit" && strings.HasPrefix(no, "T-abn-"):
 			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal, Code: "USER_ACCOUNT_ABNORMAL"}}, true
+		case op == "submit" && strings.HasPrefix(no, "T-pay-"):
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal, Code: "USER_ACCOUNT_ABNORMAL",
+				ProviderID: "50300000012026120400000002"}}, true
 		}
 		return simprovider.Injected{}, false
 	}
@@ -375,6 +378,23 @@ func TestClient_OperatorActions(t *testing.T) {
 	}
 	if got, err := ops.ResolveRefund(ctx, "abn", rf.RefundNo, "paid to the balance by hand"); err != nil || got.State != client.StateSucceeded {
 		t.Fatalf("resolve: %+v %v", got, err)
+	}
+	rf = held("pay", client.StateAbnormal)
+	// This server holds no WeChat Pay key to encrypt a card for.
+	card := client.AbnormalPayout{Type: client.AbnormalUserBankCard, BankType: "ICBC_DEBIT", BankAccount: "6222020200112233445", RealName: "张三"}
+	var apiErr *client.Error
+	if _, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, card); !errors.As(err, &apiErr) || apiErr.Code != client.CodeEncryptionUnavailable {
+		t.Fatalf("apply-abnormal to a card without a key: %v", err)
+	}
+	if s := card.String(); strings.Contains(s, card.BankAccount) || strings.Contains(s, card.RealName) {
+		t.Fatalf("AbnormalPayout.String shows a bank detail: %s", s)
+	}
+	if _, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, client.AbnormalPayout{Type: "ORIGINAL"}); !errors.As(err, &apiErr) || apiErr.Code != client.CodeInvalid || apiErr.Field != "type" {
+		t.Fatalf("apply-abnormal with a bad type: %v", err)
+	}
+	if got, err := ops.ApplyAbnormalRefund(ctx, "pay", rf.RefundNo, client.AbnormalPayout{Type: client.AbnormalMerchantBankCard}); err != nil ||
+		got.State != client.StateProcessing || got.AbnormalType != client.AbnormalMerchantBankCard {
+		t.Fatalf("apply-abnormal to the merchant's account: %+v %v", got, err)
 	}
 }
 

@@ -52,6 +52,9 @@ const (
 	// over its rate; nothing was changed. Calls that may be repeated are
 	// retried after the answer's Retry-After.
 	CodeRateLimited = Code("rate_limited")
+	// CodeEncryptionUnavailable: the server holds no WeChat Pay key to
+	// encrypt an abnormal refund's bank details for; nothing was changed.
+	CodeEncryptionUnavailable = Code("encryption_unavailable")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -59,7 +62,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired, CodeEncryptionUnavailable}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

@@ -69,6 +69,31 @@ const (
 	ReasonOther               = "other"
 )
 
+// Destinations of an abnormal refund's payout (AbnormalPayout.Type).
+const (
+	AbnormalUserBankCard     = "USER_BANK_CARD"
+	AbnormalMerchantBankCard = "MERCHANT_BANK_CARD"
+)
+
+// AbnormalPayout is where WeChat Pay pays an ABNORMAL refund to. For
+// AbnormalUserBankCard, BankType (e.g. ICBC_DEBIT), BankAccount (the card
+// number, digits) and RealName (the holder) are required; for
+// AbnormalMerchantBankCard they must be empty. Never log a value of it.
+type AbnormalPayout struct {
+	Type        string `json:"type"`
+	BankType    string `json:"bank_type,omitempty"`
+	BankAccount string `json:"bank_account,omitempty"`
+	RealName    string `json:"real_name,omitempty"`
+}
+
+// String hides the card and the name, so that a logged value shows neither.
+func (p AbnormalPayout) String() string {
+	if p.Type == AbnormalUserBankCard {
+		return "{" + p.Type + " " + p.BankType + " card and name hidden}"
+	}
+	return "{" + p.Type + "}"
+}
+
 // RefundRequest asks for a refund of Amount fen (nil: everything still
 // refundable).
 type RefundRequest struct {
@@ -113,6 +138,10 @@ type Refund struct {
 	CreatedAt        time.Time         `json:"created_at"`
 	UpdatedAt        time.Time         `json:"updated_at"`
 	SucceededAt      *time.Time        `json:"succeeded_at,omitempty"`
+	// AbnormalType is where an operator had WeChat Pay pay the refund
+	// out after it was ABNORMAL (AbnormalUserBankCard or
+	// AbnormalMerchantBankCard); the bank details are never shown.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 	// Four eyes: set when the refund was held for approval.
 	ApprovalRequired  bool       `json:"approval_required,omitempty"`
 	RequestedBy       string     `json:"requested_by,omitempty"`
@@ -203,6 +232,10 @@ const (
 	EventRefundApprovalRequested = "refund.approval_requested"
 	EventRefundApproved          = "refund.approved"
 	EventRefundRejected          = "refund.rejected"
+	// EventRefundAbnormalApplied: an operator had WeChat Pay pay an
+	// ABNORMAL refund out to a bank account (Data.AbnormalType); its
+	// outcome follows as usual.
+	EventRefundAbnormalApplied = "refund.abnormal_applied"
 )
 
 // Event is one event of the feed and of webhook deliveries. Within one
@@ -245,6 +278,10 @@ type EventData struct {
 	// refund that has them.
 	ReasonCode string            `json:"reason_code,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// AbnormalType is where refund.abnormal_applied has WeChat Pay pay the
+	// refund (AbnormalUserBankCard or AbnormalMerchantBankCard), with
+	// DecidedBy the operator.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 }
 
 // EventsQuery reads the feed after a cursor.

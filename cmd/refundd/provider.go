@@ -55,6 +55,9 @@ type wiredProvider struct {
 	// reload rereads the credential files and swaps them in
 	// (merchant.Reloader.Reload); nil when the provider reads none.
 	reload func(ctx context.Context, trigger string) error
+	// encrypt encrypts an abnormal refund's bank details for the WeChat
+	// Pay key of its merchant (api.Options.EncryptSensitive).
+	encrypt func(refundNo string, plain ...string) (string, []string, error)
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -100,7 +103,7 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 		}
 		return nil, err
 	}
-	w.provider, w.encode = router, router.RequestBody
+	w.provider, w.encode, w.encrypt = router, router.RequestBody, router.EncryptSensitive
 	if w.push != nil {
 		// The core refuses an outcome that names another merchant than
 		// the refund's: the stand-in's pushes name the router's.

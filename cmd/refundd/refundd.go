@@ -218,6 +218,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if m.provider.reload != nil {
 		opts.ReloadCredentials = func(ctx context.Context) error { return m.ReloadCredentials(ctx, "api") }
 	}
+	opts.EncryptSensitive = m.provider.encrypt
 	if certs := m.provider.certs; len(certs) > 0 {
 		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
 			out := make(map[string]metrics.CertificateDownloads, len(certs))

@@ -142,6 +142,8 @@ func Describe(e reservation.Event) string {
 		return fmt.Sprintf("refund %s abandoned by an operator: FAILED, amount released", d.RefundNo)
 	case reservation.Resolved:
 		return fmt.Sprintf("refund %s resolved by an operator: SUCCEEDED (%q)", d.RefundNo, d.Reason)
+	case reservation.AbnormalApplied:
+		return fmt.Sprintf("refund %s: %s asked WeChat Pay to pay the ABNORMAL refund to %s: PROCESSING, check at %s", d.RefundNo, e.By, d.Type, ts(d.DueAt))
 	case reservation.Conflict:
 		return fmt.Sprintf("refund %s: %s said %s, but it is %s: not applied, needs an operator", d.RefundNo, d.Source, d.Outcome, d.State)
 	case reservation.FlaggedStuck:

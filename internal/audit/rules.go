@@ -262,6 +262,10 @@ func checkEvent(stream string, s *reservation.State, e reservation.Event) []stri
 		if r := refund(d.RefundNo); r != nil && r.State != reservation.Abnormal {
 			bad("refund %s resolved in state %s (only ABNORMAL may be)", r.No, r.State)
 		}
+	case reservation.AbnormalApplied:
+		if r := refund(d.RefundNo); r != nil && (r.State != reservation.Abnormal || r.ProviderID == "") {
+			bad("refund %s paid out as abnormal in state %s (only ABNORMAL with a provider id may be)", r.No, r.State)
+		}
 	case reservation.Conflict:
 		// A refund never approved was never sent: any final outcome about
 		// it is a conflict, whatever its state.

@@ -22,4 +22,7 @@ const (
 	// AfterApprovalJournaled: an approval (and the first submission it
 	// starts) is journaled, nothing is applied, answered or sent yet.
 	AfterApprovalJournaled = "after-approval-journaled"
+	// AfterAbnormalJournaled: an abnormal refund's payout is journaled,
+	// WeChat Pay has not been asked to pay it.
+	AfterAbnormalJournaled = "after-abnormal-journaled"
 )

@@ -76,3 +76,57 @@ func TestRead_Approval(t *testing.T) {
 }
 
 func ptr(n int64) *int64 { return &n }
+
+// TestRead_AbnormalApplied: an operator's payout of an ABNORMAL refund
+// reaches consumers as refund.abnormal_applied with its destination and
+// operator (never the bank fields, which are ciphertext in the journal),
+// and its outcome follows as refund.succeeded.
+func TestRead_AbnormalApplied(t *testing.T) {
+	db := journaltest.Open(t)
+	store := eventstore.New(db)
+	st := &reservation.State{}
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	do := func(cmd reservation.Command, by string) {
+		t.Helper()
+		now = now.Add(time.Minute)
+		env := reservation.Env{Now: now, By: by, Encode: func(r reservation.RefundRequest) ([]byte, error) { return []byte(r.RefundNo), nil }}
+		events, err := reservation.Decide(st, cmd, env)
+		if err != nil {
+			t.Fatalf("%T: %v", cmd, err)
+		}
+		if err := store.Append(bg, "r1", st, events); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			reservation.Apply(st, e)
+		}
+	}
+	do(reservation.Register{ReservationID: "r1", UserID: "u1", OutTradeNo: "O1", Amount: 1000, Currency: "CNY"}, "service:booking")
+	do(reservation.RequestRefund{UserID: "u1", IdempotencyKey: "k", Amount: ptr(300)}, "service:booking")
+	no := st.Refunds[0].No
+	outcome := func(kind reservation.OutcomeKind) reservation.RecordOutcome {
+		return reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceQuery, Outcome: reservation.Outcome{Kind: kind,
+			ProviderID: "503000", RefundAmount: 300, TotalAmount: 1000, OutTradeNo: "O1"}}
+	}
+	do(outcome(reservation.OutcomeAbnormal), "provider")
+	do(reservation.ApplyAbnormal{RefundNo: no, Type: reservation.AbnormalUserBankCard, BankType: "ICBC_DEBIT",
+		EncryptedAccount: "Q0lQSEVSMQ==", EncryptedName: "Q0lQSEVSMg==", KeySerial: "PUB_KEY_ID_1"}, "operator:alice")
+	do(outcome(reservation.OutcomeSucceeded), "provider")
+
+	got := readAll(t, db, 0, 0, nil)
+	var types []string
+	for _, e := range got {
+		types = append(types, e.Type)
+	}
+	want := []string{"refund.requested", "refund.abnormal", "refund.abnormal_applied", "refund.succeeded"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("types %v, want %v", types, want)
+	}
+	if e := got[2]; e.State != "PROCESSING" || e.Data.AbnormalType != reservation.AbnormalUserBankCard || e.Data.DecidedBy != "operator:alice" ||
+		e.Data.Source != "operator" || e.Amount != 300 || e.Refunded != 0 {
+		t.Errorf("abnormal_applied: %+v", e)
+	}
+	if e := got[3]; e.State != "SUCCEEDED" || e.Refunded != 300 {
+		t.Errorf("succeeded after the payout: %+v", e)
+	}
+}

@@ -2,7 +2,8 @@
 // systems consume: refund.requested, refund.succeeded, refund.failed,
 // refund.abnormal, refund.stuck, reservation.canceled, and for refunds
 // held for four-eyes approval refund.approval_requested, refund.approved and
-// refund.rejected.
+// refund.rejected, and refund.abnormal_applied when an operator has WeChat
+// pay an ABNORMAL refund out to a bank account.
 //
 // Events are derived, never stored: each one is computed from one journal
 // record and the records of the same reservation before it, so an event and

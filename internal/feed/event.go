@@ -31,13 +31,16 @@ const (
 	TypeRefundApprovalRequested = "refund.approval_requested" // held for approval; nothing sent to WeChat
 	TypeRefundApproved          = "refund.approved"           // approved; its submission to WeChat follows
 	TypeRefundRejected          = "refund.rejected"           // an approver refused it: FAILED, the amount is released
+	// An operator had WeChat Pay pay an ABNORMAL refund out to a bank
+	// account; it is PROCESSING again and its outcome follows as usual.
+	TypeRefundAbnormalApplied = "refund.abnormal_applied"
 )
 
 // Types returns every event type, in a fixed order.
 func Types() []string {
 	return []string{TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
 		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled,
-		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected}
+		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected, TypeRefundAbnormalApplied}
 }
 
 // KnownType reports whether typ is one of Types().
@@ -45,7 +48,7 @@ func KnownType(typ string) bool {
 	switch typ {
 	case TypeRefundRequested, TypeRefundSucceeded, TypeRefundFailed,
 		TypeRefundAbnormal, TypeRefundStuck, TypeReservationCanceled,
-		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected:
+		TypeRefundApprovalRequested, TypeRefundApproved, TypeRefundRejected, TypeRefundAbnormalApplied:
 		return true
 	}
 	return false
@@ -113,6 +116,10 @@ type Data struct {
 	// refund.requested event to file a later one.
 	ReasonCode string               `json:"reason_code,omitempty"`
 	Metadata   reservation.Metadata `json:"metadata,omitzero"`
+	// AbnormalType is where refund.abnormal_applied has WeChat pay the
+	// refund (USER_BANK_CARD or MERCHANT_BANK_CARD), with DecidedBy the
+	// operator; never the bank details.
+	AbnormalType string `json:"abnormal_type,omitempty"`
 }
 
 // ID returns the event id of the record with this global sequence.
@@ -159,7 +166,7 @@ func candidate(e reservation.Event) bool {
 	switch d := e.Data.(type) {
 	case reservation.RefundRequested, reservation.Abandoned, reservation.Resolved, reservation.FlaggedStuck,
 		reservation.Canceled, reservation.ApprovalRequested, reservation.Approved, reservation.ApprovalRejected,
-		reservation.ApprovalExpired:
+		reservation.ApprovalExpired, reservation.AbnormalApplied:
 		return true
 	case reservation.ProviderResult:
 		return d.From != d.To && (d.To == reservation.Succeeded || d.To == reservation.Failed || d.To == reservation.Abnormal)
@@ -252,6 +259,11 @@ func derive(id string, global uint64, e reservation.Event, st *reservation.State
 		}
 		ev.Type, ev.Data.RequestedBy, ev.Data.DecidedBy, ev.Data.Reason = TypeRefundRejected, d.RequestedBy, e.By, d.Reason
 		ev.Data.Code, ev.Data.Source = reservation.CodeApprovalRejected, "approver"
+	case reservation.AbnormalApplied:
+		if _, err := refund(d.RefundNo); err != nil {
+			return Event{}, false, err
+		}
+		ev.Type, ev.Data.AbnormalType, ev.Data.DecidedBy, ev.Data.Source = TypeRefundAbnormalApplied, d.Type, e.By, "operator"
 	case reservation.ApprovalExpired:
 		r, err := refund(d.RefundNo)
 		if err != nil {

@@ -281,6 +281,33 @@ func (pp *pacedProvider) Query(ctx context.Context, refundNo string) reservation
 	return (&pacedQuerier{q: pp.Provider, pacer: pp.pacer}).Query(ctx, refundNo)
 }
 
+// EncryptSensitive is the wrapped provider's: a local computation that
+// sends nothing, so it takes no turn. Without it, ErrNoEncryption.
+func (pp *pacedProvider) EncryptSensitive(plain ...string) (string, []string, error) {
+	e, ok := pp.Provider.(sensitiveEncrypter)
+	if !ok {
+		return "", nil, ErrNoEncryption
+	}
+	return e.EncryptSensitive(plain...)
+}
+
+// ApplyAbnormal pays an ABNORMAL refund out in the account's create turns:
+// it is a write to WeChat Pay's refund API like a create. A provider
+// without the call sends nothing and answers UNKNOWN, as the router does.
+func (pp *pacedProvider) ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome {
+	p, ok := pp.Provider.(abnormalPayer)
+	if !ok {
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
+			Message: "the provider of this refund cannot pay abnormal refunds out; nothing was sent"}
+	}
+	release, ok := pp.pacer.acquire(ctx, pp.pacer.creates, OpCreate)
+	if !ok {
+		return deferred(refundNo, OpCreate)
+	}
+	defer release()
+	return p.ApplyAbnormal(ctx, refundNo, app)
+}
+
 // refused reports whether WeChat Pay refused a create: with a business
 // code (REJECTED) or for its rate (the codes of PARTNER.md §4). Unknown
 // outcomes of timeouts and of answers that did not verify are not

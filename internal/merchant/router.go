@@ -138,3 +138,51 @@ func (r *Registry) Policies(base reservation.Policy, prefix func(base string) (s
 	}
 	return out, nil
 }
+
+// sensitiveEncrypter is a Provider that can encrypt sensitive request
+// fields for its account's WeChat Pay key (*wechatpay.MerchantClient).
+type sensitiveEncrypter interface {
+	EncryptSensitive(plain ...string) (serial string, ciphertext []string, err error)
+}
+
+// abnormalPayer is a Provider that can pay an ABNORMAL refund out to
+// another account (actors.AbnormalProvider).
+type abnormalPayer interface {
+	ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome
+}
+
+// ErrNoEncryption: the refund's merchant's provider cannot encrypt
+// sensitive fields (a stand-in without the WeChat Pay protocol).
+var ErrNoEncryption = errors.New("merchant: the provider of this refund cannot encrypt sensitive fields for WeChat Pay")
+
+// EncryptSensitive encrypts plain for the WeChat Pay key of refundNo's
+// merchant (in partner mode the service provider's) and names that key.
+// Errors never contain the plaintext.
+func (rt *Router) EncryptSensitive(refundNo string, plain ...string) (string, []string, error) {
+	r, ok := rt.route(refundNo)
+	if !ok {
+		return "", nil, fmt.Errorf("%w: %s", ErrUnroutable, refundNo)
+	}
+	e, ok := r.p.(sensitiveEncrypter)
+	if !ok {
+		return "", nil, ErrNoEncryption
+	}
+	return e.EncryptSensitive(plain...)
+}
+
+// ApplyAbnormal asks the refund's merchant's provider to pay it out
+// (actors.AbnormalProvider). An unroutable number, or a provider without
+// the call, sends nothing and answers OutcomeUnknown: the refund is
+// queried, never taken as refused.
+func (rt *Router) ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome {
+	r, ok := rt.route(refundNo)
+	if !ok {
+		return unroutable(refundNo)
+	}
+	p, ok := r.p.(abnormalPayer)
+	if !ok {
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
+			Message: "the provider of this refund cannot pay abnormal refunds out; nothing was sent"}
+	}
+	return p.ApplyAbnormal(ctx, refundNo, app)
+}

@@ -3,6 +3,7 @@ package merchant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,68 @@ func TestRegistry_Policies(t *testing.T) {
 	}
 	if len(ps) != 3 {
 		t.Errorf("%d policies, want 3", len(ps))
+	}
+}
+
+// payer is a recorder that also pays abnormal refunds out and encrypts
+// for its account's key, naming its merchant in both answers.
+type payer struct{ recorder }
+
+func (p payer) ApplyAbnormal(_ context.Context, no string, app reservation.AbnormalApplication) reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeProcessing, ProviderID: p.name + ":" + app.RefundID}
+}
+func (p payer) EncryptSensitive(plain ...string) (string, []string, error) {
+	return "KEY_" + p.name, []string{p.name}, nil
+}
+
+// Abnormal payouts and their encryption go to the refund's merchant; a
+// merchant whose provider lacks them, or an unroutable number, sends
+// nothing and never answers definitely.
+// Payouts and encryption reach the refund's merchant's provider, paced
+// or not: pacing must not hide them.
+func TestRouter_AbnormalPayoutByRefundNumber(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paced=%v", paced), func(t *testing.T) { testAbnormalPayoutByRefundNumber(t, paced) })
+	}
+}
+
+func testAbnormalPayoutByRefundNumber(t *testing.T, paced bool) {
+	r := mustParse(t, base)
+	ps := map[string]Provider{}
+	for _, m := range r.Merchants() {
+		if m.Name == "inn-2" {
+			ps[m.Name] = recorder{m.Name}
+		} else {
+			ps[m.Name] = payer{recorder{m.Name}}
+		}
+	}
+	if paced {
+		var err error
+		if ps, err = r.Paced(ps, Pacing{Creates: 100, Queries: 100}, nil, PacingClock{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := r.Router(ps, func(base string) ([]string, error) { return audit.EpochPrefixes(base, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	app := reservation.AbnormalApplication{RefundID: "503", Type: reservation.AbnormalMerchantBankCard}
+	if o := rt.ApplyAbnormal(ctx, "IA-res-1-1", app); o.Kind != reservation.OutcomeProcessing || o.ProviderID != "inn-1:503" {
+		t.Fatalf("inn-1's payout answered %+v", o)
+	}
+	if serial, enc, err := rt.EncryptSensitive("SH-res-1-1", "card"); err != nil || serial != "KEY_shop" || len(enc) != 1 || enc[0] != "shop" {
+		t.Fatalf("shop's encryption: %q %v %v", serial, enc, err)
+	}
+	for _, no := range []string{"IB-res-1-1", "R-res-1-1"} {
+		if o := rt.ApplyAbnormal(ctx, no, app); o.Kind != reservation.OutcomeUnknown {
+			t.Errorf("%s: payout answered %+v, want UNKNOWN", no, o)
+		}
+	}
+	if _, _, err := rt.EncryptSensitive("IB-res-1-1", "card"); !errors.Is(err, ErrNoEncryption) {
+		t.Errorf("inn-2 without encryption: %v", err)
+	}
+	if _, _, err := rt.EncryptSensitive("R-res-1-1", "card"); !errors.Is(err, ErrUnroutable) {
+		t.Errorf("unroutable: %v", err)
 	}
 }

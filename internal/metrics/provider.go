@@ -59,6 +59,27 @@ func (p *provider) Query(ctx context.Context, refundNo string) reservation.Outco
 	return o
 }
 
+// abnormalPayer is a Provider that pays ABNORMAL refunds out
+// (actors.AbnormalProvider).
+type abnormalPayer interface {
+	ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome
+}
+
+// ApplyAbnormal forwards to the wrapped provider, counted as op
+// "apply_abnormal"; one without the call sends nothing and answers
+// OutcomeUnknown, so the refund is queried.
+func (p *provider) ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome {
+	next, ok := p.next.(abnormalPayer)
+	if !ok {
+		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
+			Message: "the provider cannot pay abnormal refunds out; nothing was sent"}
+	}
+	start := time.Now()
+	o := next.ApplyAbnormal(ctx, refundNo, app)
+	p.m.observeProvider("apply_abnormal", p.merchant(refundNo), o, time.Since(start))
+	return o
+}
+
 func (m *Metrics) observeProvider(op, merchant string, o reservation.Outcome, d time.Duration) {
 	outcome := string(o.Kind)
 	switch o.Kind {

@@ -97,5 +97,7 @@ func Apply(s *State, e Event) {
 		}
 	case RefundRecovered:
 		applyRecovered(s, e, d)
+	case AbnormalApplied:
+		applyAbnormalApplied(s, e, d)
 	}
 }

@@ -77,6 +77,8 @@ func appendAttention(marks []Mark, d EventData) []Mark {
 	case Resolved:
 		unset(d.RefundNo, string(Abnormal))
 		unset(d.RefundNo, AttentionStuck)
+	case AbnormalApplied:
+		unset(d.RefundNo, string(Abnormal))
 	case FlaggedStuck:
 		set(d.RefundNo, AttentionStuck)
 	case RefundRecovered:

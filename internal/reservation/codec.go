@@ -132,6 +132,8 @@ func decodeJSON(typ string, data []byte) (Event, error) {
 		ev, err = decodeAs[ApprovalRejected](data)
 	case TypeApprovalExpired:
 		ev, err = decodeAs[ApprovalExpired](data)
+	case TypeAbnormalApplied:
+		ev, err = decodeAs[AbnormalApplied](data)
 	default:
 		return Event{}, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
 	}

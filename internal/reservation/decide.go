@@ -40,6 +40,8 @@ func Decide(s *State, cmd Command, env Env) ([]Event, error) {
 		data, err = decideApprove(s, c, env)
 	case Reject:
 		data, err = decideReject(s, c, env)
+	case ApplyAbnormal:
+		data, err = decideApplyAbnormal(s, c, env)
 	default:
 		return nil, invalid("command", "unknown command")
 	}

@@ -20,6 +20,8 @@ func DueOf(d EventData) (refundNo string, at time.Time, ok bool) {
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	case ApprovalRequested:
 		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
+	case AbnormalApplied:
+		return d.RefundNo, d.DueAt, !d.DueAt.IsZero()
 	}
 	return "", time.Time{}, false
 }
@@ -47,6 +49,8 @@ func DueEffect(d EventData) (refundNo string, at time.Time, set bool) {
 	case RefundRecovered:
 		return d.RefundNo, d.DueAt, true
 	case ApprovalRequested:
+		return d.RefundNo, d.DueAt, true
+	case AbnormalApplied:
 		return d.RefundNo, d.DueAt, true
 	case Approved:
 		return d.RefundNo, time.Time{}, true

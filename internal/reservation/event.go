@@ -191,6 +191,8 @@ func RefundNoOf(d EventData) string {
 		return d.RefundNo
 	case ApprovalExpired:
 		return d.RefundNo
+	case AbnormalApplied:
+		return d.RefundNo
 	}
 	return ""
 }

@@ -58,6 +58,8 @@ type modelRefund struct {
 	requestedBy string
 	approvedBy  string
 	closedBy    string // CodeApprovalRejected or CodeApprovalExpired
+	// abnormalType: an operator asked WeChat to pay the ABNORMAL refund out.
+	abnormalType string
 }
 
 // succeeded is the money the model believes went back.
@@ -589,6 +591,23 @@ func (h *sim) predict(cmd Command, by string) expectation {
 			m.canceled = m.canceled || cancels
 		}}
 
+	case ApplyAbnormal:
+		r := h.refund(c.RefundNo)
+		switch {
+		case !m.registered || r == nil:
+			return fail(CodeNotFound)
+		case c.Type != AbnormalUserBankCard && c.Type != AbnormalMerchantBankCard:
+			return fail(CodeInvalid)
+		case r.state != Abnormal && r.abnormalType != "":
+			return expectation{} // applied already
+		case r.state != Abnormal || r.providerID == "":
+			return fail(CodeInvalidState)
+		}
+		return expectation{types: []string{TypeAbnormalApplied}, commit: func([]Event) {
+			// Held as it was: ABNORMAL and PROCESSING both hold.
+			r.state, r.due, r.retry, r.abnormalType = Processing, h.now.Add(h.recheck()), false, c.Type
+		}}
+
 	case RecordOutcome:
 		r := h.refund(c.RefundNo)
 		o := c.Outcome
@@ -1029,7 +1048,7 @@ func (h *sim) check() {
 			r.ProviderID != mr.providerID || !r.QueriedAt.Equal(mr.queriedAt) || r.LastConflict != mr.conflict || r.Stuck != mr.stuck || !r.DueAt.Equal(mr.due) || r.Retry != mr.retry ||
 			!r.SubmittedAt.Equal(mr.submittedAt) || string(r.Request) != string(mr.request) || !r.CreatedAt.Equal(mr.created) ||
 			mr.resolved != (r.Code == "RESOLVED_BY_OPERATOR") || !r.UnsettledAt.Equal(mr.unsettled) || r.PaidAfterFailed != mr.paidLate ||
-			r.ApprovalRequired != mr.approval || r.ApprovedBy != mr.approvedBy || r.RequestedBy != mr.requestedBy ||
+			r.ApprovalRequired != mr.approval || r.ApprovedBy != mr.approvedBy || r.RequestedBy != mr.requestedBy || r.AbnormalType != mr.abnormalType ||
 			(mr.closedBy != "") != (r.Code == CodeApprovalRejected || r.Code == CodeApprovalExpired) || (mr.closedBy != "" && r.Code != mr.closedBy) {
 			t.Fatalf("refund %s = %+v\nmodel %+v", r.No, *r, *mr)
 		}
@@ -1209,7 +1228,7 @@ func (h *sim) step(t *rapid.T) {
 	h.jitter = oneOf(t, "jitter", 0, 0.5, 0.999, 0.25, 1, math.NaN())
 	action := weighted(t, "action",
 		"outcome", 32, "request", 16, "timer", 16, "advance", 8, "start", 3, "resubmit", 5,
-		"abandon", 4, "resolve", 4, "check", 3, "restart", 6, "duplicate", 8, "register", 3, "approve", 6, "reject", 3)
+		"abandon", 4, "resolve", 4, "applyAbnormal", 4, "check", 3, "restart", 6, "duplicate", 8, "register", 3, "approve", 6, "reject", 3)
 	switch action {
 	case "register":
 		c := h.reg
@@ -1302,6 +1321,13 @@ func (h *sim) step(t *rapid.T) {
 			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeProcessing}, At: h.now}
 		case "paid":
 			c.Check = &ProviderCheck{Outcome: Outcome{Kind: OutcomeSucceeded}, At: h.now}
+		}
+		h.exec(c, "operator:alice")
+
+	case "applyAbnormal":
+		c := ApplyAbnormal{RefundNo: h.pickRefund(t), Type: oneOf(t, "abnormalType", AbnormalUserBankCard, AbnormalMerchantBankCard, "ORIGINAL")}
+		if c.Type == AbnormalUserBankCard {
+			c.BankType, c.EncryptedAccount, c.EncryptedName, c.KeySerial = "ICBC_DEBIT", "QUJDRA==", "RUZHSA==", "PUB_KEY_ID_1"
 		}
 		h.exec(c, "operator:alice")
 

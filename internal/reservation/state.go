@@ -102,6 +102,9 @@ type Refund struct {
 	ApprovedBy       string
 	ApprovedAt       time.Time
 	RejectedBy       string
+	// AbnormalType is where an operator asked WeChat Pay to pay the refund
+	// out after it was ABNORMAL (ApplyAbnormal); empty if never.
+	AbnormalType string
 }
 
 // State is everything a reservation knows, rebuilt by applying its events in

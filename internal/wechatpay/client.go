@@ -446,7 +446,7 @@ func (c *Client) submit(ctx context.Context, t *Target, refundNo string, body []
 			"out_refund_no", refundNo, "attempt", attempt, "outcome", o.Kind)
 		return o
 	}
-	return c.call(ctx, opSubmit, http.MethodPost, c.base+RefundsPath, refundNo, body, attempt)
+	return c.call(ctx, opSubmit, http.MethodPost, c.base+RefundsPath, refundNo, body, attempt, "")
 }
 
 // Query implements actors.Provider's Query: GET RefundsPath/{refundNo}, the number
@@ -473,7 +473,7 @@ func (c *Client) query(ctx context.Context, t Target, refundNo string) reservati
 		// Part of the signed target (PARTNER.md §1.4).
 		u += "?" + url.Values{"sub_mchid": {t.SubMchID}}.Encode()
 	}
-	return c.call(ctx, opQuery, http.MethodGet, u, refundNo, nil, 0)
+	return c.call(ctx, opQuery, http.MethodGet, u, refundNo, nil, 0, "")
 }
 
 // Stats returns the verification failure counters.
@@ -483,16 +483,20 @@ func (c *Client) Stats() ClientStats {
 
 // call sends one signed request and maps the answer. It never returns an
 // error: every failure is an outcome.
-func (c *Client) call(ctx context.Context, op op, method, rawURL, refundNo string, body []byte, attempt int) reservation.Outcome {
+//
+// serial, when set, is sent as Wechatpay-Serial: the key a request's
+// encrypted fields are for, which WeChat Pay requires to be named
+// (PARTNER.md §2.3); otherwise the Verifier's preferred serial is.
+func (c *Client) call(ctx context.Context, op op, method, rawURL, refundNo string, body []byte, attempt int, serial string) reservation.Outcome {
 	start := time.Now()
-	o, requestID, status := c.roundTrip(ctx, op, method, rawURL, refundNo, body, attempt)
+	o, requestID, status := c.roundTrip(ctx, op, method, rawURL, refundNo, body, attempt, serial)
 	c.log.Debug("wechatpay: refund call", "op", op.String(), "out_refund_no", refundNo, "attempt", attempt,
 		"http_status", status, "request_id", requestID, "outcome", o.Kind, "code", o.Code,
 		"elapsed", time.Since(start))
 	return o
 }
 
-func (c *Client) roundTrip(ctx context.Context, op op, method, rawURL, refundNo string, body []byte, attempt int) (o reservation.Outcome, requestID string, status int) {
+func (c *Client) roundTrip(ctx context.Context, op op, method, rawURL, refundNo string, body []byte, attempt int, serial string) (o reservation.Outcome, requestID string, status int) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -513,8 +517,11 @@ func (c *Client) roundTrip(ctx context.Context, op op, method, rawURL, refundNo 
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if s := c.verifier.PreferredSerial(); s != "" {
-		req.Header.Set(HeaderSerial, s)
+	if serial == "" {
+		serial = c.verifier.PreferredSerial()
+	}
+	if serial != "" {
+		req.Header.Set(HeaderSerial, serial)
 	}
 
 	resp, err := c.http.Do(req)

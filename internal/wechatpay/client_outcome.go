@@ -17,13 +17,17 @@ import (
 type op uint8
 
 const (
-	opSubmit op = iota + 1 // POST /v3/refund/domestic/refunds
-	opQuery                // GET /v3/refund/domestic/refunds/{out_refund_no}
+	opSubmit   op = iota + 1 // POST /v3/refund/domestic/refunds
+	opQuery                  // GET /v3/refund/domestic/refunds/{out_refund_no}
+	opAbnormal               // POST /v3/refund/domestic/refunds/{refund_id}/apply-abnormal-refund
 )
 
 func (o op) String() string {
-	if o == opQuery {
+	switch o {
+	case opQuery:
 		return "query"
+	case opAbnormal:
+		return "apply_abnormal"
 	}
 	return "submit"
 }
@@ -92,6 +96,10 @@ func errorKind(o op, status int, code string, attempt int) reservation.OutcomeKi
 		return reservation.OutcomeNotFound
 	case o == opQuery:
 		return reservation.OutcomeUnknown
+	case o == opAbnormal:
+		// A refusal of the payout, not of the refund: it never says "not
+		// found" (which resubmits a refund).
+		return reservation.OutcomeRejected
 	case attempt == 1:
 		return reservation.OutcomeRejected
 	}

@@ -34,6 +34,17 @@ type target struct {
 	// sibling, when set, is another merchant of the same account (another
 	// sub-merchant of the provider): it must not see the target's refunds.
 	sibling encodingProvider
+	// abnormal, when set, makes the next refund of the order end ABNORMAL
+	// at WeChat (the sandbox's outcome fault); a real account cannot.
+	abnormal func(t *testing.T, outTradeNo string)
+}
+
+// abnormalPayer is a provider that pays ABNORMAL refunds out and encrypts
+// the bank fields for its account's WeChat Pay key (*wechatpay.Client,
+// *wechatpay.MerchantClient).
+type abnormalPayer interface {
+	actors.AbnormalProvider
+	EncryptSensitive(plain ...string) (serial string, ciphertext []string, err error)
 }
 
 func sandboxTarget(t *testing.T) target {
@@ -59,7 +70,7 @@ func sandboxTarget(t *testing.T) target {
 		t.Fatal(err)
 	}
 	n := 0
-	return target{provider: client, settle: 2 * time.Second, mayDrain: true, order: func(t *testing.T) (string, int64, bool) {
+	return target{provider: client, settle: 2 * time.Second, mayDrain: true, abnormal: abnormalFault(sb), order: func(t *testing.T) (string, int64, bool) {
 		n++
 		no := fmt.Sprintf("CT%d%d", time.Now().UnixNano(), n)
 		if err := sb.CreateOrder(no, "", 10000); err != nil {
@@ -116,7 +127,7 @@ func sandboxPartnerTarget(t *testing.T) target {
 	}
 	book := mu.Book(wechatpay.Merchant{MchID: sp, SubMchID: s1})
 	n := 0
-	return target{provider: sub1, sibling: sub2, settle: 2 * time.Second, mayDrain: true, order: func(t *testing.T) (string, int64, bool) {
+	return target{provider: sub1, sibling: sub2, settle: 2 * time.Second, mayDrain: true, abnormal: abnormalFault(book), order: func(t *testing.T) (string, int64, bool) {
 		n++
 		no := fmt.Sprintf("CT%d%d", time.Now().UnixNano(), n)
 		if err := book.CreateOrder(no, "", 10000); err != nil {
@@ -124,6 +135,15 @@ func sandboxPartnerTarget(t *testing.T) target {
 		}
 		return no, 10000, true
 	}}
+}
+
+// abnormalFault makes the next refund of an order of sb end ABNORMAL.
+func abnormalFault(sb *sandbox.Server) func(*testing.T, string) {
+	return func(t *testing.T, order string) {
+		if err := sb.SetFault(sandbox.Fault{Kind: sandbox.FaultOutcome, OutTradeNo: order, Outcome: "ABNORMAL", Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // realTarget is configured by REFUNDD_CONTRACT_BASE_URL, _MCHID, _SERIAL,
@@ -293,6 +313,83 @@ func runContract(t *testing.T, tg target) {
 		other, _ := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 2, Total: total, Currency: "CNY"})
 		if o := p.Submit(ctx, no, other, 1); o.Kind != reservation.OutcomeRejected {
 			t.Fatalf("different body under %s: %+v, want REJECTED", no, o)
+		}
+	})
+	t.Run("apply-abnormal: only an ABNORMAL refund, only with the platform's key, then paid out", func(t *testing.T) {
+		ap, ok := p.(abnormalPayer)
+		if !ok {
+			t.Skip("the provider has no apply-abnormal-refund")
+		}
+		order, total, ok := tg.order(t)
+		if !ok {
+			t.Skip("no refundable order configured")
+		}
+		serial, enc, err := ap.EncryptSensitive("6222020200112233445", "张三")
+		if err != nil || serial == "" || len(enc) != 2 || enc[0] == enc[1] {
+			t.Fatalf("EncryptSensitive: %q %v %v", serial, enc, err)
+		}
+		card := reservation.AbnormalApplication{Type: reservation.AbnormalUserBankCard, BankType: "ICBC_DEBIT",
+			EncryptedAccount: enc[0], EncryptedName: enc[1], KeySerial: serial}
+		if tg.abnormal != nil {
+			tg.abnormal(t, order)
+		}
+		no := fmt.Sprintf("CT-%d", time.Now().UnixNano())
+		body, _ := p.RequestBody(reservation.RefundRequest{RefundNo: no, OutTradeNo: order, Amount: 1, Total: total, Currency: "CNY"})
+		first := p.Submit(ctx, no, body, 1)
+		if first.ProviderID == "" {
+			t.Fatalf("submit: %+v", first)
+		}
+		card.RefundID = first.ProviderID
+		// A key WeChat Pay does not hold is refused, whatever the refund's state.
+		bogus := card
+		bogus.KeySerial = "PUB_KEY_ID_0000000000000000000000000000"
+		if o := ap.ApplyAbnormal(ctx, no, bogus); o.Kind != reservation.OutcomeRejected {
+			t.Fatalf("payout encrypted for an unknown key: %+v, want REJECTED", o)
+		}
+		want := reservation.OutcomeSucceeded
+		if tg.abnormal != nil {
+			want = reservation.OutcomeAbnormal
+		}
+		settled := func(kind reservation.OutcomeKind) reservation.Outcome {
+			t.Helper()
+			deadline := time.Now().Add(tg.settle)
+			for {
+				o := p.Query(ctx, no)
+				if o.Kind == kind {
+					return o
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("refund is %+v, want %s", o, kind)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		settled(want)
+		if tg.abnormal == nil {
+			// A refund that is not ABNORMAL is refused: no second payout.
+			if o := ap.ApplyAbnormal(ctx, no, card); o.Kind != reservation.OutcomeRejected {
+				t.Fatalf("payout of a SUCCESS refund: %+v, want REJECTED", o)
+			}
+			return
+		}
+		if tg.sibling != nil {
+			// Another sub-merchant of the provider cannot pay it out.
+			if sp, ok := tg.sibling.(abnormalPayer); ok {
+				if o := sp.ApplyAbnormal(ctx, no, card); o.Kind == reservation.OutcomeProcessing || o.Kind == reservation.OutcomeSucceeded {
+					t.Fatalf("another sub-merchant paid the refund out: %+v", o)
+				}
+			}
+		}
+		o := ap.ApplyAbnormal(ctx, no, card)
+		if o.Kind != reservation.OutcomeProcessing || o.ProviderID != first.ProviderID {
+			t.Fatalf("payout to the user's card: %+v, want PROCESSING of %s", o, first.ProviderID)
+		}
+		if o := settled(reservation.OutcomeSucceeded); o.ProviderID != first.ProviderID {
+			t.Fatalf("paid out: %+v", o)
+		}
+		// Paid once: a repeat is refused, the refund is not ABNORMAL any more.
+		if o := ap.ApplyAbnormal(ctx, no, card); o.Kind != reservation.OutcomeRejected {
+			t.Fatalf("second payout: %+v, want REJECTED", o)
 		}
 	})
 }

@@ -95,29 +95,34 @@ func (s *Server) parseAbnormal(h http.Header, body []byte) (abnormalRequest, str
 		return req, "", paramError("/bank_account", "退款至用户银行卡时必填")
 	case req.RealName == "":
 		return req, "", paramError("/real_name", "退款至用户银行卡时必填")
-	case h.Get(sensitiveSerialHeader) != s.cfg.PublicKeyID:
-		e := paramError(sensitiveSerialHeader, "须为加密敏感字段所用的微信支付公钥ID")
+	}
+	key := s.keys.decryptionKey(h.Get(sensitiveSerialHeader))
+	if key == nil {
+		// WeChat's answer to a serial that names none of its keys
+		// (PARTNER.md §2.3).
+		e := paramError(sensitiveSerialHeader, "平台证书序列号Wechatpay-Serial错误")
 		e.Detail.Location = "header"
 		return req, "", e
 	}
-	card, ok := s.decryptSensitive(req.BankAccount)
+	card, ok := decryptSensitive(key, req.BankAccount)
 	if !ok {
 		return req, "", paramError("/bank_account", "敏感字段解密失败")
 	}
-	if _, ok := s.decryptSensitive(req.RealName); !ok {
+	if _, ok := decryptSensitive(key, req.RealName); !ok {
 		return req, "", paramError("/real_name", "敏感字段解密失败")
 	}
 	return req, card, nil
 }
 
 // decryptSensitive undoes WeChat Pay's sensitive-field encryption:
-// base64 of RSA-OAEP (SHA-1, MGF1 SHA-1) with the WeChat Pay public key.
-func (s *Server) decryptSensitive(b64 string) (string, bool) {
+// base64 of RSA-OAEP (SHA-1, MGF1 SHA-1) with the WeChat Pay public key or
+// platform certificate the request named.
+func decryptSensitive(key *rsa.PrivateKey, b64 string) (string, bool) {
 	ct, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		return "", false
 	}
-	pt, err := rsa.DecryptOAEP(sha1.New(), nil, s.cfg.PlatformKey, ct, nil)
+	pt, err := rsa.DecryptOAEP(sha1.New(), nil, key, ct, nil)
 	if err != nil || len(pt) == 0 || !utf8.Valid(pt) {
 		return "", false
 	}

@@ -109,6 +109,19 @@ func (k *keyring) signer() (*rsa.PrivateKey, string) {
 	return k.keys[k.signing].key, k.signing
 }
 
+// decryptionKey returns the private key of the public key or platform
+// certificate serial names, if the account has it and has not retired it:
+// what a merchant may encrypt sensitive fields for.
+func (k *keyring) decryptionKey(serial string) *rsa.PrivateKey {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	pk := k.keys[serial]
+	if pk == nil || pk.retired {
+		return nil
+	}
+	return pk.key
+}
+
 // apiV3Key returns the APIv3 key in force at now.
 func (k *keyring) apiV3Key(now time.Time) []byte {
 	k.mu.RLock()
