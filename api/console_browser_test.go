@@ -750,11 +750,18 @@ func TestConsole_Operations(t *testing.T) {
 		webhookURL: receiver.URL, quarantine: q, audit: true, credentials: creds,
 	})
 	svc, op := bearer(tokService), bearer(tokOperator)
-	if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody("hotel-42", 88800), svc...); r.status != http.StatusCreated {
-		t.Fatalf("register: %s", r)
+	// Two reservations refunded: each has two events parked at the
+	// endpoint, requested and succeeded.
+	for _, r := range []struct {
+		id     string
+		amount int64
+	}{{"hotel-42", 12345}, {"tour-7", 500}} {
+		if resp := e.do(t, http.MethodPost, "/v1/reservations", registerBody(r.id, 88800), svc...); resp.status != http.StatusCreated {
+			t.Fatalf("register: %s", resp)
+		}
+		decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/"+r.id+"/refunds?wait=5s", fmt.Sprintf(`{"user_id":"u-%s","amount":%d}`, r.id, r.amount),
+			append(svc, "Idempotency-Key", "k")...), http.StatusOK)
 	}
-	decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/hotel-42/refunds?wait=5s", `{"user_id":"u-hotel-42","amount":12345}`,
-		append(svc, "Idempotency-Key", "k")...), http.StatusOK)
 	type parkedBody struct {
 		Parked []webhook.ParkedEvent `json:"parked"`
 	}
@@ -769,8 +776,15 @@ func TestConsole_Operations(t *testing.T) {
 		}
 		return p.Parked
 	}
-	waitFor(t, "two events parked", func() bool { return len(parked()) == 2 })
-	first := parked()[0]
+	waitFor(t, "four events parked", func() bool { return len(parked()) == 4 })
+	all := parked()
+	i := slices.IndexFunc(all, func(p webhook.ParkedEvent) bool {
+		return p.Event.ReservationID == "hotel-42" && p.Event.Type == "refund.requested"
+	})
+	if i < 0 {
+		t.Fatalf("no refund.requested of hotel-42 parked: %+v", all)
+	}
+	first := all[i]
 
 	b := launch(t, chromium)
 	page := b.newPage(t)
@@ -877,14 +891,33 @@ func TestConsole_Operations(t *testing.T) {
 	if got := page.eval(t, `document.querySelector('`+eventRow+` .confirm').textContent`).(string); !strings.Contains(got, first.Event.ID) || !strings.Contains(got, "crm") {
 		t.Fatalf("the replay's confirmation reads %q, want the event id and the endpoint", got)
 	}
-	if still := len(parked()); still != 2 {
-		t.Fatalf("%d parked before the confirmation, want 2", still)
+	if still := len(parked()); still != 4 {
+		t.Fatalf("%d parked before the confirmation, want 4", still)
 	}
 	page.click(t, eventRow+` button[data-action="replay-confirm"]`)
 	page.waitTrue(t, "the replay's outcome", `document.getElementById('status').textContent.includes('queued for delivery')`)
-	waitFor(t, "the replayed event delivered", func() bool {
-		return !slices.ContainsFunc(parked(), func(p webhook.ParkedEvent) bool { return p.Event.ID == first.Event.ID })
+	// The event goes out with the one held behind it (same reservation);
+	// the other reservation's stay parked.
+	waitFor(t, "hotel-42's events delivered", func() bool {
+		return !slices.ContainsFunc(parked(), func(p webhook.ParkedEvent) bool { return p.Event.ReservationID == "hotel-42" })
 	})
+	if n := len(parked()); n != 2 {
+		t.Fatalf("%d events parked after replaying hotel-42's, want tour-7's 2", n)
+	}
+	// Replay all, confirmed once with the count.
+	// Marked, the section drawn now is told from the one drawn after the click.
+	page.eval(t, `document.getElementById('ops-webhooks').dataset.old = '1'`)
+	page.click(t, "#refresh-ops")
+	page.waitTrue(t, "hotel-42's events gone from the page", `!document.querySelector('#ops-webhooks[data-old]') && `+
+		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2`)
+	page.click(t, `#ops-webhooks button[data-action="replay-all"]`)
+	if got := page.eval(t, `document.querySelector('#ops-webhooks .confirm').textContent`); got != "Replay all 2 parked events of crm?" {
+		t.Fatalf("the replay-all confirmation reads %q", got)
+	}
+	page.click(t, `#ops-webhooks button[data-action="replay-all-confirm"]`)
+	page.waitTrue(t, "the replay-all outcome", `document.getElementById('status').textContent.includes('Replaying 2 parked events of crm.')`)
+	waitFor(t, "every event delivered", func() bool { return len(parked()) == 0 })
+	page.waitTrue(t, "none parked on the page", `document.getElementById('ops-webhooks').textContent.includes('None parked.')`)
 
 	// Auto-refresh: a notification quarantined now shows up without a
 	// click within the 15 s period.

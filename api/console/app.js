@@ -628,7 +628,7 @@
     if (stale(g)) return;
     $('ops').replaceChildren(
       h('div', { class: 'title-row' }, h('h1', null, 'Operations'),
-        h('button', { type: 'button', onclick: () => refreshView() }, 'Refresh')),
+        h('button', { type: 'button', id: 'refresh-ops', onclick: () => refreshView() }, 'Refresh')),
       ...sections);
   }
 
