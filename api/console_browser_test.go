@@ -243,6 +243,19 @@ func TestConsole_InBrowser(t *testing.T) {
 		t.Fatalf("%v injected elements on the approver's page", n)
 	}
 
+	// A server without webhooks, notifications or the audit head: the
+	// operations view says so, section by section.
+	page.click(t, "#nav-ops")
+	page.waitTrue(t, "the operations view", `!!document.getElementById('ops-credentials')`)
+	for sec, want := range map[string]string{
+		"ops-webhooks": "Not enabled on this server.", "ops-quarantine": "Not enabled on this server.",
+		"ops-audit": "Not enabled on this server.", "ops-credentials": "No WeChat Pay accounts configured.",
+	} {
+		if got := page.eval(t, `document.querySelector('#`+sec+` p:last-child').textContent`); got != want {
+			t.Errorf("%s reads %q, want %q", sec, got, want)
+		}
+	}
+
 	// Nothing was blocked by the policy and nothing threw: the console
 	// lives within its own CSP.
 	for _, ev := range b.eventsNamed("Log.entryAdded", "Runtime.exceptionThrown", "Page.javascriptDialogOpening") {
