@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +133,14 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
 		t.Fatalf("%v injected elements in the page", n)
+	}
+	// The amount in yuan with its currency; the time with how long ago the
+	// refund was requested.
+	if got := page.eval(t, `document.querySelector('`+row+` td.num').textContent`); got != "\u00a5123.45 CNY" {
+		t.Errorf("amount cell shows %q, want \u00a5123.45 CNY", got)
+	}
+	if got := page.eval(t, `document.querySelector('`+row+` td.when').textContent`).(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTCrequested \d+ (s|min) ago$`).MatchString(got) {
+		t.Errorf("time cell shows %q, want the time in UTC and how long ago the refund was requested", got)
 	}
 	if got := page.eval(t, `sessionStorage.getItem('refundd.console.token') === '`+tokOperator+`'`); got != true {
 		t.Fatal("the token is not kept in sessionStorage")

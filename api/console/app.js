@@ -539,7 +539,10 @@
     show('reservation');
     document.title = 'Reservation ' + id + ' \u2013 refundd console';
     const box = $('reservation');
-    box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
+    // A redraw of the reservation shown (a refresh) keeps the page as it
+    // is until the new one is ready, so the reader keeps their place.
+    if (box.dataset.id !== id) box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
+    box.dataset.id = id;
     let res;
     let events = null;
     let timelineError = null;
