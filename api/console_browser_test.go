@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/webhook"
 )
 
 // The console in a real browser: Debian's chromium, headless, driven over
@@ -127,6 +133,14 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
 		t.Fatalf("%v injected elements in the page", n)
+	}
+	// The amount in yuan with its currency; the time with how long ago the
+	// refund was requested.
+	if got := page.eval(t, `document.querySelector('`+row+` td.num').textContent`); got != "\u00a5123.45 CNY" {
+		t.Errorf("amount cell shows %q, want \u00a5123.45 CNY", got)
+	}
+	if got := page.eval(t, `document.querySelector('`+row+` td.when').textContent`).(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTCrequested \d+ (s|min) ago$`).MatchString(got) {
+		t.Errorf("time cell shows %q, want the time in UTC and how long ago the refund was requested", got)
 	}
 	if got := page.eval(t, `sessionStorage.getItem('refundd.console.token') === '`+tokOperator+`'`); got != true {
 		t.Fatal("the token is not kept in sessionStorage")
@@ -236,6 +250,19 @@ func TestConsole_InBrowser(t *testing.T) {
 	approver.waitTrue(t, "the rejected refund gone from the list", `!document.querySelector('`+pending(toReject.RefundNo)+`')`)
 	if n := approver.eval(t, `document.querySelectorAll('img, [onerror], b').length`); n != float64(0) {
 		t.Fatalf("%v injected elements on the approver's page", n)
+	}
+
+	// A server without webhooks, notifications or the audit head: the
+	// operations view says so, section by section.
+	page.click(t, "#nav-ops")
+	page.waitTrue(t, "the operations view", `!!document.getElementById('ops-credentials')`)
+	for sec, want := range map[string]string{
+		"ops-webhooks": "Not enabled on this server.", "ops-quarantine": "Not enabled on this server.",
+		"ops-audit": "Not enabled on this server.", "ops-credentials": "No WeChat Pay accounts configured.",
+	} {
+		if got := page.eval(t, `document.querySelector('#`+sec+` p:last-child').textContent`); got != want {
+			t.Errorf("%s reads %q, want %q", sec, got, want)
+		}
 	}
 
 	// Nothing was blocked by the policy and nothing threw: the console
@@ -513,7 +540,13 @@ func (p *page) eval(t *testing.T, expr string) any {
 // waitTrue polls a boolean expression until it holds or 15s pass.
 func (p *page) waitTrue(t *testing.T, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	p.waitTrueWithin(t, what, expr, 15*time.Second)
+}
+
+// waitTrueWithin is waitTrue with another limit.
+func (p *page) waitTrueWithin(t *testing.T, what, expr string, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -683,6 +716,237 @@ func TestConsole_MerchantFilter(t *testing.T) {
 	// The reservation page names the merchant.
 	page.navigate(t, e.srv.URL+"/console/#/reservation/bj-2")
 	page.waitTrue(t, "the merchant on the reservation page", `document.getElementById('reservation').textContent.includes('Merchanthotel-bj')`)
+
+	for _, ev := range b.eventsNamed("Log.entryAdded", "Runtime.exceptionThrown", "Page.javascriptDialogOpening") {
+		s := string(ev.Params)
+		if ev.Method != "Log.entryAdded" || strings.Contains(s, "Content Security Policy") || strings.Contains(s, "Trusted Type") {
+			t.Errorf("%s: %s", ev.Method, s)
+		}
+	}
+}
+
+// TestConsole_Operations: the operations view in a real browser. An
+// operator sees the webhook endpoint with its parked events, the
+// notification quarantine, the audit head and the credentials with the key
+// that expires within 30 days flagged; replays a parked event with its
+// button, after one confirmation; switches to Beijing time and reads the
+// same instant 8 hours ahead; and sees a new quarantine entry appear by
+// itself (auto-refresh). A reader sees the webhooks without buttons and is
+// told the other sections are not for its role. Hostile text in the
+// quarantine and the credentials stays text.
+func TestConsole_Operations(t *testing.T) {
+	chromium := chromiumPath(t)
+	const payload = `<img src=x onerror=alert(1)>`
+	var receiverDown atomic.Bool
+	receiverDown.Store(true)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if receiverDown.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(payload))
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	q, err := quarantine.Open(t.TempDir(), quarantine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Keep(quarantine.Entry{At: time.Date(2026, 12, 1, 20, 30, 0, 0, time.UTC), Endpoint: payload, Reason: "rejected",
+		Body: []byte(`{"id":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	soon, later, before := now.Add(10*24*time.Hour+time.Hour), now.Add(200*24*time.Hour+time.Hour), now.Add(-300*24*time.Hour)
+	creds := func() api.CredentialsView {
+		return api.CredentialsView{Accounts: []api.AccountCredentials{{
+			Account: "hotel-" + payload, MchID: "1900000109", MerchantSerial: "5157F09EFDC096DE15EBE81A47057A72", APIv3Key: true,
+			Keys: []api.CredentialKey{
+				{Serial: "PUB_KEY_ID_0114232134912410000000000001", Kind: api.KeyKindPublicKey, Source: api.KeySourceFile, NotAfter: &soon},
+				{Serial: "7132D72A03E93CDDF8C03BBD1F37EEDF", Kind: api.KeyKindCertificate, Source: api.KeySourceDownload, NotBefore: &before, NotAfter: &later},
+			},
+			Download: &api.CertificateDownloadView{Refresh: "12h0m0s", LastAttempt: now.Add(-time.Hour), LastSuccess: now.Add(-3 * time.Hour),
+				LastError: "download: " + payload, Downloads: 4, Failures: 1, ConsecutiveFailures: 1},
+		}}}
+	}
+	e := newOpsEnv(t, opsOptions{
+		tokens:     "operator:" + tokOperator + ",service:" + tokService + ",reader:" + tokReader,
+		webhookURL: receiver.URL, quarantine: q, audit: true, credentials: creds,
+	})
+	svc, op := bearer(tokService), bearer(tokOperator)
+	// Two reservations refunded: each has two events parked at the
+	// endpoint, requested and succeeded.
+	for _, r := range []struct {
+		id     string
+		amount int64
+	}{{"hotel-42", 12345}, {"tour-7", 500}} {
+		if resp := e.do(t, http.MethodPost, "/v1/reservations", registerBody(r.id, 88800), svc...); resp.status != http.StatusCreated {
+			t.Fatalf("register: %s", resp)
+		}
+		decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/"+r.id+"/refunds?wait=5s", fmt.Sprintf(`{"user_id":"u-%s","amount":%d}`, r.id, r.amount),
+			append(svc, "Idempotency-Key", "k")...), http.StatusOK)
+	}
+	type parkedBody struct {
+		Parked []webhook.ParkedEvent `json:"parked"`
+	}
+	parked := func() []webhook.ParkedEvent {
+		var p parkedBody
+		r := e.do(t, http.MethodGet, "/v1/webhooks/crm/parked", "", op...)
+		if r.status != http.StatusOK {
+			t.Fatalf("parked: %s", r)
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Parked
+	}
+	waitFor(t, "four events parked", func() bool { return len(parked()) == 4 })
+	all := parked()
+	i := slices.IndexFunc(all, func(p webhook.ParkedEvent) bool {
+		return p.Event.ReservationID == "hotel-42" && p.Event.Type == "refund.requested"
+	})
+	if i < 0 {
+		t.Fatalf("no refund.requested of hotel-42 parked: %+v", all)
+	}
+	first := all[i]
+
+	b := launch(t, chromium)
+	page := b.newPage(t)
+	page.navigate(t, e.srv.URL+"/console/")
+	page.click(t, "#token")
+	page.insertText(t, tokOperator)
+	page.click(t, "#token-use")
+	page.waitTrue(t, "who is signed in", `document.getElementById('whoami').textContent.includes('signed in as operator:')`)
+	page.click(t, "#nav-ops")
+	eventRow := `#ops-webhooks tr[data-event-id="` + first.Event.ID + `"]`
+	page.waitTrue(t, "the parked event", `!!document.querySelector('`+eventRow+` button[data-action="replay"]')`)
+	page.waitTrue(t, "the quarantine entry", `!!document.querySelector('#ops-quarantine tbody tr')`)
+	page.waitTrue(t, "the audit head", `document.getElementById('ops-audit').textContent.includes('Head hash')`)
+	page.waitTrue(t, "the credentials", `!!document.querySelector('#ops-credentials tr[data-serial="7132D72A03E93CDDF8C03BBD1F37EEDF"]')`)
+	if got := page.eval(t, `document.querySelector('#ops-webhooks tr[data-endpoint="crm"]').textContent`).(string); !strings.Contains(got, "parked") {
+		t.Errorf("the endpoint row reads %q, want its parked count", got)
+	}
+	if got := page.eval(t, `document.querySelector('`+eventRow+`').textContent`).(string); !strings.Contains(got, "\u00a5123.45 CNY") || !strings.Contains(got, "refund.requested") {
+		t.Errorf("the parked event's row reads %q, want its type and \u00a5123.45 CNY", got)
+	}
+	// The key expiring within 30 days is flagged; the other is not.
+	flagged := page.eval(t, `[...document.querySelectorAll('#ops-credentials .tag.expiring')].map((e) => e.closest('tr').dataset.serial + ': ' + e.textContent).join('; ')`)
+	if flagged != "PUB_KEY_ID_0114232134912410000000000001: expires in 10 days" {
+		t.Errorf("flagged keys: %q, want only the public key, expiring in 10 days", flagged)
+	}
+	cred := page.eval(t, `document.getElementById('ops-credentials').textContent`).(string)
+	for _, want := range []string{"expires in 200 days", "platform certificate", "download", "failures 1", "hotel-" + payload, "download: " + payload, "Last success"} {
+		if !strings.Contains(cred, want) {
+			t.Errorf("credentials section lacks %q: %s", want, cred)
+		}
+	}
+	if got := page.eval(t, `document.querySelector('#ops-quarantine tbody tr td.message').textContent`); got != payload {
+		t.Errorf("quarantine endpoint cell shows %q", got)
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the operations view", n)
+	}
+	page.waitTrue(t, "updated n s ago", `/^updated \d+ s ago$/.test(document.getElementById('updated').textContent)`)
+
+	shots := os.Getenv("REFUNDD_CONSOLE_SHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	t.Logf("screenshots of the operations view at 1440 and 760 px: %s", shots)
+	for _, w := range []int{1440, 760} {
+		page.resize(t, w)
+		page.checkLayout(t, fmt.Sprintf("operations view at %d px", w))
+		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("ops-%d.png", w)))
+	}
+	page.resize(t, 1280)
+
+	// UTC, then Beijing time: the same instant, 8 hours ahead.
+	quarantined := `document.querySelector('#ops-quarantine tbody time')`
+	if got := page.eval(t, quarantined+`.textContent`); got != "2026-12-01 20:30:00 UTC" {
+		t.Fatalf("the quarantine entry's time reads %q in UTC", got)
+	}
+	page.eval(t, `(() => { const s = document.getElementById('zone'); s.value = 'beijing'; s.dispatchEvent(new Event('change')); return true; })()`)
+	page.waitTrue(t, "Beijing time", quarantined+`.textContent.endsWith('UTC+8')`)
+	utc, err := time.Parse("2006-01-02 15:04:05 UTC", "2026-12-01 20:30:00 UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := page.eval(t, quarantined+`.textContent`).(string)
+	bj, err := time.Parse("2006-01-02 15:04:05 UTC+8", shown)
+	if err != nil {
+		t.Fatalf("Beijing time %q: %v", shown, err)
+	}
+	if d := bj.Sub(utc); d != 8*time.Hour {
+		t.Fatalf("Beijing time %q is %v after the UTC one, want 8h", shown, d)
+	}
+	if got := page.eval(t, quarantined+`.getAttribute('datetime')`); got != "2026-12-01T20:30:00.000Z" {
+		t.Fatalf("the instant behind the time is %v", got)
+	}
+	page.navigate(t, e.srv.URL+"/console/#/ops")
+	page.waitTrue(t, "Beijing time kept for the tab", `document.getElementById('zone').value === 'beijing' && !!`+quarantined+` && `+quarantined+`.textContent === '2026-12-02 04:30:00 UTC+8'`)
+
+	// A reader sees the endpoint and its parked events, no buttons, and
+	// a line instead of each section its role may not see.
+	reader := b.newPage(t)
+	reader.navigate(t, e.srv.URL+"/console/")
+	reader.click(t, "#token")
+	reader.insertText(t, tokReader)
+	reader.click(t, "#token-use")
+	reader.waitTrue(t, "the reader named", `document.getElementById('whoami').textContent.includes('signed in as reader:')`)
+	reader.click(t, "#nav-ops")
+	reader.waitTrue(t, "the parked event shown to the reader", `!!document.querySelector('`+eventRow+`')`)
+	if n := reader.eval(t, `document.querySelectorAll('#ops button[data-action]').length`); n != float64(0) {
+		t.Fatalf("a reader is offered %v buttons on the operations view", n)
+	}
+	for _, sec := range []string{"ops-quarantine", "ops-audit", "ops-credentials"} {
+		if got := reader.eval(t, `document.querySelector('#`+sec+` .denied') && document.querySelector('#`+sec+` .denied').textContent`); got != "The role reader may not see this." {
+			t.Errorf("%s shows the reader %v", sec, got)
+		}
+	}
+	if n := reader.eval(t, `document.querySelectorAll('#ops-credentials table, #ops-quarantine table').length`); n != float64(0) {
+		t.Errorf("the reader is shown %v credential or quarantine tables", n)
+	}
+	reader.checkLayout(t, "operations view for a reader")
+
+	// Replay, confirmed once: the receiver is back and takes the event.
+	receiverDown.Store(false)
+	page.must(t, "Page.bringToFront", struct{}{})
+	page.click(t, eventRow+` button[data-action="replay"]`)
+	if got := page.eval(t, `document.querySelector('`+eventRow+` .confirm').textContent`).(string); !strings.Contains(got, first.Event.ID) || !strings.Contains(got, "crm") {
+		t.Fatalf("the replay's confirmation reads %q, want the event id and the endpoint", got)
+	}
+	if still := len(parked()); still != 4 {
+		t.Fatalf("%d parked before the confirmation, want 4", still)
+	}
+	page.click(t, eventRow+` button[data-action="replay-confirm"]`)
+	page.waitTrue(t, "the replay's outcome", `document.getElementById('status').textContent.includes('queued for delivery')`)
+	// The event goes out with the one held behind it (same reservation);
+	// the other reservation's stay parked.
+	waitFor(t, "hotel-42's events delivered", func() bool {
+		return !slices.ContainsFunc(parked(), func(p webhook.ParkedEvent) bool { return p.Event.ReservationID == "hotel-42" })
+	})
+	if n := len(parked()); n != 2 {
+		t.Fatalf("%d events parked after replaying hotel-42's, want tour-7's 2", n)
+	}
+	// Replay all, confirmed once with the count.
+	// Marked, the section drawn now is told from the one drawn after the click.
+	page.eval(t, `document.getElementById('ops-webhooks').dataset.old = '1'`)
+	page.click(t, "#refresh-ops")
+	page.waitTrue(t, "hotel-42's events gone from the page", `!document.querySelector('#ops-webhooks[data-old]') && `+
+		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2`)
+	page.click(t, `#ops-webhooks button[data-action="replay-all"]`)
+	if got := page.eval(t, `document.querySelector('#ops-webhooks .confirm').textContent`); got != "Replay all 2 parked events of crm?" {
+		t.Fatalf("the replay-all confirmation reads %q", got)
+	}
+	page.click(t, `#ops-webhooks button[data-action="replay-all-confirm"]`)
+	page.waitTrue(t, "the replay-all outcome", `document.getElementById('status').textContent.includes('Replaying 2 parked events of crm.')`)
+	waitFor(t, "every event delivered", func() bool { return len(parked()) == 0 })
+	page.waitTrue(t, "none parked on the page", `document.getElementById('ops-webhooks').textContent.includes('None parked.')`)
+
+	// Auto-refresh: a notification quarantined now shows up without a
+	// click within the 15 s period.
+	if err := q.Keep(quarantine.Entry{At: time.Now().UTC(), Endpoint: "v3/late", Reason: "mismatch", Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	page.waitTrueWithin(t, "the new entry, by auto-refresh", `document.getElementById('ops-quarantine').textContent.includes('v3/late')`, 25*time.Second)
 
 	for _, ev := range b.eventsNamed("Log.entryAdded", "Runtime.exceptionThrown", "Page.javascriptDialogOpening") {
 		s := string(ev.Params)

@@ -17,9 +17,12 @@ import (
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal/journaltest"
 )
 
@@ -38,6 +41,16 @@ type opsOptions struct {
 	tokens string // REFUNDD_TOKENS syntax; empty: no authentication
 	// merchants configured (api.Options.Merchants); empty: the default one.
 	merchants []string
+	// webhookURL, if set, serves the event feed and a webhook dispatcher
+	// with one endpoint "crm" posting there (two attempts, then parked).
+	webhookURL string
+	// quarantine, if set, serves the notification routes with no account
+	// and this quarantine.
+	quarantine *quarantine.Store
+	// audit serves the audit head of the env's journal.
+	audit bool
+	// credentials, if set, answers GET /v1/admin/credentials.
+	credentials func() api.CredentialsView
 }
 
 // syncBuffer is a log sink that tests read while the server writes.
@@ -63,7 +76,8 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	m := metrics.New(metrics.Options{NoRuntime: true, Logger: log})
-	store := eventstore.New(journaltest.Open(t))
+	db := journaltest.Open(t)
+	store := eventstore.New(db)
 	if o.policy.RefundNoPrefix == "" {
 		o.policy.RefundNoPrefix = "T"
 	}
@@ -79,7 +93,27 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 			t.Errorf("engine close: %v", err)
 		}
 	})
-	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Merchants: o.merchants}
+	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Merchants: o.merchants,
+		Credentials: o.credentials}
+	if o.webhookURL != "" {
+		d, err := webhook.New(webhook.Config{DB: db, Logger: quietLogger(), MaxAttempts: 2,
+			BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+			Endpoints: []webhook.Endpoint{{Name: "crm", URL: o.webhookURL, Secret: []byte("0123456789abcdef")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- d.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-ran })
+		opts.Events = &api.EventsConfig{Feed: feed.New(db), Webhooks: d, MaxWait: 5 * time.Second}
+	}
+	if o.quarantine != nil {
+		opts.Notify = &api.NotifyConfig{Quarantine: o.quarantine}
+	}
+	if o.audit {
+		opts.Audit = &api.AuditConfig{Journal: db}
+	}
 	if o.tokens != "" {
 		var ts auth.Tokens
 		if err := auth.ParseEnv(o.tokens, &ts); err != nil {

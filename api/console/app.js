@@ -9,6 +9,10 @@
 (() => {
   const TOKEN_KEY = 'refundd.console.token';
   const MERCHANT_KEY = 'refundd.console.merchant';
+  const ZONE_KEY = 'refundd.console.zone';
+  const AUTO_KEY = 'refundd.console.autorefresh';
+  // The current view is drawn again this often while auto-refresh is on.
+  const AUTO_EVERY_MS = 15000;
   const KINDS = [
     { kind: 'stuck', title: 'Stuck', help: 'Unresolved past the stuck limit: reconcile to ask the provider now.' },
     { kind: 'UNKNOWN', title: 'Unknown outcome', help: 'The provider did not answer clearly: only a query (reconcile) settles it; resubmit sends the same bytes again.' },
@@ -156,10 +160,59 @@
     return currency ? s + ' ' + currency : s;
   }
 
+  // yuan formats integer fen as the operator reads it: "¥123.45 CNY".
+  // Refunds carry no currency of their own: a reservation's is CNY unless
+  // it says otherwise.
+  function yuan(fen, currency) {
+    const c = currency || 'CNY';
+    return (c === 'CNY' ? '\u00a5' : '') + money(fen, c);
+  }
+
+  // Times are shown in UTC or Beijing time (UTC+8 all year, no daylight
+  // saving), as the operator chose for this tab; the browser's own zone is
+  // never used.
+  const beijing = () => sessionStorage.getItem(ZONE_KEY) === 'beijing';
+
+  function setZone(z) {
+    if (z === 'beijing') sessionStorage.setItem(ZONE_KEY, z);
+    else sessionStorage.removeItem(ZONE_KEY);
+  }
+
   function when(t) {
     if (!t) return '';
     const d = new Date(t);
-    return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+    if (Number.isNaN(d.getTime())) return String(t);
+    const bj = beijing();
+    const shifted = new Date(d.getTime() + (bj ? 8 * 3600 * 1000 : 0));
+    return shifted.toISOString().replace('T', ' ').replace(/\.\d+Z$/, '') + (bj ? ' UTC+8' : ' UTC');
+  }
+
+  // at is a time as an element: the text in the chosen zone, the instant
+  // itself in datetime. On a narrow screen it may wrap between the date
+  // and the time of day, never inside either.
+  function at(t) {
+    if (!t) return null;
+    const d = new Date(t);
+    const text = when(t);
+    const i = text.indexOf(' ');
+    return h('time', { datetime: Number.isNaN(d.getTime()) ? null : d.toISOString() },
+      i < 0 ? text : [h('span', { class: 'nowrap' }, text.slice(0, i)), ' ', h('span', { class: 'nowrap' }, text.slice(i + 1))]);
+  }
+
+  // ago says how long ago t was, in words: "4 min ago".
+  function ago(t) {
+    const d = new Date(t);
+    if (!t || Number.isNaN(d.getTime())) return '';
+    const s = (Date.now() - d.getTime()) / 1000;
+    if (s < 0) return 'in ' + span(-s);
+    return span(s) + ' ago';
+  }
+
+  function span(s) {
+    if (s < 60) return Math.floor(s) + ' s';
+    if (s < 3600) return Math.floor(s / 60) + ' min';
+    if (s < 48 * 3600) return Math.floor(s / 3600) + ' h';
+    return Math.floor(s / 86400) + ' days';
   }
 
   function age(seconds) {
@@ -174,7 +227,8 @@
   // --- views -------------------------------------------------------------
 
   function show(id) {
-    for (const s of ['overview', 'reservation']) $(s).hidden = s !== id;
+    for (const s of ['overview', 'reservation', 'ops']) $(s).hidden = s !== id;
+    for (const a of document.querySelectorAll('#views a')) a.classList.toggle('current', a.dataset.view === id);
   }
 
   // gen counts route() calls: an answer for an older one (a token
@@ -184,8 +238,22 @@
 
   async function route() {
     const g = ++gen;
+    routing = true;
+    try {
+      await draw(g);
+    } finally {
+      if (!stale(g)) {
+        routing = false;
+        drawnAt = Date.now();
+        showUpdated();
+      }
+    }
+  }
+
+  async function draw(g) {
     await loadWho(g);
     if (stale(g)) return;
+    if (location.hash === '#/ops') return showOps(g);
     const m = /^#\/reservation\/(.+)$/.exec(location.hash);
     if (m) {
       let id;
@@ -327,14 +395,14 @@
       h('table', null, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), body));
   }
 
-  function refundRow(r, withReservation) {
+  function refundRow(r, withReservation, currency) {
     const tr = h('tr', { 'data-refund-no': r.refund_no, 'data-state': r.state });
     if (withReservation) {
       tr.append(h('td', { class: 'mono' }, h('a', { href: '#/reservation/' + seg(r.reservation_id) }, r.reservation_id)));
     }
     tr.append(
       h('td', { class: 'mono' }, r.refund_no),
-      h('td', { class: 'num' }, money(r.amount)),
+      h('td', { class: 'num' }, yuan(r.amount, currency)),
       h('td', { class: 'state-cell' }, stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null,
         r.conflicts ? h('span', { class: 'tag' }, 'conflicts ' + r.conflicts) : null),
       h('td', { class: 'message' }, r.code || '', r.message ? h('div', { class: 'muted' }, r.message) : null,
@@ -342,7 +410,8 @@
       h('td', { class: 'reason' }, r.reason || '', r.reason_code ? h('span', { class: 'tag' }, r.reason_code) : null,
         r.metadata ? h('div', { class: 'muted' }, Object.entries(r.metadata).map(([k, v]) => k + '=' + v).join(', ')) : null),
       h('td', { class: 'num' }, String(r.attempts)),
-      h('td', { class: 'when' }, when(r.updated_at)),
+      h('td', { class: 'when' }, at(r.updated_at),
+        r.created_at ? h('div', { class: 'muted age' }, 'requested ' + ago(r.created_at)) : null),
       h('td', null, actions(r, tr)));
     return tr;
   }
@@ -351,8 +420,7 @@
   // decided it or until when it waits.
   function approvalNote(r) {
     if (!r.approval_required) return null;
-    // Times stay whole on narrow screens: a date is never split at its dashes.
-    const at = (t) => h('span', { class: 'nowrap' }, when(t));
+    // Times (at) stay whole on narrow screens: a date is never split at its dashes.
     const parts = [['requested by ' + r.requested_by]];
     if (r.approved_by) parts.push(['approved by ' + r.approved_by, r.approved_at ? [' at ', at(r.approved_at)] : null]);
     if (r.rejected_by) parts.push(['rejected by ' + r.rejected_by]);
@@ -390,7 +458,7 @@
 
   // what names the refund an action is about to change, for its
   // confirmation: number and amount.
-  const what = (label, r) => h('span', { class: 'confirm' }, label + ' ', h('span', { class: 'mono' }, r.refund_no), ' of ' + money(r.amount) + '?');
+  const what = (label, r) => h('span', { class: 'confirm' }, label + ' ', h('span', { class: 'mono' }, r.refund_no), ' of ' + yuan(r.amount) + '?');
 
   // confirmed is a button that asks once more, naming the refund and its
   // amount, before it acts.
@@ -471,7 +539,10 @@
     show('reservation');
     document.title = 'Reservation ' + id + ' \u2013 refundd console';
     const box = $('reservation');
-    box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
+    // A redraw of the reservation shown (a refresh) keeps the page as it
+    // is until the new one is ready, so the reader keeps their place.
+    if (box.dataset.id !== id) box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
+    box.dataset.id = id;
     let res;
     let events = null;
     let timelineError = null;
@@ -497,19 +568,19 @@
     fact('User', res.user_id);
     fact('Order (out_trade_no)', h('span', { class: 'mono' }, res.out_trade_no));
     if (res.transaction_id) fact('Transaction', h('span', { class: 'mono' }, res.transaction_id));
-    fact('Paid', money(res.amount, res.currency));
-    fact('Refunded', money(res.refunded, res.currency));
-    fact('In flight', money(res.in_flight, res.currency));
-    fact('Refundable', money(res.refundable, res.currency));
-    if (res.paid_at) fact('Paid at', when(res.paid_at));
-    fact('Registered', when(res.registered_at));
+    fact('Paid', yuan(res.amount, res.currency));
+    fact('Refunded', yuan(res.refunded, res.currency));
+    fact('In flight', yuan(res.in_flight, res.currency));
+    fact('Refundable', yuan(res.refundable, res.currency));
+    if (res.paid_at) fact('Paid at', at(res.paid_at));
+    fact('Registered', at(res.registered_at));
 
     const refunds = h('div', { class: 'panel' }, h('h2', null, 'Refunds'));
     if (res.refunds.length === 0) {
       refunds.append(h('p', { class: 'empty' }, 'No refunds.'));
     } else {
       const body = h('tbody');
-      for (const r of res.refunds) body.append(refundRow(r, false));
+      for (const r of res.refunds) body.append(refundRow(r, false, res.currency));
       refunds.append(refundTable(body, false));
     }
 
@@ -524,7 +595,7 @@
             h('span', { class: 'mono muted' }, '#' + ev.seq),
             h('span', { class: 'ev-type' }, ev.type),
             ev.refund_no ? h('span', { class: 'mono' }, ev.refund_no) : null,
-            h('span', { class: 'muted' }, when(ev.at)),
+            h('span', { class: 'muted' }, at(ev.at)),
             h('span', { class: 'muted' }, 'by ' + ev.by)),
           h('pre', { class: 'ev-data' }, JSON.stringify(ev.data, null, 1))));
       }
@@ -538,6 +609,261 @@
       h('div', { class: 'panel' }, facts),
       refunds,
       timeline);
+  }
+
+  // --- operations ----------------------------------------------------------
+
+  // The operations view shows what the API keeps about the service itself:
+  // webhook endpoints and their parked events, the notification
+  // quarantine, the audit head and the WeChat Pay credentials. Each section
+  // is drawn only for a role that may call its route; others get a line
+  // saying so.
+
+  async function showOps(g) {
+    show('ops');
+    document.title = 'Operations \u2013 refundd console';
+    const sections = await Promise.all([
+      opsSection(g, 'ops-webhooks', 'Webhooks', 'read', true, opsWebhooks),
+      opsSection(g, 'ops-quarantine', 'Notification quarantine', 'operate', true, opsQuarantine),
+      opsSection(g, 'ops-audit', 'Audit head', 'audit', true, opsAudit),
+      opsSection(g, 'ops-credentials', 'Credentials', 'operate', true, opsCredentials),
+    ]);
+    if (stale(g)) return;
+    $('ops').replaceChildren(
+      h('div', { class: 'title-row' }, h('h1', null, 'Operations'),
+        h('button', { type: 'button', id: 'refresh-ops', onclick: () => refreshView() }, 'Refresh')),
+      ...sections);
+  }
+
+  // opsSection is one panel: the role's refusal, the route's absence, an
+  // error, or what fill draws from the API.
+  async function opsSection(g, id, title, perm, unscopedOnly, fill) {
+    const sec = h('section', { class: 'panel ops', id });
+    sec.append(h('h2', null, title));
+    const role = who ? who.role : 'no token';
+    if (!may(perm)) {
+      sec.append(h('p', { class: 'denied muted' }, 'The role ' + role + ' may not see this.'));
+      return sec;
+    }
+    if (unscopedOnly && who.merchants.length) {
+      sec.append(h('p', { class: 'denied muted' }, 'A token limited to merchants may not see this: it concerns every merchant.'));
+      return sec;
+    }
+    try {
+      await fill(sec, g);
+    } catch (e) {
+      if (e.status === 404 && e.code === 'route_not_found') {
+        sec.append(h('p', { class: 'empty' }, 'Not enabled on this server.'));
+      } else if (e.status === 403) {
+        sec.append(h('p', { class: 'denied muted' }, 'The role ' + role + ' may not see this (' + e.message + ').'));
+      } else {
+        sec.append(h('p', { class: 'error' }, e.message));
+        if (!stale(g)) explain(e, title);
+      }
+    }
+    return sec;
+  }
+
+  function table(cols, rows) {
+    return h('div', { class: 'table-scroll' },
+      h('table', null, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), h('tbody', null, rows)));
+  }
+
+  // askOnce is a button that asks once more, with question, before it
+  // calls go.
+  function askOnce(action, label, question, tone, go) {
+    const wrap = h('span', { class: 'ask' });
+    const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
+    open.addEventListener('click', () => {
+      const yes = h('button', { type: 'button', class: tone, 'data-action': action + '-confirm', onclick: () => go(yes) }, label);
+      wrap.replaceChildren(h('span', { class: 'confirm-box' }, h('span', { class: 'confirm' }, question), yes,
+        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel')));
+      yes.focus();
+    });
+    wrap.append(open);
+    return wrap;
+  }
+
+  async function replay(path, what, button) {
+    button.disabled = true;
+    say('Replaying ' + what + '\u2026', 'info');
+    try {
+      const res = await api('POST', path);
+      say(typeof res.replaying === 'number'
+        ? 'Replaying ' + res.replaying + ' parked event' + (res.replaying === 1 ? '' : 's') + ' of ' + res.endpoint + '.'
+        : 'Replaying ' + what + ': queued for delivery.', 'ok');
+    } catch (e) {
+      explain(e, 'Replay ' + what);
+    }
+    await refreshView();
+  }
+
+  async function opsWebhooks(sec, g) {
+    const { endpoints } = await api('GET', '/v1/webhooks');
+    if (stale(g)) return;
+    sec.append(h('p', { class: 'help' }, 'An event is parked when its endpoint kept refusing it; later events of the same reservation wait behind it. Replay sends it again.'));
+    if (!endpoints.length) {
+      sec.append(h('p', { class: 'empty' }, 'No webhook endpoints configured.'));
+      return;
+    }
+    sec.append(table(['Endpoint', 'Events behind', 'Parked', 'Oldest undelivered', 'Delivered', 'Failed attempts'],
+      endpoints.map((ep) => h('tr', { 'data-endpoint': ep.name },
+        h('td', { class: 'mono' }, ep.name),
+        h('td', { class: 'num' }, String(ep.events_behind)),
+        h('td', { class: 'num' }, String(ep.parked), ep.parked > 0 ? h('span', { class: 'tag' }, 'parked') : null),
+        h('td', { class: 'num' }, ep.oldest_undelivered_age_seconds ? span(ep.oldest_undelivered_age_seconds) : '\u2013'),
+        h('td', { class: 'num' }, String(ep.delivered)),
+        h('td', { class: 'num' }, String(ep.failed_attempts))))));
+    const lists = await Promise.all(endpoints.map(async (ep) => {
+      const path = '/v1/webhooks/' + seg(ep.name) + '/parked';
+      const box = h('div', { class: 'parked', 'data-endpoint': ep.name });
+      const { parked } = await api('GET', path);
+      const head = h('div', { class: 'title-row' }, h('h3', null, 'Parked at ', h('span', { class: 'mono' }, ep.name), ' ',
+        h('span', { class: 'count' }, String(parked.length))));
+      box.append(head);
+      if (!parked.length) {
+        box.append(h('p', { class: 'empty' }, 'None parked.'));
+        return box;
+      }
+      if (may('operate')) {
+        head.append(askOnce('replay-all', 'Replay all', 'Replay all ' + parked.length + ' parked events of ' + ep.name + '?', 'primary',
+          (b) => replay(path + '/replay', 'every parked event of ' + ep.name, b)));
+      }
+      // The event and its button come first, so that both stay in view
+      // on a narrow screen.
+      box.append(table(['Event', 'Refund', 'Delivery', 'Parked'],
+        parked.map((p) => {
+          const ev = p.event;
+          const acts = h('div', { class: 'actions' });
+          if (p.replaying) acts.append(h('span', { class: 'tag info' }, 'replaying'));
+          else if (may('operate')) {
+            acts.append(askOnce('replay', 'Replay', ['Replay ', h('span', { class: 'mono' }, ev.id), ' (' + ev.type + ') to ' + ep.name + '?'], 'primary',
+              (b) => replay(path + '/' + seg(ev.id) + '/replay', ev.id, b)));
+          }
+          return h('tr', { 'data-event-id': ev.id },
+            h('td', { class: 'event' }, h('div', { class: 'mono' }, ev.id), h('div', { class: 'nowrap' }, ev.type), acts),
+            h('td', { class: 'nowrap' }, h('div', { class: 'mono' }, ev.refund_no || ''),
+              h('div', null, h('a', { class: 'mono', href: '#/reservation/' + seg(ev.reservation_id) }, ev.reservation_id)),
+              ev.refund_no ? h('div', null, yuan(ev.amount, ev.currency)) : null),
+            h('td', { class: 'message' }, h('div', { class: 'muted' }, p.attempts + ' attempt' + (p.attempts === 1 ? '' : 's')), p.last_error || '',
+              p.held_behind ? h('div', { class: 'muted' }, 'waits behind ', h('span', { class: 'mono' }, p.held_behind)) : null),
+            h('td', { class: 'when-wrap' }, at(p.parked_at), h('div', { class: 'muted age' }, ago(p.parked_at))));
+        })));
+      return box;
+    }));
+    if (!stale(g)) sec.append(...lists);
+  }
+
+  async function opsQuarantine(sec, g) {
+    const { entries } = await api('GET', '/v1/notify/quarantine');
+    if (stale(g)) return;
+    sec.append(h('p', { class: 'help' }, 'WeChat Pay notifications that were not applied, kept byte for byte on disk (newest first, up to 100 listed).'));
+    if (!entries.length) {
+      sec.append(h('p', { class: 'empty' }, 'Nothing quarantined.'));
+      return;
+    }
+    sec.append(table(['Received', 'Reason', 'Endpoint', 'File'],
+      entries.map((q) => h('tr', { 'data-name': q.name },
+        h('td', { class: 'when-wrap' }, at(q.at), h('div', { class: 'muted age' }, ago(q.at))),
+        h('td', null, h('span', { class: 'tag' }, q.reason)),
+        h('td', { class: 'message' }, q.endpoint),
+        h('td', null, h('div', { class: 'mono nowrap' }, q.name), h('div', { class: 'muted' }, String(q.size) + ' bytes'))))));
+  }
+
+  async function opsAudit(sec, g) {
+    const v = await api('GET', '/v1/audit/head');
+    if (stale(g)) return;
+    const facts = h('dl', { class: 'facts' });
+    const fact = (k, val) => facts.append(h('dt', null, k), h('dd', null, val));
+    const hash = (x) => h('span', { class: 'mono hash' }, String(x));
+    fact('Head', ['record ' + v.head.global + ' at ', at(v.head.time)]);
+    fact('Head hash', hash(v.head.hash));
+    if (v.checkpoint) {
+      fact('Last checkpoint', ['record ' + v.checkpoint.global + ' at ', at(v.checkpoint.time), ' ',
+        h('span', { class: 'muted' }, v.checkpoint.key_id ? 'signed by ' + v.checkpoint.key_id : 'unsigned')]);
+      fact('Checkpoint hash', hash(v.checkpoint.hash));
+    } else {
+      fact('Last checkpoint', h('span', { class: 'muted' }, 'none yet'));
+    }
+    fact('Epoch', String(v.epoch));
+    fact('Reconcile required', v.reconcile_required
+      ? h('span', { class: 'tag' }, 'yes: refunds are paused until the restored journal is reconciled')
+      : 'no');
+    sec.append(facts);
+  }
+
+  const DAY = 24 * 3600 * 1000;
+
+  // expiry says how long a key has left, flagged under 30 days.
+  function expiry(notAfter) {
+    if (!notAfter) return h('span', { class: 'muted' }, 'no expiry');
+    const days = Math.floor((new Date(notAfter).getTime() - Date.now()) / DAY);
+    if (days < 0) return h('span', { class: 'tag expiring' }, 'expired ' + -days + ' days ago');
+    const text = 'expires in ' + days + ' day' + (days === 1 ? '' : 's');
+    return days < 30 ? h('span', { class: 'tag expiring' }, text) : h('span', { class: 'muted' }, text);
+  }
+
+  async function opsCredentials(sec, g) {
+    const { accounts } = await api('GET', '/v1/admin/credentials');
+    if (stale(g)) return;
+    if (!accounts.length) {
+      sec.append(h('p', { class: 'empty' }, 'No WeChat Pay accounts configured.'));
+      return;
+    }
+    for (const a of accounts) {
+      const box = h('div', { class: 'account', 'data-account': a.account });
+      box.append(h('h3', null, a.account, ' ', h('span', { class: 'muted mono' }, 'mchid ' + a.mchid)),
+        h('p', { class: 'muted' }, 'API certificate ', h('span', { class: 'mono' }, a.merchant_serial || '\u2013'),
+          ' \u00b7 APIv3 key ' + (a.apiv3_key ? 'loaded' : 'missing') + ' \u00b7 APIv2 key ' + (a.apiv2_key ? 'loaded' : 'none')));
+      const kind = (k) => (k === 'public_key' ? 'public key' : k === 'platform_certificate' ? 'platform certificate' : k);
+      box.append(table(['Key', 'Expiry', 'Not after', 'Not before'],
+        a.keys.map((k) => h('tr', { 'data-serial': k.serial },
+          h('td', null, h('div', { class: 'mono' }, k.serial), h('div', { class: 'muted' }, kind(k.kind) + ' \u00b7 from ' + k.source)),
+          h('td', { class: 'nowrap' }, expiry(k.not_after)),
+          h('td', { class: 'when-wrap' }, at(k.not_after)),
+          h('td', { class: 'when-wrap' }, at(k.not_before))))));
+      const d = a.download;
+      if (d) {
+        const facts = h('dl', { class: 'facts download' });
+        const fact = (k, val) => facts.append(h('dt', null, k), h('dd', null, val));
+        fact('Certificate download', 'every ' + d.refresh);
+        fact('Last success', d.last_success ? [at(d.last_success), ' ', h('span', { class: 'muted' }, ago(d.last_success))] : h('span', { class: 'tag' }, 'never'));
+        if (d.last_attempt) fact('Last attempt', [at(d.last_attempt), ' ', h('span', { class: 'muted' }, ago(d.last_attempt))]);
+        if (d.last_error) fact('Last error', h('span', { class: 'error' }, d.last_error));
+        fact('Downloads', String(d.downloads) + ' \u00b7 failures ' + d.failures +
+          (d.consecutive_failures ? ' (' + d.consecutive_failures + ' in a row)' : '') +
+          ' \u00b7 on demand ' + d.on_demand + (d.on_demand_dropped ? ' (' + d.on_demand_dropped + ' dropped)' : ''));
+        box.append(facts);
+      }
+      sec.append(box);
+    }
+  }
+
+  // --- time zone and auto-refresh ------------------------------------------
+
+  // drawnAt is when the current view was last drawn; routing is set while
+  // it is being drawn.
+  let drawnAt = 0;
+  let routing = false;
+
+  function showUpdated() {
+    const el = $('updated');
+    if (!el) return;
+    el.textContent = drawnAt ? 'updated ' + Math.floor((Date.now() - drawnAt) / 1000) + ' s ago' : '';
+  }
+
+  const autoRefresh = () => sessionStorage.getItem(AUTO_KEY) !== 'off';
+
+  // busy says the operator is in the middle of something a redraw would
+  // throw away: a confirmation open, a reason being typed.
+  // Without a token there is nothing to refresh, and the 401 hint would
+  // take the focus from the token being typed.
+  const busy = () => routing || !token() ||
+    !!document.querySelector('.confirm-box, .actions form, input:focus:not([type="checkbox"])');
+
+  function tick() {
+    showUpdated();
+    if (autoRefresh() && !document.hidden && !busy() && Date.now() - drawnAt >= AUTO_EVERY_MS) refreshView();
   }
 
   // --- wiring ------------------------------------------------------------
@@ -567,6 +893,17 @@
       setMerchant(ev.target.value);
       route();
     });
+    $('zone').value = beijing() ? 'beijing' : 'utc';
+    $('zone').addEventListener('change', (ev) => {
+      setZone(ev.target.value);
+      refreshView();
+    });
+    $('auto-refresh').checked = autoRefresh();
+    $('auto-refresh').addEventListener('change', (ev) => {
+      if (ev.target.checked) sessionStorage.removeItem(AUTO_KEY);
+      else sessionStorage.setItem(AUTO_KEY, 'off');
+    });
+    setInterval(tick, 1000);
     window.addEventListener('hashchange', () => route());
     route();
   });
