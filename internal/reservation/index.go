@@ -46,6 +46,26 @@ type IndexChanges struct {
 	Dropped []DueTime
 	// Marks are applied in order: a later mark of the same key wins.
 	Marks []Mark
+	// Search are the ids the reservation is found by besides its claims
+	// (GET /v1/search): entries are only ever added.
+	Search []SearchKey
+}
+
+// Search kinds: the ids, other than the claimed order and refund numbers,
+// a reservation or refund is found by. None is unique (a user has many
+// reservations), so each entry names its reservation.
+const (
+	SearchUserID        = "user_id"
+	SearchTransactionID = "transaction_id"
+	// SearchProviderRefundID is WeChat Pay's refund_id, known once an
+	// answer names it.
+	SearchProviderRefundID = "refund_id"
+)
+
+// SearchKey is one search entry: Value of Kind finds the reservation (and
+// its refund RefundNo, "" for the reservation's own ids).
+type SearchKey struct {
+	Kind, Value, RefundNo string
 }
 
 // AppendIndexes appends to ix the index entries that events, applied to s
@@ -59,6 +79,21 @@ func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
 		switch d := e.Data.(type) {
 		case Registered:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: OutTradeNoKey(d.Merchant, d.OutTradeNo)})
+			if d.UserID != "" {
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchUserID, Value: d.UserID})
+			}
+			if d.TransactionID != "" {
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchTransactionID, Value: d.TransactionID})
+			}
+		case ProviderResult:
+			// Every answer repeats the id: written once, when it is new to
+			// the state decided on (a later event of the same append may
+			// write it again, which changes nothing).
+			if d.ProviderID != "" {
+				if s == nil || s.Refund(d.RefundNo) == nil || s.Refund(d.RefundNo).ProviderID != d.ProviderID {
+					ix.Search = append(ix.Search, SearchKey{Kind: SearchProviderRefundID, Value: d.ProviderID, RefundNo: d.RefundNo})
+				}
+			}
 		case RefundRequested:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimRefundNo, Key: d.RefundNo})
 		case RefundRecovered:

@@ -1,0 +1,82 @@
+package eventstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/internal/eventstore"
+	"github.com/refundd/refundd/internal/reservation"
+)
+
+// TestReader_Find: every kind of id finds its reservation (and refund)
+// through the indexes written with the append, on both journals; an order
+// number is found only under the merchants asked about.
+func TestReader_Find(t *testing.T) {
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := be.open(t)
+			s := eventstore.New(db)
+			reg := func(id, merchant, user, tx string) {
+				t.Helper()
+				if _, _, err := s.Load(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Append(ctx, id, nil, []reservation.Event{{At: at, By: "test", Data: reservation.Registered{
+					ReservationID: id, UserID: user, OutTradeNo: "O1", TransactionID: tx, Amount: 100, Currency: "CNY", Merchant: merchant}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reg("r1", "hotel-sh", "guest/7", "4200001")
+			reg("r2", "hotel-bj", "guest/7", "4200002")
+			events := []reservation.Event{
+				{At: at, By: "test", Data: reservation.RefundRequested{RefundNo: "T-r1-1", Number: 1, IdempotencyKey: "k", Fingerprint: "f", Amount: 100}},
+				{At: at, By: "test", Data: reservation.SubmissionStarted{RefundNo: "T-r1-1", Attempt: 1, Request: []byte(`{}`), DueAt: at.Add(time.Minute)}},
+			}
+			st := &reservation.State{ID: "r1", Merchant: "hotel-sh", Version: 1}
+			if err := s.Append(ctx, "r1", st, events); err != nil {
+				t.Fatal(err)
+			}
+			st = &reservation.State{ID: "r1", Merchant: "hotel-sh", Version: 3, Refunds: []*reservation.Refund{{No: "T-r1-1", State: reservation.Processing}}}
+			if err := s.Append(ctx, "r1", st, []reservation.Event{{At: at, By: "provider:test", Data: reservation.ProviderResult{
+				RefundNo: "T-r1-1", Source: reservation.SourceResponse, Outcome: reservation.OutcomeProcessing, ProviderID: "50300/9",
+				From: reservation.Processing, To: reservation.Processing}}}); err != nil {
+				t.Fatal(err)
+			}
+			r := eventstore.Reader{DB: db}
+			both := []string{"hotel-sh", "hotel-bj"}
+			ref := func(id, no string) reservation.RefundRef {
+				return reservation.RefundRef{ReservationID: id, RefundNo: no}
+			}
+			tests := []struct {
+				value     string
+				merchants []string
+				limit     int
+				want      []reservation.RefundRef
+			}{
+				{"T-r1-1", both, 10, []reservation.RefundRef{ref("r1", "T-r1-1")}},
+				{"O1", both, 10, []reservation.RefundRef{ref("r1", ""), ref("r2", "")}},
+				{"O1", []string{"hotel-bj"}, 10, []reservation.RefundRef{ref("r2", "")}},
+				{"guest/7", both, 10, []reservation.RefundRef{ref("r1", ""), ref("r2", "")}},
+				{"guest/7", both, 1, []reservation.RefundRef{ref("r1", "")}},
+				{"guest", both, 10, nil}, // a prefix of an id is not that id
+				{"4200002", both, 10, []reservation.RefundRef{ref("r2", "")}},
+				{"50300/9", both, 10, []reservation.RefundRef{ref("r1", "T-r1-1")}},
+				{"nothing", both, 10, nil},
+			}
+			for _, tt := range tests {
+				got, err := r.Find(ctx, tt.merchants, tt.value, tt.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("Find(%v, %q, %d) = %v, want %v", tt.merchants, tt.value, tt.limit, got, tt.want)
+				}
+			}
+		})
+	}
+}
