@@ -49,23 +49,23 @@ func TestReader_Find(t *testing.T) {
 			}
 			r := eventstore.Reader{DB: db}
 			both := []string{"hotel-sh", "hotel-bj"}
-			ref := func(id, no string) reservation.RefundRef {
-				return reservation.RefundRef{ReservationID: id, RefundNo: no}
+			ref := func(by, id, no string) reservation.Found {
+				return reservation.Found{By: by, ReservationID: id, RefundNo: no}
 			}
 			tests := []struct {
 				value     string
 				merchants []string
 				limit     int
-				want      []reservation.RefundRef
+				want      []reservation.Found
 			}{
-				{"T-r1-1", both, 10, []reservation.RefundRef{ref("r1", "T-r1-1")}},
-				{"O1", both, 10, []reservation.RefundRef{ref("r1", ""), ref("r2", "")}},
-				{"O1", []string{"hotel-bj"}, 10, []reservation.RefundRef{ref("r2", "")}},
-				{"guest/7", both, 10, []reservation.RefundRef{ref("r1", ""), ref("r2", "")}},
-				{"guest/7", both, 1, []reservation.RefundRef{ref("r1", "")}},
+				{"T-r1-1", both, 10, []reservation.Found{ref("refund_no", "r1", "T-r1-1")}},
+				{"O1", both, 10, []reservation.Found{ref("out_trade_no", "r1", ""), ref("out_trade_no", "r2", "")}},
+				{"O1", []string{"hotel-bj"}, 10, []reservation.Found{ref("out_trade_no", "r2", "")}},
+				{"guest/7", both, 10, []reservation.Found{ref("user_id", "r1", ""), ref("user_id", "r2", "")}},
+				{"guest/7", both, 1, []reservation.Found{ref("user_id", "r1", "")}},
 				{"guest", both, 10, nil}, // a prefix of an id is not that id
-				{"4200002", both, 10, []reservation.RefundRef{ref("r2", "")}},
-				{"50300/9", both, 10, []reservation.RefundRef{ref("r1", "T-r1-1")}},
+				{"4200002", both, 10, []reservation.Found{ref("transaction_id", "r2", "")}},
+				{"50300/9", both, 10, []reservation.Found{ref("refund_id", "r1", "T-r1-1")}},
 				{"nothing", both, 10, nil},
 			}
 			for _, tt := range tests {

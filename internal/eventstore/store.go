@@ -300,9 +300,9 @@ func searchValuePrefix(kind, value string) string {
 // value, from the indexes kept with the journal (no scan of the log): the
 // refund number and, for each of merchants, the order number (claims), and
 // the user id, transaction_id and WeChat refund_id (the search index).
-// Refs of a reservation's own ids have no RefundNo.
-func (r Reader) Find(ctx context.Context, merchants []string, value string, limit int) ([]reservation.RefundRef, error) {
-	var out []reservation.RefundRef
+// A match on a reservation's own id has no RefundNo.
+func (r Reader) Find(ctx context.Context, merchants []string, value string, limit int) ([]reservation.Found, error) {
+	var out []reservation.Found
 	lookup := func(ns, key, no string) error {
 		id, err := r.DB.Lookup(ctx, ns, key)
 		switch {
@@ -311,7 +311,7 @@ func (r Reader) Find(ctx context.Context, merchants []string, value string, limi
 		case err != nil:
 			return err
 		}
-		out = append(out, reservation.RefundRef{ReservationID: id, RefundNo: no})
+		out = append(out, reservation.Found{By: ns, ReservationID: id, RefundNo: no})
 		return nil
 	}
 	if err := lookup(NamespaceRefundNo, value, value); err != nil {
@@ -336,7 +336,7 @@ func (r Reader) Find(ctx context.Context, merchants []string, value string, limi
 			if !ok {
 				return nil, fmt.Errorf("eventstore: malformed search key %q", k)
 			}
-			out = append(out, reservation.RefundRef{ReservationID: id, RefundNo: no})
+			out = append(out, reservation.Found{By: kind, ReservationID: id, RefundNo: no})
 		}
 	}
 	if len(out) > limit {

@@ -62,6 +62,15 @@ const (
 	SearchProviderRefundID = "refund_id"
 )
 
+// Found is one reservation (and refund, when RefundNo is set) a search
+// found, and By, the kind of id it matched: ClaimRefundNo,
+// ClaimOutTradeNo or a search kind.
+type Found struct {
+	By            string
+	ReservationID string
+	RefundNo      string
+}
+
 // SearchKey is one search entry: Value of Kind finds the reservation (and
 // its refund RefundNo, "" for the reservation's own ids).
 type SearchKey struct {
