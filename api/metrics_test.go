@@ -63,7 +63,8 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	m := metrics.New(metrics.Options{NoRuntime: true, Logger: log})
-	store := eventstore.New(journaltest.Open(t))
+	db := journaltest.Open(t)
+	store := eventstore.New(db)
 	if o.policy.RefundNoPrefix == "" {
 		o.policy.RefundNoPrefix = "T"
 	}
@@ -79,7 +80,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 			t.Errorf("engine close: %v", err)
 		}
 	})
-	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Merchants: o.merchants}
+	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, Merchants: o.merchants}
 	if o.tokens != "" {
 		var ts auth.Tokens
 		if err := auth.ParseEnv(o.tokens, &ts); err != nil {
