@@ -23,9 +23,6 @@ type Finder interface {
 const (
 	// maxSearchLen bounds q: longer than any id refundd keeps.
 	maxSearchLen = 128
-	// searchScan is how many index entries one search reads at most,
-	// before leaving out the reservations the token may not see.
-	searchScan = 1000
 )
 
 // searchMatch is one reservation a search found.
@@ -40,9 +37,10 @@ type searchMatch struct {
 
 // search serves GET /v1/search?q=ID: the reservations (and refunds) any
 // id names, from the indexes kept with the journal, no scan of the log.
-// A scoped token probes only its merchants' order numbers and the
-// reservations of other merchants are left out, so another merchant's id
-// answers exactly as an unknown one.
+// A scoped token reads only its merchants' index entries (all but the
+// refund number's are kept by merchant), and a reservation it may not see
+// is left out through its scoped engine, so another merchant's id answers
+// exactly as an unknown one.
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	value := q.Get("q")
@@ -73,13 +71,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	engine := s.engineFor(r)
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	// An unscoped token sees every match: one more than limit tells
-	// whether there are more.
-	scan := limit + 1
-	if p.Scoped() {
-		scan = searchScan
-	}
-	found, err := s.opts.Search.Find(ctx, merchants, value, scan)
+	// Only the refund number is not kept by merchant: its one match may be
+	// another merchant's. One more than that tells whether there are more.
+	found, err := s.opts.Search.Find(ctx, merchants, value, limit+2)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -126,4 +126,20 @@ func TestSearch_ScopedTokenSeesOtherMerchantsAsAbsent(t *testing.T) {
 			t.Errorf("search %s unscoped: %s", tt.other, r)
 		}
 	}
+	// One user id at both merchants, hotel-bj's reservations first in id
+	// order: with limit=1 the scoped token still gets its own, whole.
+	for _, r := range []struct{ id, merchant string }{{"a0", "hotel-bj"}, {"a00", "hotel-bj"}, {"z9", "hotel-sh"}} {
+		body := `{"id":"` + r.id + `","merchant":"` + r.merchant + `","user_id":"shared","out_trade_no":"O-` + r.id + `","amount":100,"currency":"CNY"}`
+		if resp := e.do(t, http.MethodPost, "/v1/reservations", body, bearer(tokAllService)...); resp.status != http.StatusCreated {
+			t.Fatalf("register %s: %s", r.id, resp)
+		}
+	}
+	r := e.do(t, http.MethodGet, "/v1/search?q=shared&limit=1", "", bearer(tokScopedOperator)...)
+	if got := string(r.body); !strings.Contains(got, `"id":"z9"`) || strings.Contains(got, `"truncated"`) || strings.Count(got, `"by":`) != 1 {
+		t.Errorf("scoped search of a user id both merchants have, limit 1: %s", r)
+	}
+	r = e.do(t, http.MethodGet, "/v1/search?q=shared&limit=2", "", bearer(tokAllOperator)...)
+	if got := string(r.body); !strings.Contains(got, `"truncated":true`) || strings.Count(got, `"by":`) != 2 {
+		t.Errorf("unscoped search of a user id of three reservations, limit 2: %s", r)
+	}
 }

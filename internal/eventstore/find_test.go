@@ -12,7 +12,8 @@ import (
 
 // TestReader_Find: every kind of id finds its reservation (and refund)
 // through the indexes written with the append, on both journals; an order
-// number is found only under the merchants asked about.
+// number, user id, transaction_id and WeChat refund_id are found only
+// under the merchants asked about.
 func TestReader_Find(t *testing.T) {
 	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	for _, be := range backends {
@@ -63,6 +64,10 @@ func TestReader_Find(t *testing.T) {
 				{"O1", []string{"hotel-bj"}, 10, []reservation.Found{ref("out_trade_no", "r2", "")}},
 				{"guest/7", both, 10, []reservation.Found{ref("user_id", "r1", ""), ref("user_id", "r2", "")}},
 				{"guest/7", both, 1, []reservation.Found{ref("user_id", "r1", "")}},
+				{"guest/7", []string{"hotel-bj"}, 1, []reservation.Found{ref("user_id", "r2", "")}},
+				{"4200001", []string{"hotel-bj"}, 10, nil},
+				{"50300/9", []string{"hotel-bj"}, 10, nil},
+				{"T-r1-1", []string{"hotel-bj"}, 10, []reservation.Found{ref("refund_no", "r1", "T-r1-1")}}, // global: the API's scoped engine hides it
 				{"guest", both, 10, nil}, // a prefix of an id is not that id
 				{"4200002", both, 10, []reservation.Found{ref("transaction_id", "r2", "")}},
 				{"50300/9", both, 10, []reservation.Found{ref("refund_id", "r1", "T-r1-1")}},

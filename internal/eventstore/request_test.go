@@ -17,6 +17,7 @@ import (
 func referenceRequest(id string, before *reservation.State, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
 	req := journal.AppendRequest{Stream: id, Expected: before.Version, Events: make([]journal.Event, 0, len(events))}
 	var search []journal.Mark // after the attention marks
+	merchant := before.Merchant
 	for _, e := range events {
 		typ, ver, data, err := reservation.Encode(e)
 		if err != nil {
@@ -26,15 +27,16 @@ func referenceRequest(id string, before *reservation.State, events []reservation
 		switch d := e.Data.(type) {
 		case reservation.Registered:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
+			merchant = reservation.MerchantOf(d.Merchant)
 			if d.UserID != "" {
-				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchUserID, d.UserID, id, "")})
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchUserID, d.UserID, merchant, id, "")})
 			}
 			if d.TransactionID != "" {
-				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchTransactionID, d.TransactionID, id, "")})
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchTransactionID, d.TransactionID, merchant, id, "")})
 			}
 		case reservation.ProviderResult:
 			if r := before.Refund(d.RefundNo); d.ProviderID != "" && (r == nil || r.ProviderID != d.ProviderID) {
-				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchProviderRefundID, d.ProviderID, id, d.RefundNo)})
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchProviderRefundID, d.ProviderID, merchant, id, d.RefundNo)})
 			}
 		case reservation.RefundRequested:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})

@@ -240,7 +240,7 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 		}
 	}
 	for _, k := range ix.Search {
-		req.Marks = append(req.Marks, journal.Mark{Key: SearchMarkKey(k.Kind, k.Value, id, k.RefundNo)})
+		req.Marks = append(req.Marks, journal.Mark{Key: SearchMarkKey(k.Kind, k.Value, k.Merchant, id, k.RefundNo)})
 	}
 	// As nil when empty, like a request built by appending from nothing.
 	if len(req.Claims) == 0 {
@@ -282,14 +282,16 @@ func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([
 }
 
 // SearchPrefix starts every key of the search index, a part of the marks
-// index: "search/KIND/VALUE/RESERVATION/REFUND_NO", VALUE path-escaped (a
-// user id may hold '/'), REFUND_NO empty for a reservation's own ids.
+// index: "search/KIND/VALUE/MERCHANT/RESERVATION/REFUND_NO", VALUE
+// path-escaped (a user id may hold '/'), REFUND_NO empty for a
+// reservation's own ids. MERCHANT after VALUE: a search reads only the
+// merchants its caller sees.
 const SearchPrefix = "search/"
 
 // SearchMarkKey is the marks-index key of one search entry
 // (reservation.SearchKey) of reservation id.
-func SearchMarkKey(kind, value, id, no string) string {
-	return searchValuePrefix(kind, value) + id + "/" + no
+func SearchMarkKey(kind, value, merchant, id, no string) string {
+	return searchValuePrefix(kind, value) + merchant + "/" + id + "/" + no
 }
 
 func searchValuePrefix(kind, value string) string {
@@ -299,8 +301,9 @@ func searchValuePrefix(kind, value string) string {
 // Find returns up to limit reservations and refunds with an id equal to
 // value, from the indexes kept with the journal (no scan of the log): the
 // refund number and, for each of merchants, the order number (claims), and
-// the user id, transaction_id and WeChat refund_id (the search index).
-// A match on a reservation's own id has no RefundNo.
+// the user id, transaction_id and WeChat refund_id (the search index, of
+// merchants only). A match on a reservation's own id has no RefundNo. The
+// refund number is global: its match may be another merchant's.
 func (r Reader) Find(ctx context.Context, merchants []string, value string, limit int) ([]reservation.Found, error) {
 	var out []reservation.Found
 	lookup := func(ns, key, no string) error {
@@ -323,20 +326,22 @@ func (r Reader) Find(ctx context.Context, merchants []string, value string, limi
 		}
 	}
 	for _, kind := range []string{reservation.SearchUserID, reservation.SearchTransactionID, reservation.SearchProviderRefundID} {
-		if len(out) >= limit {
-			break
-		}
-		prefix := searchValuePrefix(kind, value)
-		keys, err := r.DB.Marks(ctx, prefix, "", limit-len(out))
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range keys {
-			id, no, ok := strings.Cut(strings.TrimPrefix(k, prefix), "/")
-			if !ok {
-				return nil, fmt.Errorf("eventstore: malformed search key %q", k)
+		for _, m := range merchants {
+			if len(out) >= limit {
+				break
 			}
-			out = append(out, reservation.Found{By: kind, ReservationID: id, RefundNo: no})
+			prefix := searchValuePrefix(kind, value) + m + "/"
+			keys, err := r.DB.Marks(ctx, prefix, "", limit-len(out))
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				id, no, ok := strings.Cut(strings.TrimPrefix(k, prefix), "/")
+				if !ok {
+					return nil, fmt.Errorf("eventstore: malformed search key %q", k)
+				}
+				out = append(out, reservation.Found{By: kind, ReservationID: id, RefundNo: no})
+			}
 		}
 	}
 	if len(out) > limit {

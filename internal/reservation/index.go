@@ -75,6 +75,10 @@ type Found struct {
 // its refund RefundNo, "" for the reservation's own ids).
 type SearchKey struct {
 	Kind, Value, RefundNo string
+	// Merchant is the reservation's (MerchantOf): a search reads the
+	// entries of the merchants its caller sees only, so another merchant's
+	// entries neither cost it reads nor crowd out its own.
+	Merchant string
 }
 
 // AppendIndexes appends to ix the index entries that events, applied to s
@@ -84,15 +88,20 @@ type SearchKey struct {
 // a journal's indexes against them. s is not changed. The entries go into
 // ix's slices, so an adapter on the hot path can supply their room.
 func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
+	var merchant string // the reservation's, once registered
+	if s != nil {
+		merchant = s.Merchant
+	}
 	for _, e := range events {
 		switch d := e.Data.(type) {
 		case Registered:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: OutTradeNoKey(d.Merchant, d.OutTradeNo)})
+			merchant = MerchantOf(d.Merchant)
 			if d.UserID != "" {
-				ix.Search = append(ix.Search, SearchKey{Kind: SearchUserID, Value: d.UserID})
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchUserID, Value: d.UserID, Merchant: merchant})
 			}
 			if d.TransactionID != "" {
-				ix.Search = append(ix.Search, SearchKey{Kind: SearchTransactionID, Value: d.TransactionID})
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchTransactionID, Value: d.TransactionID, Merchant: merchant})
 			}
 		case ProviderResult:
 			// Every answer repeats the id: written once, when it is new to
@@ -100,7 +109,7 @@ func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
 			// write it again, which changes nothing).
 			if d.ProviderID != "" {
 				if s == nil || s.Refund(d.RefundNo) == nil || s.Refund(d.RefundNo).ProviderID != d.ProviderID {
-					ix.Search = append(ix.Search, SearchKey{Kind: SearchProviderRefundID, Value: d.ProviderID, RefundNo: d.RefundNo})
+					ix.Search = append(ix.Search, SearchKey{Kind: SearchProviderRefundID, Value: d.ProviderID, RefundNo: d.RefundNo, Merchant: merchant})
 				}
 			}
 		case RefundRequested:

@@ -966,9 +966,9 @@ func (h *sim) exec(cmd Command, by string) {
 	}
 	ix.Search = nil
 	if s := h.s; s.Registered() {
-		want := []SearchKey{{SearchUserID, s.UserID, ""}, {SearchTransactionID, s.TransactionID, ""}}
+		want := []SearchKey{{SearchUserID, s.UserID, "", s.Merchant}, {SearchTransactionID, s.TransactionID, "", s.Merchant}}
 		for _, r := range s.Refunds {
-			want = append(want, SearchKey{SearchProviderRefundID, r.ProviderID, r.No})
+			want = append(want, SearchKey{SearchProviderRefundID, r.ProviderID, r.No, s.Merchant})
 		}
 		for _, k := range want {
 			if k.Value != "" && !h.searchIndex[k] {
