@@ -3,11 +3,13 @@ package eventstore_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal/journaltest"
 )
 
 // TestReader_Find: every kind of id finds its reservation (and refund)
@@ -72,6 +74,7 @@ func TestReader_Find(t *testing.T) {
 				{"4200002", both, 10, []reservation.Found{ref("transaction_id", "r2", "")}},
 				{"50300/9", both, 10, []reservation.Found{ref("refund_id", "r1", "T-r1-1")}},
 				{"nothing", both, 10, nil},
+				{"", both, 10, nil}, // no id is empty
 			}
 			for _, tt := range tests {
 				got, err := r.Find(ctx, tt.merchants, tt.value, tt.limit)
@@ -84,4 +87,55 @@ func TestReader_Find(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReader_Find: a user id is found exactly, whatever bytes it holds
+// ('/', '%', the escape of another id, invalid UTF-8): never by a prefix,
+// an extension or another id whose escaped form could be confused with it,
+// and the merchant segment after it is never taken for part of it.
+//
+//	go test -run='^$' -fuzz=FuzzReader_Find -fuzztime=30s ./internal/eventstore/
+func FuzzReader_Find(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"guest/7", "guest"}, {"a%2Fb", "a/b"}, {"u/hotel-sh", "u"}, {"x", "x"}, {"a/b/", "a/b"}, {"%", "%25"}, {"\xff", "%FF"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	db := journaltest.Open(f)
+	s := eventstore.New(db)
+	r := eventstore.Reader{DB: db}
+	ctx := context.Background()
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	users := map[string][]string{} // user id -> the reservations registered with it
+	n := 0
+	f.Fuzz(func(t *testing.T, user, other string) {
+		if user == "" || len(user) > 64 {
+			t.Skip("a registration's user id is 1..64 bytes")
+		}
+		n++
+		id := "r" + strconv.Itoa(n)
+		if err := s.Append(ctx, id, nil, []reservation.Event{{At: at, By: "test", Data: reservation.Registered{
+			ReservationID: id, Merchant: "hotel-sh", UserID: user, OutTradeNo: "O-" + id, Amount: 100, Currency: "CNY"}}}); err != nil {
+			t.Fatal(err)
+		}
+		users[user] = append(users[user], id)
+		for _, q := range []string{user, other} {
+			found, err := r.Find(ctx, []string{"hotel-sh"}, q, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range found {
+				if f.By == reservation.SearchUserID {
+					got = append(got, f.ReservationID)
+				}
+			}
+			want := slices.Clone(users[q])
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("Find(%q) by user id = %v, want %v", q, got, want)
+			}
+		}
+	})
 }

@@ -305,6 +305,9 @@ func searchValuePrefix(kind, value string) string {
 // merchants only). A match on a reservation's own id has no RefundNo. The
 // refund number is global: its match may be another merchant's.
 func (r Reader) Find(ctx context.Context, merchants []string, value string, limit int) ([]reservation.Found, error) {
+	if value == "" {
+		return nil, nil // no id is empty, and the journal refuses an empty key
+	}
 	var out []reservation.Found
 	lookup := func(ns, key, no string) error {
 		id, err := r.DB.Lookup(ctx, ns, key)
