@@ -55,6 +55,7 @@ var routePerms = map[string]routeRule{
 	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},
 	"GET /v1/whoami":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/reservations/{id}/events":                      {auth.PermRead, scopeReservation},
+	"GET /v1/search":                                        {auth.PermRead, scopeFiltered},
 	"GET /metrics":                                          {auth.PermRead, scopeRefused}, // open with Options.PublicRoutes (--metrics-public)
 }
 

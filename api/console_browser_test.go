@@ -186,6 +186,51 @@ func TestConsole_InBrowser(t *testing.T) {
 		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("reservation-%d.png", w)))
 	}
 
+	// The search box: a refund number and WeChat's refund_id land on the
+	// reservation with that refund marked; a user id with two
+	// reservations lists both, its markup as text; an unknown id says so.
+	find := func(q string) {
+		t.Helper()
+		page.eval(t, `document.getElementById('lookup-id').value = ''`)
+		page.click(t, "#lookup-id")
+		page.insertText(t, q)
+		page.click(t, `#lookup button[type="submit"]`)
+	}
+	focused := `#reservation tr.focus[data-refund-no="` + stuck.RefundNo + `"]`
+	page.navigate(t, e.srv.URL+"/console/")
+	find(stuck.RefundNo)
+	page.waitTrue(t, "landing on the refund by its number", `!!document.querySelector('`+focused+`') && !document.getElementById('reservation').hidden`)
+	st, err := e.engine.Get(t.Context(), "hotel-42")
+	if err != nil || st.Refund(stuck.RefundNo).ProviderID == "" {
+		t.Fatalf("no WeChat refund_id for %s: %v", stuck.RefundNo, err)
+	}
+	page.navigate(t, e.srv.URL+"/console/")
+	find(st.Refund(stuck.RefundNo).ProviderID)
+	page.waitTrue(t, "landing on the refund by WeChat's refund_id", `!!document.querySelector('`+focused+`') && location.hash.includes('/refund/')`)
+	const hostileUser = `<img src=x onerror=alert(2)>`
+	for _, id := range []string{"trip-1", "trip-2"} {
+		body, _ := json.Marshal(map[string]any{"id": id, "user_id": hostileUser, "out_trade_no": "ORD-" + id, "amount": 100, "currency": "CNY"})
+		if r := e.do(t, http.MethodPost, "/v1/reservations", string(body), svc...); r.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", id, r.status, r.body)
+		}
+	}
+	find(hostileUser)
+	page.waitTrue(t, "both of the user's reservations listed", `document.querySelectorAll('#search-results tbody tr').length === 2`)
+	if got := page.eval(t, `[...document.querySelectorAll('#search-results tbody tr')].map((tr) => tr.dataset.reservation + ' ' + tr.cells[6].textContent).join('|')`); got != "trip-1 "+hostileUser+"|trip-2 "+hostileUser {
+		t.Fatalf("search results read %q", got)
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the search page", n)
+	}
+	for _, w := range []int{1440, 760} {
+		page.resize(t, w)
+		page.checkLayout(t, fmt.Sprintf("search results at %d px", w))
+		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("search-%d.png", w)))
+	}
+	page.resize(t, 1280)
+	find("no-such-id")
+	page.waitTrue(t, "nothing found", `!!document.getElementById('search-none') && !document.getElementById('search').hidden`)
+
 	// A reader sees the lists and who it is, and no action buttons.
 	reader := b.newPage(t)
 	reader.navigate(t, e.srv.URL+"/console/")

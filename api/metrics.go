@@ -40,6 +40,9 @@ func (s *Server) operability() http.Handler {
 	if s.opts.Timeline != nil {
 		r.HandleFunc("/v1/reservations/{id}/events", s.timeline).Methods(http.MethodGet)
 	}
+	if s.opts.Search != nil {
+		r.HandleFunc("/v1/search", s.search).Methods(http.MethodGet)
+	}
 	r.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently)).Methods(http.MethodGet)
 	r.PathPrefix("/console/").Handler(http.StripPrefix("/console", console.Handler())).Methods(http.MethodGet, http.MethodHead)
 	return s.instrument(http.HandlerFunc(s.serve))

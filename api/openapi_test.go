@@ -28,6 +28,7 @@ func fullServer(t *testing.T) *Server {
 		Events:   &EventsConfig{Feed: nopFeed{}, Webhooks: nopWebhooks{}},
 		Metrics:  http.NotFoundHandler(),
 		Timeline: nopTimeline{},
+		Search:   nopFinder{},
 		Audit:    &AuditConfig{Journal: nopAudit{}},
 	})
 }
@@ -89,6 +90,12 @@ func (nopTimeline) Load(context.Context, string) ([]reservation.Event, uint64, e
 }
 
 type nopTimeline struct{}
+
+type nopFinder struct{}
+
+func (nopFinder) Find(context.Context, []string, string, int) ([]reservation.Found, error) {
+	return nil, nil
+}
 
 // openAPIDoc is the part of the document the tests read.
 type openAPIDoc struct {

@@ -106,6 +106,7 @@ func scopeEnv(t *testing.T) (*testEnv, map[string]string) {
 		Events:   &api.EventsConfig{Feed: feed.New(db), Webhooks: scopeWebhooks{}, MaxWait: time.Second},
 		Metrics:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("refundd_up 1\n")) }),
 		Timeline: store,
+		Search:   eventstore.Reader{DB: db},
 		Audit:    &api.AuditConfig{Journal: db},
 	})
 	srv := httptest.NewServer(h)
@@ -213,6 +214,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"POST /v1/notify/wechatpay/v2/refund":                    public,
 		"POST /v1/notify/wechatpay/accounts/{account}/refund":    public,
 		"POST /v1/notify/wechatpay/accounts/{account}/v2/refund": public,
+		"GET /v1/search":                                         filtered,
 		"GET /v1/openapi.json":                                   public,
 		"GET /console":                                           public,
 		"GET /console/":                                          public,

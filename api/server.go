@@ -82,6 +82,9 @@ type Options struct {
 	// GET /v1/reservations/{id}/events for the console; nil leaves the
 	// route out.
 	Timeline TimelineReader
+	// Search, if set, serves GET /v1/search (search.go); nil leaves the
+	// route out.
+	Search Finder
 	// Audit, if set, serves the audit head and the hot backup, and pauses
 	// new refunds while a restored journal is reconciled (audit.go).
 	Audit *AuditConfig

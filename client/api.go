@@ -32,6 +32,7 @@ var operations = map[string]string{
 	"approveRefund":       "ApproveRefund",
 	"rejectRefund":        "RejectRefund",
 	"listAttention":       "ListAttention",
+	"search":              "Search",
 	"getEvents":           "Events",
 	"getWebhooks":         "Webhooks",
 	"getParked":           "ParkedEvents",
@@ -269,6 +270,21 @@ func (c *Client) ListAttention(ctx context.Context, q AttentionQuery) (*Attentio
 	}
 	var out AttentionPage
 	if err := c.get(ctx, "/v1/refunds", v, 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Search finds the reservations and refunds an id names: a refund number,
+// out_trade_no, user id, transaction_id or WeChat Pay refund_id
+// (GET /v1/search). limit is 1..100; zero means the server's 20.
+func (c *Client) Search(ctx context.Context, id string, limit int) (*SearchResult, error) {
+	v := url.Values{"q": {id}}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out SearchResult
+	if err := c.get(ctx, "/v1/search", v, 0, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -79,6 +79,11 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 	if err != nil || tl.ReservationID != "r1" || tl.Merchant != "default" || len(tl.Events) < 2 {
 		t.Fatalf("timeline: %+v %v", tl, err)
 	}
+	found, err := ops.Search(ctx, rf.RefundNo, 5)
+	if err != nil || len(found.Matches) != 1 || found.Matches[0].By != "refund_no" || found.Matches[0].RefundNo != rf.RefundNo ||
+		found.Matches[0].Reservation.ID != "r1" {
+		t.Fatalf("search: %+v %v", found, err)
+	}
 	who, err := ops.Whoami(ctx)
 	if err != nil || who.Role != "operator" || !slices.Contains(who.Permissions, "operate") || len(who.Merchants) != 0 {
 		t.Fatalf("whoami: %+v %v", who, err)

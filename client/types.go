@@ -176,6 +176,23 @@ type AttentionPage struct {
 	Next string `json:"next,omitempty"`
 }
 
+// SearchResult is what Search found.
+type SearchResult struct {
+	Matches []SearchMatch `json:"matches"`
+	// Truncated says there were more matches than the limit.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// SearchMatch is one reservation a search found.
+type SearchMatch struct {
+	// By is the kind of id that matched: refund_no, out_trade_no,
+	// user_id, transaction_id or refund_id (WeChat Pay's).
+	By string `json:"by"`
+	// RefundNo is the refund the id names (refund_no, refund_id).
+	RefundNo    string      `json:"refund_no,omitempty"`
+	Reservation Reservation `json:"reservation"`
+}
+
 // TimelineEvent is one journaled event of a reservation.
 type TimelineEvent struct {
 	Seq      int             `json:"seq"`

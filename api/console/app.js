@@ -22,6 +22,14 @@
     { kind: 'PENDING_APPROVAL', title: 'Awaiting approval', help: 'Held (counted in flight) and not sent to WeChat: an approver other than the requester approves it, which submits it, or rejects it, which releases the amount. Unapproved, it expires and is released.' },
   ];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED']);
+  // The API's reservation id pattern: only such a search is also tried as
+  // a reservation's own id (GET /v1/reservations/{id}).
+  const RESERVATION_ID = /^[0-9A-Za-z_-]{1,40}$/;
+  // What GET /v1/search's "by" means, in words.
+  const FOUND_BY = {
+    reservation_id: 'reservation id', refund_no: 'refund number', out_trade_no: 'order (out_trade_no)',
+    user_id: 'user id', transaction_id: 'transaction id', refund_id: 'WeChat refund id',
+  };
   // who is the caller (GET /v1/whoami); null until known. Buttons are
   // offered only for permissions the token's role has; the API checks
   // every call regardless.
@@ -227,7 +235,7 @@
   // --- views -------------------------------------------------------------
 
   function show(id) {
-    for (const s of ['overview', 'reservation', 'ops']) $(s).hidden = s !== id;
+    for (const s of ['overview', 'search', 'reservation', 'ops']) $(s).hidden = s !== id;
     for (const a of document.querySelectorAll('#views a')) a.classList.toggle('current', a.dataset.view === id);
   }
 
@@ -254,18 +262,23 @@
     await loadWho(g);
     if (stale(g)) return;
     if (location.hash === '#/ops') return showOps(g);
-    const m = /^#\/reservation\/(.+)$/.exec(location.hash);
-    if (m) {
-      let id;
-      try {
-        id = decodeURIComponent(m[1]);
-      } catch (_) {
-        id = m[1];
-      }
-      return showReservation(id, g);
-    }
+    const q = /^#\/search\/(.+)$/.exec(location.hash);
+    if (q) return showSearch(decode(q[1]), g);
+    // #/reservation/ID, or #/reservation/ID/refund/NO to land on a refund.
+    const m = /^#\/reservation\/([^/]+)(?:\/refund\/([^/]+))?$/.exec(location.hash);
+    if (m) return showReservation(decode(m[1]), g, m[2] ? decode(m[2]) : '');
     return showOverview(g);
   }
+
+  function decode(s) {
+    try {
+      return decodeURIComponent(s);
+    } catch (_) {
+      return s;
+    }
+  }
+
+  const reservationHash = (id, refundNo) => '#/reservation/' + seg(id) + (refundNo ? '/refund/' + seg(refundNo) : '');
 
   async function loadWho(g) {
     let w = null;
@@ -535,12 +548,82 @@
     if (status.className !== 'error') say(text, tone);
   }
 
-  async function showReservation(id, g) {
+  // --- search ------------------------------------------------------------
+
+  // showSearch looks q up as every kind of id (GET /v1/search, and the
+  // reservation's own id): one match lands on its reservation, with the
+  // refund it names marked; several are listed; none says so.
+  async function showSearch(q, g) {
+    show('search');
+    document.title = 'Find ' + q + ' \u2013 refundd console';
+    const box = $('search');
+    const back = () => h('p', null, h('a', { href: '#/' }, '\u2190 Needs attention'));
+    box.replaceChildren(h('p', { class: 'muted' }, 'Looking for ', h('span', { class: 'mono' }, q), '\u2026'));
+    let found;
+    let own = null;
+    try {
+      [found, own] = await Promise.all([
+        api('GET', '/v1/search?q=' + seg(q) + '&limit=100'),
+        RESERVATION_ID.test(q)
+          ? api('GET', '/v1/reservations/' + seg(q)).catch((e) => {
+            if (e.status === 404) return null;
+            throw e;
+          })
+          : null,
+      ]);
+    } catch (e) {
+      if (stale(g)) return;
+      box.replaceChildren(back(), h('p', { class: 'error' }, 'Find ', h('span', { class: 'mono' }, q), ': ' + e.message));
+      explain(e, 'Find');
+      return;
+    }
+    if (stale(g)) return;
+    const matches = own ? [{ by: 'reservation_id', reservation: own }] : [];
+    matches.push(...found.matches);
+    if (matches.length === 1) {
+      // Replace the search in the history: Back returns to where it began.
+      location.replace(reservationHash(matches[0].reservation.id, matches[0].refund_no));
+      return;
+    }
+    const title = h('div', { class: 'title-row' }, h('h1', null, 'Find ', h('span', { class: 'mono' }, q)));
+    if (matches.length === 0) {
+      box.replaceChildren(back(), title, h('p', { class: 'empty', id: 'search-none' },
+        'No reservation or refund this token sees has this id. Ids are matched whole: a reservation id, refund number, ' +
+        'out_trade_no, user id, transaction_id or WeChat refund_id.'));
+      return;
+    }
+    const cols = ['Found by', 'Reservation', 'Refund', 'State', 'Reason', 'Merchant', 'User', 'Order (out_trade_no)', 'Paid', 'Refunded'];
+    const body = h('tbody');
+    for (const m of matches) {
+      const res = m.reservation;
+      const r = m.refund_no ? res.refunds.find((x) => x.refund_no === m.refund_no) : null;
+      body.append(h('tr', { 'data-reservation': res.id, 'data-refund-no': m.refund_no || undefined },
+        h('td', null, FOUND_BY[m.by] || m.by),
+        h('td', { class: 'mono' }, h('a', { href: reservationHash(res.id) }, res.id)),
+        h('td', { class: 'mono' }, m.refund_no ? h('a', { href: reservationHash(res.id, m.refund_no) }, m.refund_no) : ''),
+        h('td', { class: 'state-cell' }, stateBadge(r ? r.state : res.status)),
+        h('td', { class: 'reason' }, r ? r.reason || '' : ''),
+        h('td', null, res.merchant),
+        h('td', { class: 'mono' }, res.user_id),
+        h('td', { class: 'mono' }, res.out_trade_no),
+        h('td', { class: 'num' }, money(res.amount, res.currency)),
+        h('td', { class: 'num' }, money(res.refunded, res.currency))));
+    }
+    box.replaceChildren(back(), title,
+      h('div', { class: 'panel' },
+        h('p', { class: 'help' }, String(matches.length) + ' matches' + (found.truncated ? ' (more exist: only the first 100 are shown)' : '') + '.'),
+        h('div', { class: 'table-scroll' },
+          h('table', { id: 'search-results' }, h('thead', null, h('tr', null, cols.map((c) => h('th', null, c)))), body))));
+  }
+
+  async function showReservation(id, g, focusNo) {
     show('reservation');
     document.title = 'Reservation ' + id + ' \u2013 refundd console';
     const box = $('reservation');
     // A redraw of the reservation shown (a refresh) keeps the page as it
     // is until the new one is ready, so the reader keeps their place.
+    const fresh = box.dataset.id !== id || box.dataset.focus !== (focusNo || '');
+    box.dataset.focus = focusNo || '';
     if (box.dataset.id !== id) box.replaceChildren(h('p', { class: 'muted' }, 'Loading reservation ', h('span', { class: 'mono' }, id), '\u2026'));
     box.dataset.id = id;
     let res;
@@ -580,7 +663,11 @@
       refunds.append(h('p', { class: 'empty' }, 'No refunds.'));
     } else {
       const body = h('tbody');
-      for (const r of res.refunds) body.append(refundRow(r, false, res.currency));
+      for (const r of res.refunds) {
+        const row = refundRow(r, false, res.currency);
+        if (r.refund_no === focusNo) row.classList.add('focus');
+        body.append(row);
+      }
       refunds.append(refundTable(body, false));
     }
 
@@ -609,6 +696,9 @@
       h('div', { class: 'panel' }, facts),
       refunds,
       timeline);
+    // Scrolled to once: a refresh keeps the reader where they are.
+    const focused = box.querySelector('tr.focus');
+    if (focused && fresh) focused.scrollIntoView({ block: 'center' });
   }
 
   // --- operations ----------------------------------------------------------
@@ -885,8 +975,12 @@
     });
     $('lookup').addEventListener('submit', (ev) => {
       ev.preventDefault();
-      const id = $('lookup-id').value.trim();
-      if (id) location.hash = '#/reservation/' + seg(id);
+      const q = $('lookup-id').value.trim();
+      if (!q) return;
+      const hash = '#/search/' + seg(q);
+      // The same search again (after the data changed) still runs.
+      if (location.hash === hash) route();
+      else location.hash = hash;
     });
     $('refresh').addEventListener('click', () => refreshView());
     $('merchant-filter').addEventListener('change', (ev) => {

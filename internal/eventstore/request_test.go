@@ -14,8 +14,10 @@ import (
 // referenceRequest is how Append built its journal request before it
 // encoded into one buffer and cut the attention keys from one string:
 // appendRequest must build the same request.
-func referenceRequest(id string, expected uint64, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
-	req := journal.AppendRequest{Stream: id, Expected: expected, Events: make([]journal.Event, 0, len(events))}
+func referenceRequest(id string, before *reservation.State, events []reservation.Event, dropped []reservation.DueTime) (journal.AppendRequest, error) {
+	req := journal.AppendRequest{Stream: id, Expected: before.Version, Events: make([]journal.Event, 0, len(events))}
+	var search []journal.Mark // after the attention marks
+	merchant := before.Merchant
 	for _, e := range events {
 		typ, ver, data, err := reservation.Encode(e)
 		if err != nil {
@@ -25,6 +27,17 @@ func referenceRequest(id string, expected uint64, events []reservation.Event, dr
 		switch d := e.Data.(type) {
 		case reservation.Registered:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceOutTradeNo, Key: d.OutTradeNo})
+			merchant = reservation.MerchantOf(d.Merchant)
+			if d.UserID != "" {
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchUserID, d.UserID, merchant, id, "")})
+			}
+			if d.TransactionID != "" {
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchTransactionID, d.TransactionID, merchant, id, "")})
+			}
+		case reservation.ProviderResult:
+			if r := before.Refund(d.RefundNo); d.ProviderID != "" && (r == nil || r.ProviderID != d.ProviderID) {
+				search = append(search, journal.Mark{Key: SearchMarkKey(reservation.SearchProviderRefundID, d.ProviderID, merchant, id, d.RefundNo)})
+			}
 		case reservation.RefundRequested:
 			req.Claims = append(req.Claims, journal.Claim{Namespace: NamespaceRefundNo, Key: d.RefundNo})
 		}
@@ -40,6 +53,7 @@ func referenceRequest(id string, expected uint64, events []reservation.Event, dr
 			}
 		}
 	}
+	req.Marks = append(req.Marks, search...)
 	for _, d := range dropped {
 		req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
 	}
@@ -55,7 +69,7 @@ func requestEvents() []reservation.Event {
 	no := "T-r1-1"
 	var out []reservation.Event
 	add := func(d reservation.EventData) { out = append(out, reservation.Event{At: at, By: "engine", Data: d}) }
-	add(reservation.Registered{ReservationID: "r1", UserID: "u", OutTradeNo: "O1", Amount: 100, Currency: "CNY"})
+	add(reservation.Registered{ReservationID: "r1", UserID: "u/1", OutTradeNo: "O1", TransactionID: "4200", Amount: 100, Currency: "CNY"})
 	add(reservation.Canceled{Refunded: 100})
 	add(reservation.RefundRequested{RefundNo: no, Number: 1, IdempotencyKey: "k", Fingerprint: "f", Amount: 100, Reason: "r"})
 	add(reservation.SubmissionStarted{RefundNo: no, Attempt: 1, Request: []byte(`{"a":1}`), DueAt: due})
@@ -74,6 +88,8 @@ func requestEvents() []reservation.Event {
 			add(reservation.ProviderResult{RefundNo: no, Source: reservation.SourceResponse, Outcome: reservation.OutcomeUnknown, From: from, To: to})
 			add(reservation.ProviderResult{RefundNo: no, Source: reservation.SourceQuery, Outcome: reservation.OutcomeUnknown,
 				From: from, To: to, DueAt: due, Retry: true})
+			add(reservation.ProviderResult{RefundNo: no, Source: reservation.SourceQuery, Outcome: reservation.OutcomeUnknown,
+				From: from, To: to, ProviderID: "50300"})
 		}
 	}
 	return out
@@ -102,14 +118,18 @@ func TestAppendRequest_SameAsOneByOne(t *testing.T) {
 		// that the events may supersede.
 		before := &reservation.State{Version: 7}
 		for k := range i % 3 {
+			// The first refund already holds WeChat's id half the time.
 			before.Refunds = append(before.Refunds, &reservation.Refund{No: fmt.Sprintf("T-r1-%d", k+1), DueAt: at.Add(time.Duration(k) * time.Second)})
+			if k == 0 && i%2 == 0 {
+				before.Refunds[0].ProviderID = "50300"
+			}
 		}
 		dropped := reservation.DroppedDues(before, events)
 		got, err := appendRequest("r1", before, events)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := referenceRequest("r1", 7, events, dropped)
+		want, err := referenceRequest("r1", before, events, dropped)
 		if err != nil {
 			t.Fatal(err)
 		}

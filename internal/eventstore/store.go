@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -239,6 +240,9 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 			keys = keys[n:]
 		}
 	}
+	for _, k := range ix.Search {
+		req.Marks = append(req.Marks, journal.Mark{Key: SearchMarkKey(k.Kind, k.Value, k.Merchant, id, k.RefundNo)})
+	}
 	req.Counters = CounterChanges(nil, before, events)
 	// As nil when empty, like a request built by appending from nothing.
 	if len(req.Claims) == 0 {
@@ -277,6 +281,78 @@ func (s *Store) Attention(ctx context.Context, kind, after string, limit int) ([
 		refs = append(refs, reservation.RefundRef{ReservationID: rest[:i], RefundNo: rest[i+1:]})
 	}
 	return refs, nil
+}
+
+// SearchPrefix starts every key of the search index, a part of the marks
+// index: "search/KIND/VALUE/MERCHANT/RESERVATION/REFUND_NO", VALUE
+// path-escaped (a user id may hold '/'), REFUND_NO empty for a
+// reservation's own ids. MERCHANT after VALUE: a search reads only the
+// merchants its caller sees.
+const SearchPrefix = "search/"
+
+// SearchMarkKey is the marks-index key of one search entry
+// (reservation.SearchKey) of reservation id.
+func SearchMarkKey(kind, value, merchant, id, no string) string {
+	return searchValuePrefix(kind, value) + merchant + "/" + id + "/" + no
+}
+
+func searchValuePrefix(kind, value string) string {
+	return SearchPrefix + kind + "/" + url.PathEscape(value) + "/"
+}
+
+// Find returns up to limit reservations and refunds with an id equal to
+// value, from the indexes kept with the journal (no scan of the log): the
+// refund number and, for each of merchants, the order number (claims), and
+// the user id, transaction_id and WeChat refund_id (the search index, of
+// merchants only). A match on a reservation's own id has no RefundNo. The
+// refund number is global: its match may be another merchant's.
+func (r Reader) Find(ctx context.Context, merchants []string, value string, limit int) ([]reservation.Found, error) {
+	if value == "" {
+		return nil, nil // no id is empty, and the journal refuses an empty key
+	}
+	var out []reservation.Found
+	lookup := func(ns, key, no string) error {
+		id, err := r.DB.Lookup(ctx, ns, key)
+		switch {
+		case errors.Is(err, journal.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		out = append(out, reservation.Found{By: ns, ReservationID: id, RefundNo: no})
+		return nil
+	}
+	if err := lookup(NamespaceRefundNo, value, value); err != nil {
+		return nil, err
+	}
+	for _, m := range merchants {
+		if err := lookup(NamespaceOutTradeNo, reservation.OutTradeNoKey(m, value), ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, kind := range []string{reservation.SearchUserID, reservation.SearchTransactionID, reservation.SearchProviderRefundID} {
+		for _, m := range merchants {
+			if len(out) >= limit {
+				break
+			}
+			prefix := searchValuePrefix(kind, value) + m + "/"
+			keys, err := r.DB.Marks(ctx, prefix, "", limit-len(out))
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				id, no, ok := strings.Cut(strings.TrimPrefix(k, prefix), "/")
+				if !ok {
+					return nil, fmt.Errorf("eventstore: malformed search key %q", k)
+				}
+				out = append(out, reservation.Found{By: kind, ReservationID: id, RefundNo: no})
+			}
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // LookupRefund implements actors.Store.

@@ -46,6 +46,39 @@ type IndexChanges struct {
 	Dropped []DueTime
 	// Marks are applied in order: a later mark of the same key wins.
 	Marks []Mark
+	// Search are the ids the reservation is found by besides its claims
+	// (GET /v1/search): entries are only ever added.
+	Search []SearchKey
+}
+
+// Search kinds: the ids, other than the claimed order and refund numbers,
+// a reservation or refund is found by. None is unique (a user has many
+// reservations), so each entry names its reservation.
+const (
+	SearchUserID        = "user_id"
+	SearchTransactionID = "transaction_id"
+	// SearchProviderRefundID is WeChat Pay's refund_id, known once an
+	// answer names it.
+	SearchProviderRefundID = "refund_id"
+)
+
+// Found is one reservation (and refund, when RefundNo is set) a search
+// found, and By, the kind of id it matched: ClaimRefundNo,
+// ClaimOutTradeNo or a search kind.
+type Found struct {
+	By            string
+	ReservationID string
+	RefundNo      string
+}
+
+// SearchKey is one search entry: Value of Kind finds the reservation (and
+// its refund RefundNo, "" for the reservation's own ids).
+type SearchKey struct {
+	Kind, Value, RefundNo string
+	// Merchant is the reservation's (MerchantOf): a search reads the
+	// entries of the merchants its caller sees only, so another merchant's
+	// entries neither cost it reads nor crowd out its own.
+	Merchant string
 }
 
 // AppendIndexes appends to ix the index entries that events, applied to s
@@ -55,10 +88,30 @@ type IndexChanges struct {
 // a journal's indexes against them. s is not changed. The entries go into
 // ix's slices, so an adapter on the hot path can supply their room.
 func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
+	var merchant string // the reservation's, once registered
+	if s != nil {
+		merchant = s.Merchant
+	}
 	for _, e := range events {
 		switch d := e.Data.(type) {
 		case Registered:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimOutTradeNo, Key: OutTradeNoKey(d.Merchant, d.OutTradeNo)})
+			merchant = MerchantOf(d.Merchant)
+			if d.UserID != "" {
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchUserID, Value: d.UserID, Merchant: merchant})
+			}
+			if d.TransactionID != "" {
+				ix.Search = append(ix.Search, SearchKey{Kind: SearchTransactionID, Value: d.TransactionID, Merchant: merchant})
+			}
+		case ProviderResult:
+			// Every answer repeats the id: written once, when it is new to
+			// the state decided on (a later event of the same append may
+			// write it again, which changes nothing).
+			if d.ProviderID != "" {
+				if s == nil || s.Refund(d.RefundNo) == nil || s.Refund(d.RefundNo).ProviderID != d.ProviderID {
+					ix.Search = append(ix.Search, SearchKey{Kind: SearchProviderRefundID, Value: d.ProviderID, RefundNo: d.RefundNo, Merchant: merchant})
+				}
+			}
 		case RefundRequested:
 			ix.Claims = append(ix.Claims, Claim{Namespace: ClaimRefundNo, Key: d.RefundNo})
 		case RefundRecovered:

@@ -188,11 +188,12 @@ type sim struct {
 	replayed, decoded *State
 	m                 model
 	terminal          map[string]RefundState
-	attention         map[string]bool   // kept from AttentionOf alone: "KIND/refund_no"
-	dueIndex          map[DueTime]bool  // kept from DueOf and DroppedDues alone, as an adapter keeps it
-	bodies            map[string]string // the first bytes journaled for each refund
-	dues              []time.Time       // every due time ever seen, for stale timers
-	lastStart         time.Time         // the latest SubmissionStarted journaled
+	attention         map[string]bool    // kept from AttentionOf alone: "KIND/refund_no"
+	dueIndex          map[DueTime]bool   // kept from DueOf and DroppedDues alone, as an adapter keeps it
+	searchIndex       map[SearchKey]bool // kept from AppendIndexes' Search alone
+	bodies            map[string]string  // the first bytes journaled for each refund
+	dues              []time.Time        // every due time ever seen, for stale timers
+	lastStart         time.Time          // the latest SubmissionStarted journaled
 	lastCmd           Command
 	lastBy            string
 	keys              int
@@ -977,6 +978,23 @@ func (h *sim) exec(cmd Command, by string) {
 	pieces.Dropped = DroppedDues(before, events)
 	ix := AppendIndexes(IndexChanges{}, before, events)
 	ix.Claims = nil
+	// The search index, kept from Search alone, finds the reservation by
+	// every id it holds, and the refunds by WeChat's refund_id.
+	for _, k := range ix.Search {
+		h.searchIndex[k] = true
+	}
+	ix.Search = nil
+	if s := h.s; s.Registered() {
+		want := []SearchKey{{SearchUserID, s.UserID, "", s.Merchant}, {SearchTransactionID, s.TransactionID, "", s.Merchant}}
+		for _, r := range s.Refunds {
+			want = append(want, SearchKey{SearchProviderRefundID, r.ProviderID, r.No, s.Merchant})
+		}
+		for _, k := range want {
+			if k.Value != "" && !h.searchIndex[k] {
+				t.Fatalf("after %T the search index %v lacks %+v", cmd, h.searchIndex, k)
+			}
+		}
+	}
 	if !reflect.DeepEqual(ix, pieces) {
 		t.Fatalf("after %T AppendIndexes = %+v, its pieces say %+v", cmd, ix, pieces)
 	}
@@ -1454,7 +1472,7 @@ func TestDecide_Properties(t *testing.T) {
 		h := &sim{
 			t: t, policy: policy, now: t0, s: &State{}, replayed: &State{}, decoded: &State{},
 			m:        model{byKey: map[string]int{}},
-			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{},
+			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{}, searchIndex: map[SearchKey]bool{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
 				Merchant:      oneOf(t, "merchant", propMerchants...),
