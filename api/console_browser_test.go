@@ -248,6 +248,22 @@ func TestConsole_InBrowser(t *testing.T) {
 	pending := func(no string) string { return `#kind-PENDING_APPROVAL tr[data-refund-no="` + no + `"]` }
 	page.click(t, "#refresh")
 	page.waitTrue(t, "the refunds awaiting approval listed", `!!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
+	// Resubmit asks once more, naming the refund and its amount; Cancel
+	// sends nothing.
+	rejectedRow := `#kind-REJECTED tr[data-refund-no="` + rejected.RefundNo + `"]`
+	page.eval(t, `location.hash = '#/'`)
+	page.waitTrue(t, "the overview shown again", `!document.getElementById('overview').hidden && !!document.querySelector('`+rejectedRow+` button[data-action="resubmit"]')`)
+	sent := e.sim.Submissions()
+	page.click(t, rejectedRow+` button[data-action="resubmit"]`)
+	page.waitTrue(t, "the resubmit confirmation", `!!document.querySelector('`+rejectedRow+` button[data-action="resubmit-confirm"]')`)
+	if got := page.eval(t, `document.querySelector('`+rejectedRow+` .confirm').textContent`).(string); !strings.Contains(got, rejected.RefundNo) || !strings.Contains(got, "5.00") {
+		t.Fatalf("the resubmit confirmation reads %q, want the refund number and 5.00", got)
+	}
+	page.click(t, rejectedRow+` .confirm-box button:not([data-action])`)
+	page.waitTrue(t, "the resubmit button back after Cancel", `!!document.querySelector('`+rejectedRow+` button[data-action="resubmit"]')`)
+	if n := e.sim.Submissions(); n != sent {
+		t.Fatalf("a cancelled resubmit made %d submissions", n-sent)
+	}
 	if got := page.eval(t, `document.querySelector('`+pending(toApprove.RefundNo)+` .approval').textContent`).(string); !strings.Contains(got, "requested by service:") {
 		t.Fatalf("the pending refund's note reads %q, want who requested it", got)
 	}

@@ -458,11 +458,9 @@
       onclick: () => act(r, 'reconcile', undefined, row),
     }, 'Reconcile'));
     if (r.state === 'REJECTED' || r.state === 'UNKNOWN') {
-      box.append(h('button', {
-        type: 'button', 'data-action': 'resubmit',
-        title: 'Send the same request again under the same refund number',
-        onclick: () => act(r, 'resubmit', undefined, row),
-      }, 'Resubmit'));
+      // It sends money-moving bytes to WeChat again: asked once more,
+      // naming the refund and its amount.
+      box.append(confirmed(r, row, 'resubmit', 'Resubmit', undefined));
     }
     if (r.state === 'REJECTED') box.append(withReason(r, row, 'abandon', 'Abandon', false));
     if (r.state === 'ABNORMAL') box.append(withReason(r, row, 'resolve', 'Resolve', true));
