@@ -293,12 +293,11 @@ func (pp *pacedProvider) EncryptSensitive(plain ...string) (string, []string, er
 
 // ApplyAbnormal pays an ABNORMAL refund out in the account's create turns:
 // it is a write to WeChat Pay's refund API like a create. A provider
-// without the call sends nothing and answers UNKNOWN, as the router does.
+// without the call sends nothing and answers UNKNOWN (noAbnormalPayout).
 func (pp *pacedProvider) ApplyAbnormal(ctx context.Context, refundNo string, app reservation.AbnormalApplication) reservation.Outcome {
 	p, ok := pp.Provider.(abnormalPayer)
 	if !ok {
-		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
-			Message: "the provider of this refund cannot pay abnormal refunds out; nothing was sent"}
+		return noAbnormalPayout()
 	}
 	release, ok := pp.pacer.acquire(ctx, pp.pacer.creates, OpCreate)
 	if !ok {

@@ -181,8 +181,14 @@ func (rt *Router) ApplyAbnormal(ctx context.Context, refundNo string, app reserv
 	}
 	p, ok := r.p.(abnormalPayer)
 	if !ok {
-		return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
-			Message: "the provider of this refund cannot pay abnormal refunds out; nothing was sent"}
+		return noAbnormalPayout()
 	}
 	return p.ApplyAbnormal(ctx, refundNo, app)
+}
+
+// noAbnormalPayout is the answer of a provider without the payout call:
+// nothing was sent, so UNKNOWN (the refund is queried), never a refusal.
+func noAbnormalPayout() reservation.Outcome {
+	return reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "PROVIDER_NO_ABNORMAL",
+		Message: "the provider of this refund cannot pay abnormal refunds out; nothing was sent"}
 }
