@@ -45,7 +45,7 @@ func TestStore_OutTradeNoPerMerchant(t *testing.T) {
 					t.Fatalf("registering %s for merchant %q: %v (want taken %v)", st.id, st.merchant, err, st.taken)
 				}
 			}
-			for key, owner := range map[string]string{"O1": "r-old", "hotel-sh/O1": "r-sh", "hotel-bj/O1": "r-bj"} {
+			for key, owner := range map[string]string{"O1": "r-old", "O1/hotel-sh": "r-sh", "O1/hotel-bj": "r-bj"} {
 				if got, err := db.Lookup(ctx, eventstore.NamespaceOutTradeNo, key); err != nil || got != owner {
 					t.Fatalf("claim %q owned by %q, %v; want %q", key, got, err, owner)
 				}

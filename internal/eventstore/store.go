@@ -322,8 +322,10 @@ func (r Reader) Find(ctx context.Context, merchants []string, value string, limi
 		out = append(out, reservation.Found{By: ns, ReservationID: id, RefundNo: no})
 		return nil
 	}
-	if err := lookup(NamespaceRefundNo, value, value); err != nil {
-		return nil, err
+	for _, k := range reservation.RefundNoKeys(value) {
+		if err := lookup(NamespaceRefundNo, k, value); err != nil {
+			return nil, err
+		}
 	}
 	for _, m := range merchants {
 		if err := lookup(NamespaceOutTradeNo, reservation.OutTradeNoKey(m, value), ""); err != nil {
@@ -356,12 +358,18 @@ func (r Reader) Find(ctx context.Context, merchants []string, value string, limi
 }
 
 // LookupRefund implements actors.Store.
+// A number is claimed under one of its keys (reservation.RefundNoKey: the
+// default merchant's as it is, another's id first); the number alone does
+// not say which merchant's it is, so both are tried.
 func (s *Store) LookupRefund(ctx context.Context, refundNo string) (string, error) {
-	id, err := s.db.Lookup(ctx, NamespaceRefundNo, refundNo)
-	if errors.Is(err, journal.ErrNotFound) {
-		return "", reservation.ErrNotFound
+	for _, k := range reservation.RefundNoKeys(refundNo) {
+		id, err := s.db.Lookup(ctx, NamespaceRefundNo, k)
+		if errors.Is(err, journal.ErrNotFound) {
+			continue
+		}
+		return id, err
 	}
-	return id, err
+	return "", reservation.ErrNotFound
 }
 
 // DueBefore implements actors.Store.

@@ -2,8 +2,12 @@ package reservation
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestAppendIndexes(t *testing.T) {
@@ -27,7 +31,7 @@ func TestAppendIndexes(t *testing.T) {
 			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "O-1"}}}},
 		{"another merchant's order is claimed under that merchant", nil, IndexChanges{},
 			[]Event{ev(Registered{ReservationID: "r", OutTradeNo: "O-1", Amount: 1, Merchant: "hotel-sh"})},
-			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "hotel-sh/O-1"}}}},
+			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "O-1/hotel-sh"}}}},
 		{"a request with its first submission: the number, the due time, leaving UNKNOWN and REJECTED", s, IndexChanges{},
 			[]Event{ev(RefundRequested{RefundNo: "R-3", Amount: 1}), ev(SubmissionStarted{RefundNo: "R-3", Attempt: 1, DueAt: at(60)})},
 			IndexChanges{Claims: []Claim{{ClaimRefundNo, "R-3"}}, Dues: []DueTime{{"R-3", at(60)}},
@@ -50,7 +54,10 @@ func TestAppendIndexes(t *testing.T) {
 				Search: []SearchKey{{SearchUserID, "u/1", "", DefaultMerchant}, {SearchTransactionID, "42", "", DefaultMerchant}}}},
 		{"a registration's entries name its merchant", nil, IndexChanges{},
 			[]Event{ev(Registered{ReservationID: "r", Merchant: "hotel-sh", UserID: "u/1", OutTradeNo: "O-1", Amount: 1})},
-			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "hotel-sh/O-1"}}, Search: []SearchKey{{SearchUserID, "u/1", "", "hotel-sh"}}}},
+			IndexChanges{Claims: []Claim{{ClaimOutTradeNo, "O-1/hotel-sh"}}, Search: []SearchKey{{SearchUserID, "u/1", "", "hotel-sh"}}}},
+		{"another merchant's refund number is claimed id first", &State{Version: 2, Merchant: "hotel-sh"}, IndexChanges{},
+			[]Event{ev(RefundRequested{RefundNo: "SH-r-3", Amount: 1}), ev(RefundRecovered{RefundNo: "SH-r-4", State: Unknown})},
+			IndexChanges{Claims: []Claim{{ClaimRefundNo, "r/3/SH"}, {ClaimRefundNo, "r/4/SH"}}, Marks: []Mark{{string(Unknown), "SH-r-4", false}}}},
 		{"WeChat's refund_id names the merchant of the state decided on", &State{Version: 3, Merchant: "hotel-bj", Refunds: []*Refund{{No: "R-2", State: Failed}}}, IndexChanges{},
 			[]Event{ev(ProviderResult{RefundNo: "R-2", From: Failed, To: Failed, ProviderID: "50301"})},
 			IndexChanges{Search: []SearchKey{{SearchProviderRefundID, "50301", "R-2", "hotel-bj"}}}},
@@ -82,4 +89,48 @@ func TestAppendIndexes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRefundNoKey(t *testing.T) {
+	tests := []struct {
+		merchant, no, want string
+	}{
+		{"", "R-r1-1", "R-r1-1"},              // journals before merchants
+		{DefaultMerchant, "R-r1-1", "R-r1-1"}, // the default merchant by name
+		{"hotel-sh", "SH-r1-12", "r1/12/SH"},
+		{"hotel-sh", "SH-a-b-2", "a-b/2/SH"}, // an id with '-' in it
+		{"hotel-sh", "legacy_no", "legacy_no"},
+		{"hotel-sh", "SH-r1-0", "SH-r1-0"}, // not a number RefundNo makes
+	}
+	for _, tt := range tests {
+		if got := RefundNoKey(tt.merchant, tt.no); got != tt.want {
+			t.Errorf("RefundNoKey(%q, %q) = %q, want %q", tt.merchant, tt.no, got, tt.want)
+		}
+		if !slices.Contains(RefundNoKeys(tt.no), RefundNoKey(tt.merchant, tt.no)) {
+			t.Errorf("RefundNoKeys(%q) = %q misses the key RefundNoKey gives for %q", tt.no, RefundNoKeys(tt.no), tt.merchant)
+		}
+	}
+}
+
+// Two different numbers never share a key, whatever their merchants: an
+// id-first key holds '/', which no number does, and it parses back to its
+// number.
+func TestRefundNoKey_OneToOne(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		id := rapid.StringMatching(`[A-Za-z0-9_-]{1,20}`).Draw(t, "id")
+		prefix := rapid.StringMatching(`[A-Z0-9]{1,6}`).Draw(t, "prefix")
+		n := rapid.IntRange(1, 60).Draw(t, "n")
+		no := RefundNo(prefix, id, n)
+		other := rapid.StringMatching(`[A-Za-z0-9_-]{1,30}`).Draw(t, "other")
+		if !ValidReservationID(id) {
+			t.Skip("not an id")
+		}
+		k := RefundNoKey("m", no)
+		if k == no || strings.Contains(no, "/") {
+			t.Fatalf("number %q keyed as itself %q", no, k)
+		}
+		if other != no && (RefundNoKey("m", other) == k || other == k) {
+			t.Fatalf("%q and %q share key %q", no, other, k)
+		}
+	})
 }
