@@ -127,7 +127,7 @@ func activationTemplate(b *testing.B, tmplID string, refunds int) []journal.Even
 		do(reservation.StartSubmission{RefundNo: no, Request: []byte(`{"out_trade_no":"OT-` + tmplID + `","out_refund_no":"` + no +
 			`","amount":{"refund":100,"total":1000000,"currency":"CNY"}}`)})
 		do(reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: 1,
-			Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: "sim" + no}})
+			Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: simprovider.RefundID(no)}})
 	}
 	return out
 }

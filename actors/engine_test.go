@@ -773,7 +773,7 @@ func complete(st *reservation.State, no string, kind reservation.OutcomeKind) re
 	r := st.Refund(no)
 	id := r.ProviderID
 	if id == "" {
-		id = "sim" + no // the memory provider's id
+		id = simprovider.RefundID(no) // the memory provider's id
 	}
 	return reservation.Outcome{Kind: kind, ProviderID: id, OutTradeNo: st.OutTradeNo, RefundAmount: r.Amount, TotalAmount: st.Amount}
 }

@@ -53,7 +53,7 @@ func TestEngine_IncompleteQueryAnswerIsNotApplied(t *testing.T) {
 			}
 			// What a stripped answer maps to: the kind, id and order, no amounts.
 			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded,
-				ProviderID: "sim" + no, OutTradeNo: "ORD-r1"}}, true
+				ProviderID: simprovider.RefundID(no), OutTradeNo: "ORD-r1"}}, true
 		}})
 	refused := refusedOutcomes{ch: make(chan string, 4)}
 	e, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Encode: simprovider.Encode, Now: clock.Now,

@@ -462,7 +462,7 @@ func (e *testEnv) succeed(t testing.TB, id, no string) {
 	r := st.Refund(no)
 	pid := r.ProviderID
 	if pid == "" {
-		pid = "sim" + no // the memory provider's id
+		pid = simprovider.RefundID(no) // the memory provider's id
 	}
 	_, _, err = e.engine.Execute(context.Background(), id, actors.ProviderPrincipal, reservation.RecordOutcome{
 		RefundNo: no, Source: reservation.SourceNotification,

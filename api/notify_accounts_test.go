@@ -180,7 +180,7 @@ func (e *acEnv) postV3(path string, n acV3) (int, string) {
 	body, err := wechatpay.BuildRefundNotification(n.keys.APIv3Key,
 		wechatpay.Notification{ID: "EV-" + n.no, CreateTime: "2026-11-30T16:00:00+08:00"},
 		wechatpay.RefundResource{MchID: n.mchID, SpMchID: n.spMch, SubMchID: n.subMch, OutTradeNo: "ORD-" + n.id, OutRefundNo: n.no,
-			RefundID: "simN" + n.no[1:], RefundStatus: n.status, SuccessTime: "2026-11-30T16:00:00+08:00",
+			RefundID: simprovider.RefundID(n.no), RefundStatus: n.status, SuccessTime: "2026-11-30T16:00:00+08:00",
 			Amount: wechatpay.RefundAmount{Total: 10000, Refund: 4000, PayerTotal: 10000, PayerRefund: 4000}})
 	if err != nil {
 		e.t.Fatal(err)
@@ -207,7 +207,7 @@ func (e *acEnv) postV2(path string, n acV2) (int, string) {
 	e.t.Helper()
 	body, err := wechatpay.BuildRefundNotificationV2(n.v2Key,
 		wechatpay.V2Envelope{ReturnCode: "SUCCESS", AppID: "wx0", MchID: n.mchID, SubMchID: n.subMch, NonceStr: wechatpay.NewNonce()},
-		wechatpay.V2RefundInfo{OutRefundNo: n.no, OutTradeNo: "ORD-" + n.id, RefundID: "simN" + n.no[1:], TotalFee: 10000, RefundFee: 4000,
+		wechatpay.V2RefundInfo{OutRefundNo: n.no, OutTradeNo: "ORD-" + n.id, RefundID: simprovider.RefundID(n.no), TotalFee: 10000, RefundFee: 4000,
 			RefundStatus: "SUCCESS", SuccessTime: "2026-11-30 16:00:00"})
 	if err != nil {
 		e.t.Fatal(err)

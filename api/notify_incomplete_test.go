@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/simprovider"
 	"github.com/refundd/refundd/internal/wechatpay"
 )
 
@@ -71,7 +72,7 @@ func (e *ntEnv) postV2ReqInfo(mchID, plaintext string) (int, string) {
 func TestNotify_IncompleteNotificationIsRefusedLikeAMismatch(t *testing.T) {
 	e := newNtEnv(t)
 	no := e.refund("r1")
-	id := "simN" + no[1:]
+	id := simprovider.RefundID(no)
 	v3Complete := `{"mchid":"` + ntMchID + `","out_trade_no":"ORD-r1","out_refund_no":"` + no + `","refund_id":"` + id +
 		`","refund_status":"SUCCESS","amount":{"total":10000,"refund":4000,"payer_total":10000,"payer_refund":4000}}`
 	v2Complete := `<root><out_refund_no>` + no + `</out_refund_no><out_trade_no>ORD-r1</out_trade_no><refund_id>` + id +

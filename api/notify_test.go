@@ -150,7 +150,7 @@ func (e *ntEnv) v3Request(n ntNotice) ([]byte, wechatpay.Headers) {
 		n.mchID = ntMchID
 	}
 	body, err := wechatpay.BuildRefundNotification(e.v3Key, wechatpay.Notification{ID: "EV-" + n.no, CreateTime: "2026-11-30T16:00:00+08:00", EventType: n.event},
-		wechatpay.RefundResource{MchID: n.mchID, OutTradeNo: n.outTradeNo, OutRefundNo: n.no, RefundID: "simN" + n.no[1:],
+		wechatpay.RefundResource{MchID: n.mchID, OutTradeNo: n.outTradeNo, OutRefundNo: n.no, RefundID: simprovider.RefundID(n.no),
 			RefundStatus: n.status, SuccessTime: "2026-11-30T16:00:00+08:00",
 			Amount: wechatpay.RefundAmount{Total: n.total, Refund: n.refund, PayerTotal: n.total, PayerRefund: n.refund}})
 	if err != nil {
