@@ -477,7 +477,7 @@ func (e *testEnv) succeed(t testing.TB, id, no string) {
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
