@@ -474,7 +474,7 @@ func (e *testEnv) succeed(t testing.TB, id, no string) {
 	}
 }
 
-// waitFor polls cond until it holds or 10s pass.
+// waitFor polls cond until it holds or 30 s pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
