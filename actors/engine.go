@@ -36,13 +36,16 @@ type Config struct {
 	// refund-number prefix. cmd/refundd always sets it, with the one
 	// reservation.DefaultMerchant when there is no merchants file.
 	//
+	// A merchant added while the engine runs is added to the set
+	// (PolicySet.Add).
+	//
 	// A reservation whose merchant is not configured (taken out of the
 	// merchants file) is decided under Policy with
 	// reservation.Env.Unconfigured: registrations, new refunds and
 	// resubmissions are refused with reservation.ErrMerchantNotConfigured,
 	// while its timers, queries and outcomes go on, so what is in flight
 	// settles as far as the Provider can still answer for it.
-	Policies map[string]reservation.Policy
+	Policies *PolicySet
 	// IdleTimeout passivates an actor that received nothing for this long;
 	// zero means 2 minutes.
 	IdleTimeout time.Duration
@@ -73,7 +76,7 @@ func (c *Config) validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("actors: policy: %w", err)
 	}
-	for name, p := range c.Policies {
+	for name, p := range c.Policies.all() {
 		if err := p.Validate(); err != nil {
 			return fmt.Errorf("actors: policy of merchant %q: %w", name, err)
 		}
@@ -102,7 +105,7 @@ func (c *Config) policyOf(merchant string) (reservation.Policy, bool) {
 	if c.Policies == nil {
 		return c.Policy, true
 	}
-	p, ok := c.Policies[merchant]
+	p, ok := c.Policies.Get(merchant)
 	if !ok {
 		return c.Policy, false
 	}

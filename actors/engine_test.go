@@ -78,7 +78,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 func (h *harness) start(idle time.Duration, policy reservation.Policy) {
 	e, err := actors.New(actors.Config{
 		Store: h.store, Provider: h.provider, Encode: simprovider.Encode, Now: h.clock.Now, IdleTimeout: idle, Policy: policy,
-		Policies: h.policies, Logger: h.log, Merchant: h.merchant,
+		Policies: actors.NewPolicySet(h.policies), Logger: h.log, Merchant: h.merchant,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -102,7 +102,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	// sees: the configured merchants the token sees, which the console
 	// offers as its merchant filter.
 	sees := []string{}
-	for m := range s.merchants {
+	for _, m := range s.merchants.sorted() {
 		if p.Sees(m) {
 			sees = append(sees, m)
 		}
@@ -122,7 +122,7 @@ func (s *Server) filteredEngine(r *http.Request) (e Engine, filtered bool, err e
 		return s.engineFor(r), false, nil
 	}
 	p := viewer(r)
-	if !s.merchants[name] || !p.Sees(name) {
+	if !s.merchants.has(name) || !p.Sees(name) {
 		return nil, false, badRequest("merchant", "not a merchant this token sees")
 	}
 	p.Merchants = []string{name}

@@ -215,3 +215,20 @@ func fixtureEnv(t *testing.T, name string) *testEnv {
 	})
 	return &testEnv{handler: api.New(engine, api.Options{Logger: quietLogger(), Timeline: store}), engine: engine}
 }
+
+// TestServer_AddMerchants: a merchant added while the server runs (a
+// reload) may be named by registrations from then on; one not added
+// stays refused, and a registration naming none keeps going to the
+// merchant that was alone at start.
+func TestServer_AddMerchants(t *testing.T) {
+	e := newEnv(t, envOptions{api: api.Options{Merchants: []string{"hotel-sh"}}})
+	wantError(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("r1", "hotel-bj", "O1")), http.StatusBadRequest, "invalid_argument", "merchant")
+	e.handler.(*api.Server).AddMerchants("hotel-bj")
+	if v := decodeReservation(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("r1", "hotel-bj", "O1")), http.StatusCreated); v.Merchant != "hotel-bj" {
+		t.Fatalf("r1: merchant %q", v.Merchant)
+	}
+	if v := decodeReservation(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("r2", "", "O2")), http.StatusCreated); v.Merchant != "hotel-sh" {
+		t.Fatalf("r2 naming none: merchant %q, want the one at start", v.Merchant)
+	}
+	wantError(t, e.do(t, http.MethodPost, "/v1/reservations", registerFor("r3", "hotel-gz", "O3")), http.StatusBadRequest, "invalid_argument", "merchant")
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,30 +92,49 @@ const (
 const Unattributed = "(unattributed)"
 
 // NotifyStats counts notifications by outcome, in total and by merchant.
-// The merchants are a bounded set fixed when it is made (the configured
-// ones, and Unattributed), so nothing a sender writes adds a counter.
+// The merchants are a bounded set (the configured ones, and
+// Unattributed), so nothing a sender writes adds a counter; a merchant
+// added by a reload is added by the server (addMerchants).
 type NotifyStats struct {
 	counts     [8]atomic.Int64
-	byMerchant map[string]*[8]atomic.Int64 // read-only after newNotifyStats
+	mu         sync.Mutex                                  // serializes addMerchants
+	byMerchant atomic.Pointer[map[string]*[8]atomic.Int64] // copied on write
 }
 
 var notifyOutcomes = [...]notifyOutcome{nApplied, nDuplicate, nHint, nProbe, nRejected, nUnknown, nMismatch, nError}
 
 func newNotifyStats(merchants []string) *NotifyStats {
-	s := &NotifyStats{byMerchant: make(map[string]*[8]atomic.Int64, len(merchants)+1)}
+	s := &NotifyStats{}
+	by := make(map[string]*[8]atomic.Int64, len(merchants)+1)
 	for _, m := range merchants {
-		s.byMerchant[m] = new([8]atomic.Int64)
+		by[m] = new([8]atomic.Int64)
 	}
-	s.byMerchant[Unattributed] = new([8]atomic.Int64)
+	by[Unattributed] = new([8]atomic.Int64)
+	s.byMerchant.Store(&by)
 	return s
+}
+
+// addMerchants counts the notifications of merchants added by a reload
+// under their names from now on.
+func (s *NotifyStats) addMerchants(merchants ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := maps.Clone(*s.byMerchant.Load())
+	for _, m := range merchants {
+		if by[m] == nil {
+			by[m] = new([8]atomic.Int64)
+		}
+	}
+	s.byMerchant.Store(&by)
 }
 
 // add counts outcome o of a notification for merchant ("" or one not
 // configured: Unattributed).
 func (s *NotifyStats) add(merchant string, o notifyOutcome) {
-	bucket, ok := s.byMerchant[merchant]
+	by := *s.byMerchant.Load()
+	bucket, ok := by[merchant]
 	if !ok {
-		bucket = s.byMerchant[Unattributed]
+		bucket = by[Unattributed]
 	}
 	for i, n := range notifyOutcomes {
 		if n == o {
@@ -133,8 +154,9 @@ func (s *NotifyStats) Snapshot() map[string]int64 {
 // ByMerchant returns the counts by merchant (configured merchants and
 // Unattributed), then by outcome name.
 func (s *NotifyStats) ByMerchant() map[string]map[string]int64 {
-	out := make(map[string]map[string]int64, len(s.byMerchant))
-	for m, c := range s.byMerchant {
+	by := *s.byMerchant.Load()
+	out := make(map[string]map[string]int64, len(by))
+	for m, c := range by {
 		out[m] = snapshotCounts(c)
 	}
 	return out
@@ -155,21 +177,17 @@ type notifier struct {
 	log      *slog.Logger
 	limiter  *logLimiter
 	stats    *NotifyStats
-	// merchants are the configured ones (Options.Merchants): an account
+	// merchants are the configured ones (the server's): an account
 	// naming any other is refused.
-	merchants map[string]bool
+	merchants *merchantSet
 }
 
 func newNotifier(cfg NotifyConfig, s *Server) *notifier {
 	if cfg.Deadline <= 0 {
 		cfg.Deadline = 4 * time.Second
 	}
-	names := make([]string, 0, len(s.merchants))
-	for m := range s.merchants {
-		names = append(names, m)
-	}
 	n := &notifier{cfg: cfg, accounts: make(map[string]*NotifyAccount, len(cfg.Accounts)), engine: s.engine, log: s.log,
-		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(names), merchants: s.merchants}
+		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(s.merchants.sorted()), merchants: s.merchants}
 	for i := range n.cfg.Accounts {
 		a := &n.cfg.Accounts[i]
 		if a.Keys == nil {
@@ -407,7 +425,7 @@ func incompleteFailure(err error) *notifyFailure {
 // notify_url) and operators must see it while evidence still arrives.
 func (n *notifier) record(ctx context.Context, a *NotifyAccount, m wechatpay.Merchant, note reservation.Notification) notifyHandled {
 	merchant, ok := a.merchant(m)
-	if !ok || !n.merchants[merchant] {
+	if !ok || !n.merchants.has(merchant) {
 		return failed(&notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "merchant does not match",
 			err: fmt.Errorf("%s is no merchant of account %q", m, a.Name)})
 	}

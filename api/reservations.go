@@ -82,7 +82,7 @@ func (s *Server) registrationMerchant(name string, p auth.Principal) (string, er
 	case name == "":
 		return "", badRequest("merchant", "is required: several merchants are configured")
 	}
-	if !s.merchants[name] || !p.Sees(name) {
+	if !s.merchants.has(name) || !p.Sees(name) {
 		return "", badRequest("merchant", "is not a configured merchant")
 	}
 	return name, nil

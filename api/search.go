@@ -3,9 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/refundd/refundd/internal/reservation"
@@ -63,7 +61,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	p := viewer(r)
 	var merchants []string
-	for _, m := range slices.Sorted(maps.Keys(s.merchants)) {
+	for _, m := range s.merchants.sorted() {
 		if p.Sees(m) {
 			merchants = append(merchants, m)
 		}

@@ -141,7 +141,7 @@ type Server struct {
 	merchant string
 	// merchants is the set of Options.Merchants; soleMerchant is the one
 	// a registration naming none gets, "" when there are several.
-	merchants    map[string]bool
+	merchants    *merchantSet
 	soleMerchant string
 	// limits is the inbound rate limiting; nil when there is none.
 	limits *limits
@@ -171,11 +171,8 @@ func New(engine Engine, opts Options) *Server {
 	if len(names) == 0 {
 		names = []string{reservation.DefaultMerchant}
 	}
-	s.merchants = make(map[string]bool, len(names))
-	for _, m := range names {
-		s.merchants[m] = true
-	}
-	if len(s.merchants) == 1 {
+	s.merchants = newMerchantSet(names)
+	if len(s.merchants.sorted()) == 1 {
 		s.soleMerchant = names[0]
 	}
 	r := s.router

@@ -70,7 +70,7 @@ func (w *world) startOn(name string, m cluster.Membership, port int) *cluster.No
 		Engine: actors.Config{
 			Store: w.journal.node(name), Provider: w.provider, Encode: simprovider.Encode,
 			Policy:      reservation.Policy{RefundNoPrefix: "T", RecheckAfter: time.Minute},
-			Policies:    w.policies,
+			Policies:    actors.NewPolicySet(w.policies),
 			IdleTimeout: time.Minute,
 		},
 		Membership: m, Name: "test", Port: port, Logger: testLogger().With("node", name),

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/merchant"
+	"github.com/refundd/refundd/internal/reservation"
 )
 
 // merchants are the merchants refundd serves, read and checked before
@@ -144,11 +146,12 @@ const legacyNotifyPath = "/v1/notify/wechatpay/refund"
 
 // notifyAccounts are the notification settings of every account, in file
 // order (the first also serves the legacy routes): the account's keys, and
-// the merchant a notification names, among this account's merchants only.
-// This is the one place they are built.
-func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentials) []api.NotifyAccount {
+// the merchant a notification names, among this account's merchants only,
+// in the registry reg returns at the time (the one in use: reloads add
+// merchants). This is the one place they are built.
+func notifyAccounts(reg func() *merchant.Registry, creds map[string]*merchant.Credentials) []api.NotifyAccount {
 	var out []api.NotifyAccount
-	for _, a := range reg.Accounts() {
+	for _, a := range reg().Accounts() {
 		c := creds[a.Name]
 		if c == nil {
 			continue
@@ -156,7 +159,7 @@ func notifyAccounts(reg *merchant.Registry, creds map[string]*merchant.Credentia
 		name := a.Name
 		out = append(out, api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, Keys: api.NewNotifyKeys(c.APIv3Key, c.APIv2Key),
 			Merchant: func(mchID, subMchID string) (string, bool) {
-				m, ok := reg.ByMchID(mchID, subMchID)
+				m, ok := reg().ByMchID(mchID, subMchID)
 				if !ok || m.Account == nil || m.Account.Name != name {
 					return "", false
 				}
@@ -173,4 +176,59 @@ func notifyConfig(accounts []api.NotifyAccount) *api.NotifyConfig {
 		return nil
 	}
 	return &api.NotifyConfig{Accounts: accounts}
+}
+
+// merchantParts are the running parts a merchant added by a reload joins,
+// besides the provider's router and pacers.
+type merchantParts struct {
+	base        reservation.Policy                  // the engine-wide policy (--refund-* flags)
+	epochPrefix func(base string) (string, error)   // audit.EpochPrefix of the journal's epoch
+	prefixes    func(base string) ([]string, error) // audit.EpochPrefixes of the journal's epoch
+	policies    *actors.PolicySet
+	api         *api.Server
+}
+
+// merchantAdder is the reload's ReloaderConfig.Add: it makes each added
+// merchant's provider (its account's client, behind its account's pacer),
+// policy and routes, and checks its refund-number prefixes, in every
+// epoch, against the running ones; nothing changes until the commit.
+// The commit makes it known in this order: routes, engine policy,
+// metrics labels, then the API, so that by the time a registration may
+// name it every refund of it has a route.
+func (m *Main) merchantAdder(parts merchantParts) func([]*merchant.Merchant) (func(), error) {
+	w := m.provider
+	return func(added []*merchant.Merchant) (func(), error) {
+		per := make(map[string]merchant.Provider, len(added))
+		pols := make(map[string]reservation.Policy, len(added))
+		names := make([]string, 0, len(added))
+		for _, mc := range added {
+			p, err := w.forMerchant(mc)
+			if err != nil {
+				return nil, err
+			}
+			if per[mc.Name], err = w.pacers.Wrap(mc, p); err != nil {
+				return nil, err
+			}
+			if pols[mc.Name], err = mc.EpochPolicy(parts.base, parts.epochPrefix); err != nil {
+				return nil, err
+			}
+			names = append(names, mc.Name)
+		}
+		route, err := w.router.Extend(added, per, parts.prefixes)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			route()
+			for _, name := range names {
+				// Checked above, and new: the Reloader adds only merchants
+				// the running registry has not.
+				if err := parts.policies.Add(name, pols[name]); err != nil {
+					m.log.Error("merchant added without its policy", "merchant", name, "err", err)
+				}
+			}
+			m.metrics.AddMerchants(names...)
+			parts.api.AddMerchants(names...)
+		}, nil
+	}
 }

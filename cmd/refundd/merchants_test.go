@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 	"github.com/refundd/refundd/journal"
@@ -254,7 +255,7 @@ func TestNotifyAccounts_ResolveOnlyTheirOwnMerchants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts := notifyAccounts(ms.reg, ms.creds)
+	accounts := notifyAccounts(func() *merchant.Registry { return ms.reg }, ms.creds)
 	if len(accounts) != 2 || accounts[0].Name != "shop" || accounts[1].Name != "sp" {
 		t.Fatalf("accounts %+v, want shop then sp", accounts)
 	}

@@ -58,6 +58,17 @@ type wiredProvider struct {
 	// encrypt encrypts an abnormal refund's bank details for the WeChat
 	// Pay key of its merchant (api.Options.EncryptSensitive).
 	encrypt func(refundNo string, plain ...string) (string, []string, error)
+
+	// router and pacers route and pace every merchant's calls; a merchant
+	// added by a reload joins them (addMerchants).
+	router *merchant.Router
+	pacers *merchant.Pacers // nil for the memory provider (unpaced)
+	// forMerchant makes the provider of a merchant on a running account;
+	// nil when the provider takes no merchant while it runs.
+	forMerchant func(*merchant.Merchant) (merchant.Provider, error)
+	// add is the reload's ReloaderConfig.Add, set once the engine and the
+	// API it must reach exist (Main.start); nil until then.
+	add func([]*merchant.Merchant) (commit func(), err error)
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -89,7 +100,14 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 	if m.Config.Provider != providerMemory {
 		// WeChat Pay's limits are per account: its merchants share turns.
 		// The memory stand-in has none to respect.
-		if per, err = ms.reg.Paced(per, m.Config.Pacing, m.metrics, merchant.PacingClock{}); err != nil {
+		w.pacers, err = merchant.NewPacers(m.Config.Pacing, m.metrics, merchant.PacingClock{})
+		for _, mc := range ms.reg.Merchants() {
+			if err != nil {
+				break
+			}
+			per[mc.Name], err = w.pacers.Wrap(mc, per[mc.Name])
+		}
+		if err != nil {
 			if w.close != nil {
 				w.close()
 			}
@@ -103,7 +121,7 @@ func (m *Main) wireProvider(notifyBase string, ms *merchants, prefixes func(stri
 		}
 		return nil, err
 	}
-	w.provider, w.encode, w.encrypt = router, router.RequestBody, router.EncryptSensitive
+	w.provider, w.encode, w.encrypt, w.router = router, router.RequestBody, router.EncryptSensitive, router
 	if w.push != nil {
 		// The core refuses an outcome that names another merchant than
 		// the refund's: the stand-in's pushes name the router's.
@@ -240,15 +258,34 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 				len(creds.APIv2Key) > 0, api.KeySourceFile, certs, m.Config.CertificateRefresh)
 		})
 	}
+	// A merchant refunds through its account's client (its keys sign for
+	// all its merchants) with its own sub_mchid and notify_url.
+	w.forMerchant = func(mc *merchant.Merchant) (merchant.Provider, error) {
+		client, ok := clients[mc.Account.Name]
+		if !ok {
+			return nil, fmt.Errorf("merchant %q: account %q is not running", mc.Name, mc.Account.Name)
+		}
+		p, err := client.For(wechatpay.Target{SubMchID: mc.SubMchID, NotifyURL: mc.NotifyURL})
+		if err != nil {
+			return nil, fmt.Errorf("merchant %q: %w", mc.Name, err)
+		}
+		return p, nil
+	}
 	per := map[string]merchant.Provider{}
 	for _, mc := range ms.reg.Merchants() {
-		p, err := clients[mc.Account.Name].For(wechatpay.Target{SubMchID: mc.SubMchID, NotifyURL: mc.NotifyURL})
-		if err != nil {
-			return nil, nil, fmt.Errorf("merchant %q: %w", mc.Name, err)
+		if per[mc.Name], err = w.forMerchant(mc); err != nil {
+			return nil, nil, err
 		}
-		per[mc.Name] = p
 	}
-	accounts := notifyAccounts(ms.reg, ms.creds)
+	// Notifications find their merchant in the registry in use, which
+	// names the merchants reloads added (before the reloader exists, the
+	// one read at start).
+	accounts := notifyAccounts(func() *merchant.Registry {
+		if rl == nil {
+			return ms.reg
+		}
+		return rl.Registry()
+	}, ms.creds)
 	for _, a := range accounts {
 		l := live[a.Name]
 		l.Notify = a.Keys
@@ -262,7 +299,13 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 			}
 			return again.reg, again.creds, nil
 		},
-		Grace: m.Config.APIv3KeyGrace, Logger: m.log.With("component", "credentials"), Observe: m.metrics.ObserveReload})
+		Grace: m.Config.APIv3KeyGrace, Logger: m.log.With("component", "credentials"), Observe: m.metrics.ObserveReload,
+		Add: func(added []*merchant.Merchant) (func(), error) {
+			if w.add == nil {
+				return nil, fmt.Errorf("refundd is still starting: add merchants once it is ready")
+			}
+			return w.add(added)
+		}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -74,10 +74,11 @@ type checked struct {
 
 // enginePolicies are the engine's policies (actors.Config): base for a
 // reservation whose merchant is no longer configured, and each
-// configured merchant's, with its prefix of the journal's epoch.
+// configured merchant's, with its prefix of the journal's epoch (a
+// merchant added by a reload is added to the set).
 type enginePolicies struct {
 	base      reservation.Policy
-	merchants map[string]reservation.Policy
+	merchants *actors.PolicySet
 }
 
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
@@ -171,13 +172,15 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	}
 	policy := pre.policy
 	policy.RefundNoPrefix = be.prefix
-	perMerchant, err := pre.merchants.reg.Policies(pre.policy, func(base string) (string, error) { return audit.EpochPrefix(base, be.epoch) })
+	epochPrefix := func(base string) (string, error) { return audit.EpochPrefix(base, be.epoch) }
+	perMerchant, err := pre.merchants.reg.Policies(pre.policy, epochPrefix)
 	if err != nil {
 		return fmt.Errorf("journal epoch %d: %w", be.epoch, err)
 	}
+	policies := actors.NewPolicySet(perMerchant)
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
-	if err := be.start(ctx, bgCtx, m.provider, enginePolicies{base: policy, merchants: perMerchant}); err != nil {
+	if err := be.start(ctx, bgCtx, m.provider, enginePolicies{base: policy, merchants: policies}); err != nil {
 		return err
 	}
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
@@ -246,6 +249,9 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		}()
 	}
 	srv := api.New(be.engine, opts)
+	if m.provider.forMerchant != nil {
+		m.provider.add = m.merchantAdder(merchantParts{pre.policy, epochPrefix, epochPrefixes, policies, srv})
+	}
 	if st := srv.NotifyStats(); st != nil {
 		sources.NotificationsByMerchant = func() map[string]map[string]int64 {
 			counts := st.ByMerchant()

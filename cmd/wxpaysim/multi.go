@@ -155,7 +155,7 @@ func (m *Main) runMulti() error {
 			return err
 		}
 	}
-	file := merchantsTOML(accounts, base, strings.TrimRight(c.RefunddURL, "/")+"/v1/notify/wechatpay/refund")
+	file := merchantsTOML(accounts, base, strings.TrimRight(c.RefunddURL, "/"))
 	path := filepath.Join(root, MerchantsFile)
 	if err := os.WriteFile(path, file, 0o600); err != nil {
 		ln.Close()
@@ -184,7 +184,13 @@ func bookName(mchID, sub string) string {
 // sub-merchant. Secrets are referenced by file, never inline. Refund
 // prefixes are two letters, D? for direct merchants and S? for
 // sub-merchants, so none starts another.
-func merchantsTOML(accounts []multiAccount, base, notifyURL string) []byte {
+func merchantsTOML(accounts []multiAccount, base, refunddURL string) []byte {
+	// Each account's notifications go to its own route, where refundd
+	// verifies them with that account's keys (docs/MERCHANTS.md); the
+	// legacy route serves the first account only.
+	notifyURL := func(a multiAccount) string {
+		return refunddURL + "/v1/notify/wechatpay/accounts/" + accountName(a) + "/refund"
+	}
 	var b strings.Builder
 	b.WriteString("# refundd --merchants-file for the wxpaysim sandbox at " + base + ".\n")
 	b.WriteString("# Written by wxpaysim; keys are the sandbox's own, in the directories named.\n\n")
@@ -204,13 +210,13 @@ func merchantsTOML(accounts []multiAccount, base, notifyURL string) []byte {
 	for _, a := range accounts {
 		if a.subs == nil {
 			fmt.Fprintf(&b, "[[merchants]]\nname = %s\nkind = \"direct\"\naccount = %s\nrefund_prefix = %s\nnotify_url = %s\n\n",
-				tomlString("direct-"+a.keys.MchID), tomlString(accountName(a)), tomlString("D"+string(rune('A'+d))), tomlString(notifyURL))
+				tomlString("direct-"+a.keys.MchID), tomlString(accountName(a)), tomlString("D"+string(rune('A'+d))), tomlString(notifyURL(a)))
 			d++
 			continue
 		}
 		for _, sub := range a.subs {
 			fmt.Fprintf(&b, "[[merchants]]\nname = %s\nkind = \"sub_merchant\"\naccount = %s\nsub_mchid = %s\nrefund_prefix = %s\nnotify_url = %s\n\n",
-				tomlString("sub-"+sub), tomlString(accountName(a)), tomlString(sub), tomlString("S"+string(rune('A'+s))), tomlString(notifyURL))
+				tomlString("sub-"+sub), tomlString(accountName(a)), tomlString(sub), tomlString("S"+string(rune('A'+s))), tomlString(notifyURL(a)))
 			s++
 		}
 	}

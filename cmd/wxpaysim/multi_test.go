@@ -56,7 +56,7 @@ func TestRun_SeveralMerchants(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, mc := range reg.Merchants() {
-		if mc.NotifyURL != "http://127.0.0.1:9999/v1/notify/wechatpay/refund" {
+		if mc.NotifyURL != "http://127.0.0.1:9999/v1/notify/wechatpay/accounts/"+mc.Account.Name+"/refund" {
 			t.Fatalf("merchant %s: notify_url %q", mc.Name, mc.NotifyURL)
 		}
 		if _, ok := reg.ByMchID(mc.Account.MchID, mc.SubMchID); !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -121,6 +122,35 @@ func realSleep(ctx context.Context, d time.Duration) bool {
 // account (the sandbox's and memory's default) counts as the account
 // DefaultName. obs may be nil; clock's zero fields mean the real clock.
 func (r *Registry) Paced(providers map[string]Provider, base Pacing, obs PacingObserver, clock PacingClock) (map[string]Provider, error) {
+	ps, err := NewPacers(base, obs, clock)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Provider, len(providers))
+	for _, m := range r.merchants {
+		if out[m.Name], err = ps.Wrap(m, providers[m.Name]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Pacers are the accounts' pacers, kept so that a merchant added by a
+// reload shares its account's turns with the merchants already running.
+// Safe for concurrent use.
+type Pacers struct {
+	base  Pacing
+	obs   PacingObserver
+	clock PacingClock
+
+	mu     sync.Mutex
+	pacers map[string]*pacer // by account name
+}
+
+// NewPacers returns the pacers of accounts paced at base with their own
+// settings (PacingOf). obs may be nil; clock's zero fields mean the real
+// clock.
+func NewPacers(base Pacing, obs PacingObserver, clock PacingClock) (*Pacers, error) {
 	if err := base.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,33 +160,34 @@ func (r *Registry) Paced(providers map[string]Provider, base Pacing, obs PacingO
 	if clock.Sleep == nil {
 		clock.Sleep = realSleep
 	}
-	pacers := map[string]*pacer{}
-	out := make(map[string]Provider, len(providers))
-	for _, m := range r.merchants {
-		prov, ok := providers[m.Name]
-		if !ok || prov == nil {
-			return nil, fmt.Errorf("merchant: no provider for merchant %q", m.Name)
-		}
-		account := DefaultName
-		if m.Account != nil {
-			account = m.Account.Name
-		}
-		pc, ok := pacers[account]
-		if !ok {
-			p := PacingOf(m.Account, base)
-			if err := p.Validate(); err != nil {
-				return nil, fmt.Errorf("merchant: account %q: %w", account, err)
-			}
-			pc = &pacer{account: account, creates: newGate(p.Creates), queries: newGate(p.Queries),
-				obs: obs, clock: clock}
-			if p.FailedCreates > 0 {
-				pc.failures = rate.NewLimiter(rate.Limit(p.FailedCreates), 1)
-			}
-			pacers[account] = pc
-		}
-		out[m.Name] = &pacedProvider{Provider: prov, pacer: pc}
+	return &Pacers{base: base, obs: obs, clock: clock, pacers: map[string]*pacer{}}, nil
+}
+
+// Wrap returns prov behind the pacer of m's account, made on first use.
+func (ps *Pacers) Wrap(m *Merchant, prov Provider) (Provider, error) {
+	if prov == nil {
+		return nil, fmt.Errorf("merchant: no provider for merchant %q", m.Name)
 	}
-	return out, nil
+	account := DefaultName
+	if m.Account != nil {
+		account = m.Account.Name
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	pc, ok := ps.pacers[account]
+	if !ok {
+		p := PacingOf(m.Account, ps.base)
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("merchant: account %q: %w", account, err)
+		}
+		pc = &pacer{account: account, creates: newGate(p.Creates), queries: newGate(p.Queries),
+			obs: ps.obs, clock: ps.clock}
+		if p.FailedCreates > 0 {
+			pc.failures = rate.NewLimiter(rate.Limit(p.FailedCreates), 1)
+		}
+		ps.pacers[account] = pc
+	}
+	return &pacedProvider{Provider: prov, pacer: pc}, nil
 }
 
 // gate paces one operation of one account at r calls per second, two

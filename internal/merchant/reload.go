@@ -19,9 +19,10 @@ var (
 	// ErrReloadInvalid: a file or setting read again is missing or wrong.
 	ErrReloadInvalid = errors.New("credentials not reloaded")
 	// ErrRestartRequired: the files changed something a reload does not
-	// apply (an account or merchant added or removed, a kind, mchid,
-	// base_url, download_certificates, prefix, sub_mchid, notify_url or
-	// policy changed, an APIv2 key added or removed).
+	// apply (an account added or removed, a merchant removed, a kind,
+	// mchid, base_url, download_certificates, account, prefix, sub_mchid,
+	// sub_appid, notify_url or policy changed, an APIv2 key added or
+	// removed, a merchant added when ReloaderConfig.Add is nil).
 	ErrRestartRequired = errors.New("a restart is needed")
 )
 
@@ -69,6 +70,14 @@ type ReloaderConfig struct {
 	Logger *slog.Logger
 	// Observe, if set, counts every reload by result (ReloadOK, ...).
 	Observe func(result string)
+	// Add, if set, takes the merchants the files name that the running
+	// registry has not (each on an account it has): it checks them
+	// against the running ones and returns the commit that makes them
+	// usable, which cannot fail; nothing may change before commit. The
+	// reload swaps the credentials in between the two, so an error
+	// leaves everything as it was. Nil: adding a merchant needs a
+	// restart.
+	Add func(added []*Merchant) (commit func(), err error)
 }
 
 // Reloader swaps in credentials read again from their files while
@@ -78,8 +87,8 @@ type ReloaderConfig struct {
 // use; reloads run one at a time.
 type Reloader struct {
 	cfg   ReloaderConfig
-	mu    sync.Mutex // one reload at a time; guards reg
-	reg   *Registry
+	mu    sync.Mutex // one reload at a time
+	reg   atomic.Pointer[Registry]
 	creds atomic.Pointer[map[string]*Credentials]
 }
 
@@ -96,7 +105,8 @@ func NewReloader(cfg ReloaderConfig) (*Reloader, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloader{cfg: cfg, reg: cfg.Registry}
+	r := &Reloader{cfg: cfg}
+	r.reg.Store(cfg.Registry)
 	creds := cfg.Credentials
 	r.creds.Store(&creds)
 	return r, nil
@@ -105,6 +115,10 @@ func NewReloader(cfg ReloaderConfig) (*Reloader, error) {
 // Credentials are the account's credentials in use now; nil for an
 // unknown account. Their Verifier is the running one.
 func (r *Reloader) Credentials(account string) *Credentials { return (*r.creds.Load())[account] }
+
+// Registry is the registry in use now: the one the service started with,
+// or the last one a reload swapped in (with the merchants it added).
+func (r *Reloader) Registry() *Registry { return r.reg.Load() }
 
 // Reload reads every file again and swaps the credentials in when all are
 // good; trigger ("SIGHUP", "api") is logged. A refusal is logged at ERROR
@@ -137,8 +151,17 @@ func (r *Reloader) reload(trigger string) error {
 		return fmt.Errorf("%w: %w", ErrReloadInvalid, err)
 	}
 	old := *r.creds.Load()
-	if err := sameShape(r.reg, reg, old, creds); err != nil {
+	added, err := sameShape(r.reg.Load(), reg, old, creds, r.cfg.Add != nil)
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRestartRequired, err)
+	}
+	commit := func() {}
+	if len(added) > 0 {
+		// Checked before any credential is swapped: a refusal changes
+		// nothing.
+		if commit, err = r.cfg.Add(added); err != nil {
+			return fmt.Errorf("%w: %w", ErrReloadInvalid, err)
+		}
 	}
 	next := make(map[string]*Credentials, len(creds))
 	for _, a := range reg.Accounts() {
@@ -178,73 +201,98 @@ func (r *Reloader) reload(trigger string) error {
 		}
 		r.cfg.Logger.Info("credentials reloaded", attrs...)
 	}
-	r.reg = reg
+	// The new merchants use the credentials just swapped in; the registry
+	// that names them (notifications find their merchant in it) follows
+	// their routes.
 	r.creds.Store(&next)
+	commit()
+	r.reg.Store(reg)
+	for _, m := range added {
+		r.cfg.Logger.Info("merchant added", "trigger", trigger, "merchant", m.Name, "kind", m.Kind, "account", m.Account.Name,
+			"sub_mchid", m.SubMchID, "refund_prefix", m.RefundNoPrefix)
+	}
 	return nil
 }
 
-// sameShape says what in the files changed that a reload does not apply.
-func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials) error {
+// sameShape says what in the files changed that a reload does not apply,
+// naming the merchant or account and the setting. It returns the
+// merchants now has that was has not, in file order; they are allowed
+// only when adding (ReloaderConfig.Add is set) and only on an account
+// that was has.
+func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, adding bool) ([]*Merchant, error) {
 	var ps []error
-	names := func(as []*Account) []string {
-		var out []string
-		for _, a := range as {
-			out = append(out, a.Name)
+	for _, a := range was.Accounts() {
+		b, ok := now.Account(a.Name)
+		if !ok {
+			ps = append(ps, fmt.Errorf("account %q removed", a.Name))
+			continue
 		}
-		return out
-	}
-	if !slices.Equal(names(was.Accounts()), names(now.Accounts())) {
-		ps = append(ps, fmt.Errorf("accounts changed from %v to %v", names(was.Accounts()), names(now.Accounts())))
-	} else {
-		for _, a := range was.Accounts() {
-			b, _ := now.Account(a.Name)
-			for _, f := range []struct {
-				what     string
-				old, new any
-			}{
-				{"kind", a.Kind, b.Kind}, {"mchid", a.MchID, b.MchID}, {"base_url", a.BaseURL, b.BaseURL},
-				{"download_certificates", a.DownloadCertificates, b.DownloadCertificates},
-				{"apiv2_key (present)", len(wasCreds[a.Name].APIv2Key) > 0, len(nowCreds[a.Name].APIv2Key) > 0},
-			} {
-				if f.old != f.new {
-					ps = append(ps, fmt.Errorf("account %q: %s changed from %v to %v", a.Name, f.what, f.old, f.new))
-				}
+		for _, f := range []struct {
+			what     string
+			old, new any
+		}{
+			{"kind", a.Kind, b.Kind}, {"mchid", a.MchID, b.MchID}, {"base_url", a.BaseURL, b.BaseURL},
+			{"download_certificates", a.DownloadCertificates, b.DownloadCertificates},
+			{"apiv2_key (present)", len(wasCreds[a.Name].APIv2Key) > 0, len(nowCreds[a.Name].APIv2Key) > 0},
+		} {
+			if f.old != f.new {
+				ps = append(ps, fmt.Errorf("account %q: %s changed from %v to %v", a.Name, f.what, f.old, f.new))
 			}
 		}
 	}
-	type shape struct {
-		Kind                          MerchantKind
-		Account                       string
-		SubMchID, SubAppID, Prefix, N string
-		Overrides                     Overrides
-	}
-	shapes := func(r *Registry) map[string]shape {
-		out := map[string]shape{}
-		for _, m := range r.Merchants() {
-			s := shape{Kind: m.Kind, SubMchID: m.SubMchID, SubAppID: m.SubAppID, Prefix: m.RefundNoPrefix, N: m.NotifyURL, Overrides: m.Overrides}
-			if m.Account != nil {
-				s.Account = m.Account.Name
-			}
-			out[m.Name] = s
+	for _, b := range now.Accounts() {
+		if _, ok := was.Account(b.Name); !ok {
+			ps = append(ps, fmt.Errorf("account %q added (a new account needs a restart; a merchant on an account already running does not)", b.Name))
 		}
-		return out
 	}
-	ws, ns := shapes(was), shapes(now)
+	accountOf := func(m *Merchant) string {
+		if m.Account == nil {
+			return ""
+		}
+		return m.Account.Name
+	}
 	for _, m := range was.Merchants() {
-		n, ok := ns[m.Name]
-		switch {
-		case !ok:
-			ps = append(ps, fmt.Errorf("merchant %q removed", m.Name))
-		case !reflect.DeepEqual(ws[m.Name], n):
-			ps = append(ps, fmt.Errorf("merchant %q: account, sub_mchid, refund_prefix, notify_url or policy changed", m.Name))
+		n, ok := now.ByName(m.Name)
+		if !ok {
+			ps = append(ps, fmt.Errorf("merchant %q removed (or renamed)", m.Name))
+			continue
+		}
+		for _, f := range []struct {
+			what     string
+			old, new any
+		}{
+			{"account", accountOf(m), accountOf(n)}, {"kind", m.Kind, n.Kind}, {"sub_mchid", m.SubMchID, n.SubMchID},
+			{"sub_appid", m.SubAppID, n.SubAppID}, {"refund_prefix", m.RefundNoPrefix, n.RefundNoPrefix},
+			{"notify_url", m.NotifyURL, n.NotifyURL},
+		} {
+			if f.old != f.new {
+				ps = append(ps, fmt.Errorf("merchant %q: %s changed from %q to %q", m.Name, f.what, f.old, f.new))
+			}
+		}
+		if !reflect.DeepEqual(m.Overrides, n.Overrides) {
+			ps = append(ps, fmt.Errorf("merchant %q: a policy setting changed", m.Name))
 		}
 	}
+	var added []*Merchant
 	for _, m := range now.Merchants() {
-		if _, ok := ws[m.Name]; !ok {
-			ps = append(ps, fmt.Errorf("merchant %q added", m.Name))
+		if _, ok := was.ByName(m.Name); ok {
+			continue
+		}
+		switch {
+		case !adding:
+			ps = append(ps, fmt.Errorf("merchant %q added (this provider takes new merchants at a restart only)", m.Name))
+		case m.Account == nil:
+			ps = append(ps, fmt.Errorf("merchant %q added without an account", m.Name))
+		default:
+			if _, ok := was.Account(m.Account.Name); ok {
+				added = append(added, m)
+			} // else: its account's addition is reported above
 		}
 	}
-	return errors.Join(ps...)
+	if err := errors.Join(ps...); err != nil {
+		return nil, err
+	}
+	return added, nil
 }
 
 // diff is what b has that a has not, and the other way round.

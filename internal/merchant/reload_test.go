@@ -95,7 +95,7 @@ public_key_file = "/k/pub.pem"
 			`account "shop": mchid changed from 1900000101 to 1900000102`},
 		{"merchant added", file + "\n[[merchants]]\nname = \"cafe\"\nkind = \"sub_merchant\"\naccount = \"sp\"\nsub_mchid = \"1900000202\"\nrefund_prefix = \"CF\"\n",
 			nil, ErrRestartRequired, `merchant "cafe" added`},
-		{"prefix changed", strings.Replace(file, `"SH"`, `"SX"`, 1), nil, ErrRestartRequired, `merchant "shop"`},
+		{"prefix changed", strings.Replace(file, `"SH"`, `"SX"`, 1), nil, ErrRestartRequired, `merchant "shop": refund_prefix changed from "SH" to "SX"`},
 	} {
 		keys := mustKeys(t)
 		w.files["/k/shop.pem"], w.files["/k/pub.pem"] = keys.privatePEM, keys.publicPEM
@@ -165,4 +165,116 @@ func mustKeys(t *testing.T) keyFiles {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestReloader_AddMerchant: with an Add hook, a merchant added on a
+// running account is checked by the hook before any credential is
+// swapped, committed after, and named by Registry; a hook's refusal, an
+// account added, a merchant removed, renamed or changed are refused
+// naming what changed, and leave the running registry and credentials.
+func TestReloader_AddMerchant(t *testing.T) {
+	const cafe = "\n[[merchants]]\nname = \"cafe\"\nkind = \"sub_merchant\"\naccount = \"sp\"\nsub_mchid = \"1900000202\"\nrefund_prefix = \"CF\"\n"
+	const newAccount = `
+[[accounts]]
+name = "bar"
+kind = "direct"
+mchid = "1900000301"
+serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
+private_key = "file:/k/shop.pem"
+apiv3_key = "env:SHOP_APIV3_KEY"
+public_key_id = "PUB_KEY_ID_0100000000000003"
+public_key_file = "/k/pub.pem"
+
+[[merchants]]
+name = "bar"
+kind = "direct"
+account = "bar"
+refund_prefix = "BA"
+`
+	for _, tt := range []struct {
+		name     string
+		file     string
+		refuse   error // the Add hook's answer
+		want     error
+		contains string
+		added    []string
+	}{
+		{name: "merchant added on a running account", file: credFile + cafe, added: []string{"cafe"}},
+		{name: "the hook refuses", file: credFile + cafe, refuse: errors.New("prefix CF clashes"), want: ErrReloadInvalid,
+			contains: "prefix CF clashes"},
+		{name: "account added", file: credFile + newAccount, want: ErrRestartRequired, contains: `account "bar" added`},
+		{name: "merchant removed", file: strings.Replace(credFile, "name = \"inn\"", "name = \"inn2\"", 1) + cafe,
+			want: ErrRestartRequired, contains: `merchant "inn" removed (or renamed)`},
+		{name: "prefix changed with an addition", file: strings.Replace(credFile, `"IN"`, `"IX"`, 1) + cafe,
+			want: ErrRestartRequired, contains: `merchant "inn": refund_prefix changed from "IN" to "IX"`},
+		{name: "sub_mchid changed", file: strings.Replace(credFile, `"1900000201"`, `"1900000209"`, 1),
+			want: ErrRestartRequired, contains: `merchant "inn": sub_mchid changed`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := goodWorld(t)
+			reg := mustParse(t, credFile)
+			creds, err := reg.LoadCredentials(w.sources())
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := map[string]*fakeLive{"shop": {}, "sp": {}}
+			var got []string
+			committed := false
+			rl, err := NewReloader(ReloaderConfig{Registry: reg, Credentials: creds,
+				Live: map[string]Live{"shop": {Client: live["shop"]}, "sp": {Client: live["sp"]}},
+				Read: func() (*Registry, map[string]*Credentials, error) {
+					r, err := Parse([]byte(tt.file), "/")
+					if err != nil {
+						return nil, nil, err
+					}
+					c, err := r.LoadCredentials(w.sources())
+					return r, c, err
+				},
+				Add: func(added []*Merchant) (func(), error) {
+					for _, m := range added {
+						got = append(got, m.Name)
+					}
+					if len(live["sp"].signers) != 0 {
+						t.Error("the hook ran after the credentials were swapped")
+					}
+					if tt.refuse != nil {
+						return nil, tt.refuse
+					}
+					return func() {
+						if len(live["sp"].signers) != 1 {
+							t.Error("the commit ran before the credentials were swapped")
+						}
+						committed = true
+					}, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = rl.Reload(context.Background(), "test")
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, tt.added) || !committed {
+					t.Fatalf("added %v, committed %v; want %v", got, committed, tt.added)
+				}
+				if m, ok := rl.Registry().ByName("cafe"); !ok || m.RefundNoPrefix != "CF" {
+					t.Fatal("the running registry does not name the added merchant")
+				}
+				if m, ok := rl.Registry().ByMchID("1900000200", "1900000202"); !ok || m.Name != "cafe" {
+					t.Fatal("notifications cannot find the added merchant")
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.contains) {
+				t.Fatalf("%v, want %v naming %s", err, tt.want, tt.contains)
+			}
+			if committed || len(live["sp"].signers)+len(live["shop"].signers) != 0 {
+				t.Fatal("changed after a refusal")
+			}
+			if rl.Registry() != reg {
+				t.Fatal("the running registry was replaced after a refusal")
+			}
+		})
+	}
 }

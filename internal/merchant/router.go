@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync/atomic"
 
 	"github.com/refundd/refundd/internal/reservation"
 )
@@ -28,10 +30,11 @@ type Provider interface {
 
 // Router sends each refund to its merchant's Provider by the refund
 // number's prefix: the engine's one Provider and Encode (actors.Provider,
-// actors.Config.Encode) for a deployment of many merchants. It is
-// read-only once built and safe for concurrent use.
+// actors.Config.Encode) for a deployment of many merchants. Safe for
+// concurrent use; routes are only ever added (Extend), never changed or
+// removed, so a refund reaches the same merchant for its whole life.
 type Router struct {
-	routes map[string]route // by refund-number prefix, every epoch's
+	routes atomic.Pointer[map[string]route] // by refund-number prefix, every epoch's
 }
 
 type route struct {
@@ -46,8 +49,24 @@ type route struct {
 // new prefix, and refunds numbered in earlier epochs are still queried and
 // must reach the same merchant.
 func (r *Registry) Router(providers map[string]Provider, prefixes func(base string) ([]string, error)) (*Router, error) {
-	rt := &Router{routes: map[string]route{}}
-	for _, m := range r.merchants {
+	rt := &Router{}
+	empty := map[string]route{}
+	rt.routes.Store(&empty)
+	commit, err := rt.Extend(r.merchants, providers, prefixes)
+	if err != nil {
+		return nil, err
+	}
+	commit()
+	return rt, nil
+}
+
+// Extend checks routes for merchants not routed yet (a merchant added by a
+// reload), by the same rules as Registry.Router, and returns the commit
+// that adds them; nothing changes until commit is called. Calls of Extend
+// and their commits must not interleave (the Reloader runs one at a time).
+func (rt *Router) Extend(merchants []*Merchant, providers map[string]Provider, prefixes func(base string) ([]string, error)) (commit func(), err error) {
+	next := maps.Clone(*rt.routes.Load())
+	for _, m := range merchants {
 		p, ok := providers[m.Name]
 		if !ok || p == nil {
 			return nil, fmt.Errorf("merchant: no provider for merchant %q", m.Name)
@@ -57,15 +76,15 @@ func (r *Registry) Router(providers map[string]Provider, prefixes func(base stri
 			return nil, fmt.Errorf("merchant %q: %w", m.Name, err)
 		}
 		for _, prefix := range ps {
-			if other, taken := rt.routes[prefix]; taken {
+			if other, taken := next[prefix]; taken {
 				// The registry keeps prefixes apart; epochs ("R" -> "RE1")
 				// could only clash with a prefix that starts another.
 				return nil, fmt.Errorf("%w: refund-number prefix %q of merchant %q is also merchant %q's", ErrConflict, prefix, m.Name, other.merchant)
 			}
-			rt.routes[prefix] = route{merchant: m.Name, p: p}
+			next[prefix] = route{merchant: m.Name, p: p}
 		}
 	}
-	return rt, nil
+	return func() { rt.routes.Store(&next) }, nil
 }
 
 // Merchant returns the name of the merchant a refund number routes to.
@@ -79,7 +98,7 @@ func (rt *Router) route(no string) (route, bool) {
 	if !ok {
 		return route{}, false
 	}
-	r, ok := rt.routes[prefix]
+	r, ok := (*rt.routes.Load())[prefix]
 	return r, ok
 }
 
@@ -126,17 +145,28 @@ func unroutable(no string) reservation.Outcome {
 func (r *Registry) Policies(base reservation.Policy, prefix func(base string) (string, error)) (map[string]reservation.Policy, error) {
 	out := make(map[string]reservation.Policy, len(r.merchants))
 	for _, m := range r.merchants {
-		p := m.Policy(base)
-		var err error
-		if p.RefundNoPrefix, err = prefix(m.RefundNoPrefix); err != nil {
-			return nil, fmt.Errorf("merchant %q: %w", m.Name, err)
-		}
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("merchant %q: %w", m.Name, err)
+		p, err := m.EpochPolicy(base, prefix)
+		if err != nil {
+			return nil, err
 		}
 		out[m.Name] = p
 	}
 	return out, nil
+}
+
+// EpochPolicy is the merchant's policy (Policy over base) with the
+// refund-number prefix of the current epoch (prefix maps a base prefix
+// to it: audit.EpochPrefix), checked.
+func (m *Merchant) EpochPolicy(base reservation.Policy, prefix func(base string) (string, error)) (reservation.Policy, error) {
+	p := m.Policy(base)
+	var err error
+	if p.RefundNoPrefix, err = prefix(m.RefundNoPrefix); err != nil {
+		return p, fmt.Errorf("merchant %q: %w", m.Name, err)
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("merchant %q: %w", m.Name, err)
+	}
+	return p, nil
 }
 
 // sensitiveEncrypter is a Provider that can encrypt sensitive request

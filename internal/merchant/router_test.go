@@ -174,3 +174,38 @@ func testAbnormalPayoutByRefundNumber(t *testing.T, paced bool) {
 		t.Errorf("unroutable: %v", err)
 	}
 }
+
+// TestRouter_Extend: a merchant added while refundd runs is routed, in
+// every epoch, only once the commit runs; one whose prefix in any epoch
+// is a running merchant's is refused and nothing changes.
+func TestRouter_Extend(t *testing.T) {
+	rt := epochRouter(t, mustParse(t, base), 2)
+	prefixes := func(base string) ([]string, error) { return audit.EpochPrefixes(base, 2) }
+	late := &Merchant{Name: "late", RefundNoPrefix: "LA"}
+	commit, err := rt.Extend([]*Merchant{late}, map[string]Provider{"late": recorder{"late"}}, prefixes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt.Merchant("LA-res-1-1"); ok {
+		t.Fatal("routed before the commit")
+	}
+	commit()
+	for _, no := range []string{"LA-res-1-1", "LAE2-res-1-1"} {
+		if name, ok := rt.Merchant(no); !ok || name != "late" {
+			t.Fatalf("%s routes to %q %v", no, name, ok)
+		}
+	}
+	if name, _ := rt.Merchant("SH-res-1-1"); name != "shop" {
+		t.Fatalf("a running merchant's route changed: %q", name)
+	}
+	clash := &Merchant{Name: "clash", RefundNoPrefix: "SHE1"} // shop's prefix in epoch 1
+	if _, err := rt.Extend([]*Merchant{clash}, map[string]Provider{"clash": recorder{"clash"}}, prefixes); !errors.Is(err, ErrConflict) {
+		t.Fatalf("clash: %v, want ErrConflict", err)
+	}
+	if name, _ := rt.Merchant("SHE1-res-1-1"); name != "shop" {
+		t.Fatalf("a refused extension changed a route: %q", name)
+	}
+	if _, err := rt.Extend([]*Merchant{{Name: "none", RefundNoPrefix: "NO"}}, nil, prefixes); err == nil {
+		t.Fatal("a merchant without a provider was accepted")
+	}
+}

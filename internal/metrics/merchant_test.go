@@ -149,3 +149,23 @@ func TestProviderCalls_ByMerchant(t *testing.T) {
 		})
 	}
 }
+
+// TestMetrics_AddMerchants: a merchant added while refundd runs (a
+// reload) becomes a label value of its own; before, it was _other.
+func TestMetrics_AddMerchants(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet(), Merchants: []string{"hotel-sh"}})
+	counts := map[string]map[string]int64{"hotel-sh": {"applied": 2}, "hotel-bj": {"applied": 3}}
+	if err := m.Watch(metrics.Sources{
+		NotificationsByMerchant: func() map[string]map[string]int64 { return counts },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := scrape(t, m)
+	want(t, text, `refundd_notifications_total{merchant="_other",outcome="applied"}`, 3)
+	want(t, text, `refundd_notifications_total{merchant="hotel-bj",outcome="applied"}`, -1)
+	m.AddMerchants("hotel-bj")
+	text = scrape(t, m)
+	want(t, text, `refundd_notifications_total{merchant="hotel-bj",outcome="applied"}`, 3)
+	want(t, text, `refundd_notifications_total{merchant="_other",outcome="applied"}`, -1)
+	checkBounded(t, text, "hotel-sh", "hotel-bj", metrics.OtherMerchant, metrics.NoMerchant)
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,10 @@ type Metrics struct {
 	opts Options
 	log  *slog.Logger
 	reg  *prometheus.Registry
-	// merchants is the set of merchant label values (Options.Merchants).
-	merchants map[string]bool
+	// merchants is the set of merchant label values (Options.Merchants,
+	// and those added by AddMerchants), copied on write.
+	merchants   atomic.Pointer[map[string]bool]
+	merchantsMu sync.Mutex // serializes AddMerchants
 
 	httpDuration     *prometheus.HistogramVec
 	appendDuration   *prometheus.HistogramVec
@@ -124,13 +127,15 @@ func New(opts Options) *Metrics {
 	if opts.OverdueAfter <= 0 {
 		opts.OverdueAfter = time.Minute
 	}
-	m := &Metrics{opts: opts, log: opts.Logger, reg: prometheus.NewRegistry(), merchants: map[string]bool{}}
+	m := &Metrics{opts: opts, log: opts.Logger, reg: prometheus.NewRegistry()}
+	merchants := map[string]bool{}
 	for _, name := range opts.Merchants {
-		m.merchants[name] = true
+		merchants[name] = true
 	}
-	if len(m.merchants) == 0 {
-		m.merchants[reservation.DefaultMerchant] = true
+	if len(merchants) == 0 {
+		merchants[reservation.DefaultMerchant] = true
 	}
+	m.merchants.Store(&merchants)
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "http_request_duration_seconds", Help: "HTTP requests by method, route template and status code.",
 		Buckets: requestBuckets}, []string{"method", "route", "code"})
@@ -193,10 +198,23 @@ func New(opts Options) *Metrics {
 // merchant is the merchant label value of name: itself when configured,
 // OtherMerchant otherwise.
 func (m *Metrics) merchant(name string) string {
-	if m.merchants[name] {
+	if (*m.merchants.Load())[name] {
 		return name
 	}
 	return OtherMerchant
+}
+
+// AddMerchants makes names merchant label values: merchants added to the
+// merchants file while refundd runs (a reload). Series counted under
+// OtherMerchant before stay there.
+func (m *Metrics) AddMerchants(names ...string) {
+	m.merchantsMu.Lock()
+	defer m.merchantsMu.Unlock()
+	next := maps.Clone(*m.merchants.Load())
+	for _, n := range names {
+		next[n] = true
+	}
+	m.merchants.Store(&next)
 }
 
 // Registry returns the registry, to add collectors or gather in tests.

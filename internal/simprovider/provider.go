@@ -124,8 +124,14 @@ func (p *Provider) submit(refundNo string, raw []byte) reservation.Outcome {
 		}
 		return p.outcomeLocked(refundNo, r)
 	}
-	if b.Amount.Refund <= 0 || b.Amount.Total <= 0 || p.refunded[b.OutTradeNo]+b.Amount.Refund > b.Amount.Total {
-		return reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH", Message: "refund exceeds the order's refundable amount"}
+	if b.Amount.Refund <= 0 || b.Amount.Total <= 0 {
+		return reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "PARAM_ERROR", Message: "amounts must be positive"}
+	}
+	if p.refunded[b.OutTradeNo]+b.Amount.Refund > b.Amount.Total {
+		// As the WeChat Pay sandbox answers it (PARTNER.md §5): a refusal
+		// of this request by a business rule. NOT_ENOUGH is WeChat Pay's
+		// code for the merchant's balance being short, a fault tests inject.
+		return reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "INVALID_REQUEST", Message: "refund exceeds the order's refundable amount"}
 	}
 	r := &refund{body: append([]byte(nil), raw...), req: b, status: reservation.OutcomeProcessing,
 		id: RefundID(refundNo), acceptAt: p.opts.Now()}

@@ -35,8 +35,8 @@ func TestSubmit_Bodies(t *testing.T) {
 		{"other refund number", strings.Replace(string(canon), "R-resv-1-1", "R-resv-1-2", 1), reservation.OutcomeRejected, "PARAM_ERROR", 0},
 		{"amount overflows", strings.Replace(string(canon), `"refund":3000`, `"refund":9223372036854775808`, 1), reservation.OutcomeRejected, "PARAM_ERROR", 0},
 		{"amount is a fraction", strings.Replace(string(canon), `"refund":3000`, `"refund":3000.5`, 1), reservation.OutcomeRejected, "PARAM_ERROR", 0},
-		{"more than the total", strings.Replace(string(canon), `"refund":3000`, `"refund":10001`, 1), reservation.OutcomeRejected, "NOT_ENOUGH", 0},
-		{"negative", strings.Replace(string(canon), `"refund":3000`, `"refund":-1`, 1), reservation.OutcomeRejected, "NOT_ENOUGH", 0},
+		{"more than the total", strings.Replace(string(canon), `"refund":3000`, `"refund":10001`, 1), reservation.OutcomeRejected, "INVALID_REQUEST", 0},
+		{"negative", strings.Replace(string(canon), `"refund":3000`, `"refund":-1`, 1), reservation.OutcomeRejected, "PARAM_ERROR", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
