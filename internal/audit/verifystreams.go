@@ -47,7 +47,8 @@ import (
 // The error is only for failures to read; problems are in the Report.
 func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, error) {
 	return verifyWith(ctx, db, opts, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
-		return gatherStreams(ctx, db, gatherBudget, emit)
+		_, err := gatherStreams(ctx, db, gatherBudget, emit)
+		return err
 	})
 }
 
