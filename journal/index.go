@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +91,18 @@ func (t *tail) headOf(stream string) (uint64, bool) {
 		return s.head(), true
 	}
 	return 0, false
+}
+
+// snapshot copies every stream's tail entries, for a reader that merges
+// them into a walk of the streams index (the flush policy keeps them few).
+func (t *tail) snapshot() map[string]tailStream {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string]tailStream, len(t.streams))
+	for s, ts := range t.streams {
+		out[s] = tailStream{first: ts.first, globals: slices.Clone(ts.globals)}
+	}
+	return out
 }
 
 // entriesAfter copies the stream's tail entries with seq > afterSeq: the

@@ -32,58 +32,23 @@ type StreamRecords struct {
 func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) error {
 	// The tail is small (the flush policy bounds it): copy it, sorted, to
 	// merge into the index walk.
-	db.tail.mu.RLock()
-	tailNames := make([]string, 0, len(db.tail.streams))
-	tails := make(map[string]tailStream, len(db.tail.streams))
-	for s, ts := range db.tail.streams {
+	tails := db.tail.snapshot()
+	tailNames := make([]string, 0, len(tails))
+	for s := range tails {
 		tailNames = append(tailNames, s)
-		tails[s] = tailStream{first: ts.first, globals: slices.Clone(ts.globals)}
 	}
-	db.tail.mu.RUnlock()
 	slices.Sort(tailNames)
 
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		logC := tx.Bucket(bucketLog).Cursor()
-		var logK, logV []byte
+		sc := newStreamScan(tx, tails)
 		var cur StreamRecords
 		n := 0
-		read := func(seq, g uint64) {
-			n++
-			// A stream's records are often next to each other in the log:
-			// step the cursor then, seek only when they are not.
-			if logK != nil && len(logK) == 8 && binary.BigEndian.Uint64(logK)+1 == g {
-				logK, logV = logC.Next()
-			}
-			if logK == nil || len(logK) != 8 || binary.BigEndian.Uint64(logK) != g {
-				logK, logV = logC.Seek(be64(g))
-			}
-			var v []byte
-			if logK != nil && binary.BigEndian.Uint64(logK) == g {
-				v = logV
-			}
-			r, err := decodeRecord(g, v)
-			if err != nil || r.Stream != cur.Stream || r.Seq != seq {
-				cur.Unreadable++
-				return
-			}
-			cur.Records = append(cur.Records, r)
-		}
 		emit := func() error {
 			if cur.Stream == "" {
 				return nil
 			}
-			if ts, ok := tails[cur.Stream]; ok {
-				last := uint64(0)
-				if len(cur.Records) > 0 {
-					last = cur.Records[len(cur.Records)-1].Seq
-				}
-				for i, g := range ts.globals {
-					if seq := ts.first + uint64(i); seq > last {
-						read(seq, g)
-					}
-				}
-			}
-			if n > 4096 {
+			sc.readTail(&cur)
+			if n += len(cur.Records) + cur.Unreadable; n > 4096 {
 				n = 0
 				if err := ctx.Err(); err != nil {
 					return err
@@ -109,7 +74,7 @@ func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) e
 			cur = StreamRecords{Stream: s}
 			return nil
 		}
-		c := tx.Bucket(bucketStreams).Cursor()
+		c := sc.streams.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			s, seq, ok := parseStreamKey(k)
 			if !ok || len(v) != 8 {
@@ -123,7 +88,7 @@ func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) e
 					return err
 				}
 			}
-			read(seq, binary.BigEndian.Uint64(v))
+			sc.read(&cur, seq, binary.BigEndian.Uint64(v))
 		}
 		if err := emit(); err != nil {
 			return err
@@ -140,6 +105,130 @@ func (db *DB) ForEachStream(ctx context.Context, fn func(StreamRecords) error) e
 		return fmt.Errorf("journal: streams: %w", err)
 	}
 	return nil
+}
+
+// StreamScan reads whole streams through the per-stream index (and the
+// index tail) inside the read transaction of a ForEachStream or
+// ScanStreams walk, so what it reads is the walk's snapshot. It is only
+// valid during the walk.
+type StreamScan struct {
+	streams, heads *bolt.Bucket
+	logC           *bolt.Cursor
+	logK, logV     []byte
+	tails          map[string]tailStream
+}
+
+func newStreamScan(tx *bolt.Tx, tails map[string]tailStream) *StreamScan {
+	return &StreamScan{streams: tx.Bucket(bucketStreams), heads: tx.Bucket(bucketHeads), logC: tx.Bucket(bucketLog).Cursor(), tails: tails}
+}
+
+// read appends the record at global g to cur if it is cur's record seq,
+// else counts it unreadable.
+func (sc *StreamScan) read(cur *StreamRecords, seq, g uint64) {
+	// A stream's records are often next to each other in the log: step
+	// the cursor then, seek only when they are not.
+	if sc.logK != nil && len(sc.logK) == 8 && binary.BigEndian.Uint64(sc.logK)+1 == g {
+		sc.logK, sc.logV = sc.logC.Next()
+	}
+	if sc.logK == nil || len(sc.logK) != 8 || binary.BigEndian.Uint64(sc.logK) != g {
+		sc.logK, sc.logV = sc.logC.Seek(be64(g))
+	}
+	var v []byte
+	if sc.logK != nil && len(sc.logK) == 8 && binary.BigEndian.Uint64(sc.logK) == g {
+		v = sc.logV
+	}
+	r, err := decodeRecord(g, v)
+	if err != nil || r.Stream != cur.Stream || r.Seq != seq {
+		cur.Unreadable++
+		return
+	}
+	cur.Records = append(cur.Records, r)
+}
+
+// readTail appends cur's records that only the index tail knows.
+func (sc *StreamScan) readTail(cur *StreamRecords) {
+	ts, ok := sc.tails[cur.Stream]
+	if !ok {
+		return
+	}
+	last := uint64(0)
+	if len(cur.Records) > 0 {
+		last = cur.Records[len(cur.Records)-1].Seq
+	}
+	for i, g := range ts.globals {
+		if seq := ts.first + uint64(i); seq > last {
+			sc.read(cur, seq, g)
+		}
+	}
+}
+
+// Stream returns the records of stream as ForEachStream gives them: read
+// through the per-stream index, those that cannot be read counted in
+// Unreadable.
+func (sc *StreamScan) Stream(stream string) StreamRecords {
+	cur := StreamRecords{Stream: stream}
+	if checkStream(stream) != nil {
+		return cur
+	}
+	prefix := streamPrefix(stream)
+	c := sc.streams.Cursor()
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		s, seq, ok := parseStreamKey(k)
+		if !ok || s != stream || len(v) != 8 {
+			continue // Check reports malformed index entries
+		}
+		sc.read(&cur, seq, binary.BigEndian.Uint64(v))
+	}
+	sc.readTail(&cur)
+	return cur
+}
+
+// head returns the stream's last seq in the walk's snapshot, 0 if unknown
+// or unreadable (Check reports the head).
+func (sc *StreamScan) head(stream string) uint64 {
+	if ts, ok := sc.tails[stream]; ok {
+		return ts.head()
+	}
+	h, err := readHead(sc.heads, stream)
+	if err != nil {
+		return 0
+	}
+	return h
+}
+
+// HeadsAt returns, sorted, the streams whose last record (their head, as
+// the heads index or the index tail says) is at one of globals. It walks
+// the whole streams index: it is for the few records of a damaged journal
+// that do not decode, whose streams a reader in file order never sees end.
+func (sc *StreamScan) HeadsAt(globals []uint64) []string {
+	if len(globals) == 0 {
+		return nil
+	}
+	want := make(map[uint64]bool, len(globals))
+	for _, g := range globals {
+		want[g] = true
+	}
+	found := map[string]bool{}
+	c := sc.streams.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		s, seq, ok := parseStreamKey(k)
+		if ok && len(v) == 8 && want[binary.BigEndian.Uint64(v)] && sc.head(s) == seq {
+			found[s] = true
+		}
+	}
+	for s, ts := range sc.tails {
+		for i, g := range ts.globals {
+			if want[g] && ts.first+uint64(i) == ts.head() {
+				found[s] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(found))
+	for s := range found {
+		names = append(names, s)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Reader looks keys up in one consistent snapshot of the indexes.
@@ -199,24 +288,27 @@ func (r *Reader) CountMarks(prefix string) int {
 // ScanStreams calls fn with every record in global order, inside one read
 // transaction, with the stream's last seq as of that transaction (its
 // head): a reader that gathers each stream's records knows the stream is
-// complete once it sees its head, and can let go of it. The log is read
-// sequentially, in the order it lies in the file: on a file larger than
-// the page cache this is what keeps reading fast (ForEachStream visits it
-// in stream order, randomly). Memory is the heads of the streams seen but
-// not finished. A record that does not decode is passed to bad (with its
-// global) and skipped: its stream then never reaches its head. fn owns the
-// records it is given; neither fn nor bad may use the DB. An error from
-// either stops the walk and is returned.
-func (db *DB) ScanStreams(ctx context.Context, fn func(r Record, head uint64) error, bad func(global uint64, err error) error) error {
-	db.tail.mu.RLock()
-	tailHeads := make(map[string]uint64, len(db.tail.streams))
-	for s, ts := range db.tail.streams {
-		tailHeads[s] = ts.head()
-	}
-	db.tail.mu.RUnlock()
+// complete once it sees its head, and can let go of it; it can read a
+// stream it let go of again, whole, through sc (StreamScan.Stream). The
+// log is read sequentially, in the order it lies in the file: on a file
+// larger than the page cache this is what keeps reading fast
+// (ForEachStream visits it in stream order, randomly). Memory is a bounded
+// cache of the heads of the streams seen but not finished. A record that
+// does not decode is passed to bad (with its global) and skipped: its
+// stream then never reaches its head. end, if not nil, is called after the
+// last record, in the same transaction (StreamScan.HeadsAt finds the
+// streams whose head did not decode). fn owns the records it is given;
+// none of the callbacks may use the DB but through sc. An error from one
+// stops the walk and is returned.
+func (db *DB) ScanStreams(ctx context.Context, fn func(sc *StreamScan, r Record, head uint64) error, bad func(global uint64, err error) error, end func(sc *StreamScan) error) error {
+	tails := db.tail.snapshot()
 	err := db.view(ctx, func(tx *bolt.Tx) error {
-		heads := tx.Bucket(bucketHeads)
-		open := map[string]uint64{} // streams seen and not finished -> head
+		sc := newStreamScan(tx, tails)
+		// open caches the heads of streams seen and not finished. Many
+		// reservations can be open at once in a long journal (each lives
+		// for days): past scanHeadCache entries it starts over, and a head
+		// not cached is read again (one lookup).
+		open := map[string]uint64{}
 		c := tx.Bucket(bucketLog).Cursor()
 		n := 0
 		for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -241,19 +333,21 @@ func (db *DB) ScanStreams(ctx context.Context, fn func(r Record, head uint64) er
 			}
 			head, ok := open[r.Stream]
 			if !ok {
-				if h, inTail := tailHeads[r.Stream]; inTail {
-					head = h
-				} else if head, err = readHead(heads, r.Stream); err != nil {
-					head = 0 // unknown: the stream ends with the walk (Check reports the head)
+				head = sc.head(r.Stream) // 0, unknown: the stream ends with the walk (Check reports the head)
+				if len(open) >= scanHeadCache {
+					clear(open)
 				}
 				open[r.Stream] = head
 			}
 			if r.Seq >= head {
 				delete(open, r.Stream)
 			}
-			if err := fn(r, head); err != nil {
+			if err := fn(sc, r, head); err != nil {
 				return err
 			}
+		}
+		if end != nil {
+			return end(sc)
 		}
 		return nil
 	})
@@ -262,3 +356,6 @@ func (db *DB) ScanStreams(ctx context.Context, fn func(r Record, head uint64) er
 	}
 	return nil
 }
+
+// scanHeadCache bounds ScanStreams' cache of open streams' heads.
+const scanHeadCache = 1 << 16

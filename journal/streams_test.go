@@ -104,13 +104,26 @@ func TestScanStreams_HeadsInFileOrder(t *testing.T) {
 			}
 		}
 		var last uint64
-		err = db.ScanStreams(bg, func(r journal.Record, head uint64) error {
+		err = db.ScanStreams(bg, func(_ *journal.StreamScan, r journal.Record, head uint64) error {
 			if r.Global != last+1 || head != want[r.Stream] {
 				t.Fatalf("flushed=%v: global %d after %d, stream %s head %d, want %d", flushed, r.Global, last, r.Stream, head, want[r.Stream])
 			}
 			last = r.Global
 			return nil
-		}, func(g uint64, err error) error { t.Fatalf("bad record %d: %v", g, err); return nil })
+		}, func(g uint64, err error) error { t.Fatalf("bad record %d: %v", g, err); return nil }, func(sc *journal.StreamScan) error {
+			// Read again whole, in the walk's snapshot: each stream's
+			// records, and the stream whose head is the last record.
+			for s, n := range want {
+				sr := sc.Stream(s)
+				if len(sr.Records) != int(n) || sr.Unreadable != 0 || sr.Records[n-1].Seq != n {
+					t.Fatalf("flushed=%v: Stream(%s) = %d records (%d unreadable), want %d", flushed, s, len(sr.Records), sr.Unreadable, n)
+				}
+			}
+			if got := sc.HeadsAt([]uint64{30, 29, 1}); !slices.Equal(got, []string{"sa", "sb"}) {
+				t.Fatalf("flushed=%v: HeadsAt(30, 29, 1) = %v, want [sa sb]", flushed, got)
+			}
+			return nil
+		})
 		if err != nil || last != 30 {
 			t.Fatalf("flushed=%v: ScanStreams: %v, last global %d", flushed, err, last)
 		}

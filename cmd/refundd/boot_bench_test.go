@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -21,6 +22,15 @@ import (
 // the real event store so claims, due times and marks are there too. The
 // last refund of every tenth reservation stays in flight with a due time.
 func writeHistory(b testing.TB, path string, n int) (events int) {
+	return writeHistoryInterleaved(b, path, n, 1)
+}
+
+// writeHistoryInterleaved is writeHistory with window reservations in
+// progress at once: their decisions are appended in turns, one decision
+// of each in turn, as a merchant's refunds interleave over the days of a
+// refund window. With window 1 each reservation's events are one append,
+// next to each other in the log.
+func writeHistoryInterleaved(b testing.TB, path string, n, window int) (events int) {
 	db, err := journal.Open(path, &journal.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
@@ -29,10 +39,11 @@ func writeHistory(b testing.TB, path string, n int) (events int) {
 	store := eventstore.New(db)
 	ctx := context.Background()
 	t0 := time.Now().Add(-time.Hour).UTC()
-	for i := range n {
-		id := "boot-" + strconv.Itoa(i)
+	// decisions returns reservation i's decisions, each the events of one
+	// command.
+	decisions := func(i int) (id string, out [][]reservation.Event) {
+		id = "boot-" + strconv.Itoa(i)
 		st := &reservation.State{}
-		var batch []reservation.Event
 		run := func(cmd reservation.Command) {
 			env := reservation.Env{Now: t0, By: "bench", Policy: reservation.Policy{RefundNoPrefix: "B"}}
 			evs, err := reservation.Decide(st, cmd, env)
@@ -42,7 +53,7 @@ func writeHistory(b testing.TB, path string, n int) (events int) {
 			for _, e := range evs {
 				reservation.Apply(st, e)
 			}
-			batch = append(batch, evs...)
+			out = append(out, evs)
 		}
 		run(reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "BOOT" + strconv.Itoa(i), Amount: 3000, Currency: "CNY"})
 		for k := 1; k <= 3; k++ {
@@ -56,17 +67,50 @@ func writeHistory(b testing.TB, path string, n int) (events int) {
 			run(reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: 1,
 				Outcome: reservation.Outcome{Kind: reservation.OutcomeSucceeded, ProviderID: "wx" + no}})
 		}
-		if err := store.Append(ctx, id, &reservation.State{}, batch); err != nil {
-			b.Fatal(err)
+		return id, out
+	}
+	window = max(window, 1)
+	for start := 0; start < n; start += window {
+		type pending struct {
+			id    string
+			st    *reservation.State
+			steps [][]reservation.Event
 		}
-		events += len(batch)
+		group := make([]pending, 0, window)
+		for i := start; i < min(start+window, n); i++ {
+			id, steps := decisions(i)
+			if window == 1 { // one append
+				steps = [][]reservation.Event{slices.Concat(steps...)}
+			}
+			group = append(group, pending{id: id, st: &reservation.State{}, steps: steps})
+		}
+		for more := true; more; {
+			more = false
+			for i := range group {
+				p := &group[i]
+				if len(p.steps) == 0 {
+					continue
+				}
+				evs := p.steps[0]
+				p.steps = p.steps[1:]
+				more = more || len(p.steps) > 0
+				if err := store.Append(ctx, p.id, p.st, evs); err != nil {
+					b.Fatal(err)
+				}
+				for _, e := range evs {
+					reservation.Apply(p.st, e)
+				}
+				events += len(evs)
+			}
+		}
 	}
 	return events
 }
 
 // TestWriteHistoryFile writes writeHistory's journal to $HISTORY_FILE with
 // $HISTORY_RESERVATIONS reservations (default 100,000: about a million
-// events), for measuring the audit tools on it (docs/BENCHMARKS.md):
+// events), $HISTORY_INTERLEAVE of them in progress at once (default 1),
+// for measuring the audit tools on it (docs/BENCHMARKS.md):
 //
 //	HISTORY_FILE=/tmp/h.db go test -run=TestWriteHistoryFile -count=1 ./cmd/refundd/
 func TestWriteHistoryFile(t *testing.T) {
@@ -78,7 +122,11 @@ func TestWriteHistoryFile(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HISTORY_RESERVATIONS")); err == nil && v > 0 {
 		n = v
 	}
-	t.Logf("wrote %d events for %d reservations to %s", writeHistory(t, path, n), n, path)
+	window := 1
+	if v, err := strconv.Atoi(os.Getenv("HISTORY_INTERLEAVE")); err == nil && v > 0 {
+		window = v
+	}
+	t.Logf("wrote %d events for %d reservations (%d at once) to %s", writeHistoryInterleaved(t, path, n, window), n, window, path)
 }
 
 // BenchmarkBootToReady measures how long refundd takes from Run to a 200 on

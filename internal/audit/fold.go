@@ -62,7 +62,7 @@ func foldStreams(ctx context.Context, db *journal.DB, progress func(uint64), fn 
 	}
 	var batch []journal.StreamRecords
 	size := 0
-	err := gatherStreams(ctx, db, gatherBudget, func(sr journal.StreamRecords) error {
+	_, err := gatherStreams(ctx, db, gatherBudget, func(sr journal.StreamRecords) error {
 		batch = append(batch, sr)
 		if size += len(sr.Records); size >= 4096 {
 			select {

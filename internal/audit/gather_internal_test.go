@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -79,6 +80,10 @@ func TestVerify_SequentialSameAsPerStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r7Head, err := db.LastGlobal(ctx) // r7's last record: the refund outcome just above
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.Append(ctx, journal.AppendRequest{Stream: "r1", Expected: states["r1"].Version,
 		Events: []journal.Event{{Type: typ, Version: ver, Data: data}}}); err != nil {
 		t.Fatal(err)
@@ -87,11 +92,16 @@ func TestVerify_SequentialSameAsPerStream(t *testing.T) {
 		amount := int64(500)
 		run(id, reservation.RequestRefund{UserID: "u", IdempotencyKey: "k9", Amount: &amount})
 	}
+	// A reservation begun last: with room for one, r7 is let go for it.
+	run("r8", reservation.Register{ReservationID: "r8", UserID: "u", OutTradeNo: "O8", Amount: 3000, Currency: "CNY"})
+	amount := int64(700)
+	run("r8", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k1", Amount: &amount})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Damage in the file: a record's bytes (its checksum fails: r3 cannot
-	// be replayed whole), a claim, a counter.
+	// be replayed whole), the last record of r7 (a reader in file order
+	// never sees r7 end), a claim, a counter.
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +110,12 @@ func TestVerify_SequentialSameAsPerStream(t *testing.T) {
 		logB := tx.Bucket([]byte("log"))
 		k := binary.BigEndian.AppendUint64(nil, 4) // r3's registration
 		v := append([]byte{}, logB.Get(k)...)
+		v[len(v)/2] ^= 0x20
+		if err := logB.Put(k, v); err != nil {
+			return err
+		}
+		k = binary.BigEndian.AppendUint64(nil, r7Head)
+		v = append([]byte{}, logB.Get(k)...)
 		v[len(v)/2] ^= 0x20
 		if err := logB.Put(k, v); err != nil {
 			return err
@@ -133,7 +149,8 @@ func TestVerify_SequentialSameAsPerStream(t *testing.T) {
 	}
 	for _, budget := range []int{gatherBudget, 1} {
 		got, err := verifyWith(ctx, ro, VerifyOptions{}, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
-			return gatherStreams(ctx, ro, budget, emit)
+			_, err := gatherStreams(ctx, ro, budget, emit)
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -141,5 +158,57 @@ func TestVerify_SequentialSameAsPerStream(t *testing.T) {
 		if !reflect.DeepEqual(got, perStream) {
 			t.Fatalf("budget %d: in file order\n%+v\nstream by stream\n%+v", budget, got, perStream)
 		}
+	}
+}
+
+// TestGatherStreams_MemoryDoesNotFollowTheJournal: with reservations that
+// are all open at once (each begun before any ends, as over the days of a
+// refund window), what gatherStreams holds stays within its budget and
+// does not grow with their number, and every stream is still emitted once,
+// whole.
+func TestGatherStreams_MemoryDoesNotFollowTheJournal(t *testing.T) {
+	ctx := context.Background()
+	const budget = 4 << 10
+	var peaks []gatherStats
+	for _, n := range []int{200, 2000} {
+		path := filepath.Join(t.TempDir(), "j.db")
+		db, err := journal.Open(path, &journal.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const perStream = 3
+		for seq := range uint64(perStream) {
+			for i := range n {
+				if _, err := db.Append(ctx, journal.AppendRequest{Stream: "s" + strconv.Itoa(i), Expected: seq,
+					Events: []journal.Event{{Type: "t", Version: 1, Data: []byte(`{"n":` + strconv.Itoa(i) + `}`)}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		seen := map[string]int{}
+		st, err := gatherStreams(ctx, db, budget, func(sr journal.StreamRecords) error {
+			if len(sr.Records) != perStream || sr.Unreadable != 0 {
+				t.Errorf("n=%d: %s emitted with %d records, %d unreadable", n, sr.Stream, len(sr.Records), sr.Unreadable)
+			}
+			seen[sr.Stream]++
+			return nil
+		})
+		if err := errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if c := seen["s"+strconv.Itoa(i)]; c != 1 {
+				t.Fatalf("n=%d: s%d emitted %d times", n, i, c)
+			}
+		}
+		if st.reread == 0 || st.peakHeld > budget+256 {
+			t.Fatalf("n=%d: %+v: want streams let go and read again, at most %d bytes held", n, st, budget+256)
+		}
+		t.Logf("n=%d: %+v", n, st)
+		peaks = append(peaks, st)
+	}
+	small, large := peaks[0], peaks[1]
+	if large.peakOpen > small.peakOpen || large.peakHeld > small.peakHeld+256 || large.peakNames > 2*large.peakOpen+1025 {
+		t.Fatalf("held grows with the journal: 10x the reservations held %+v, against %+v", large, small)
 	}
 }

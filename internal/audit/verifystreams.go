@@ -47,7 +47,8 @@ import (
 // The error is only for failures to read; problems are in the Report.
 func Verify(ctx context.Context, db *journal.DB, opts VerifyOptions) (*Report, error) {
 	return verifyWith(ctx, db, opts, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
-		return gatherStreams(ctx, db, gatherBudget, emit)
+		_, err := gatherStreams(ctx, db, gatherBudget, emit)
+		return err
 	})
 }
 
@@ -127,12 +128,33 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 		// the freelist): check first, replay after.
 		res, cerr = v.db.Check(ctx, &check)
 	}
-	work := make(chan []journal.StreamRecords, runtime.GOMAXPROCS(0))
-	errs := make(chan error, runtime.GOMAXPROCS(0)+1)
+	err := v.replayAll(ctx, v.streams, nil)
+	wg.Wait()
+	if err := errors.Join(err, cerr); err != nil {
+		return err
+	}
+	rep.Journal = res
+	rep.Range.Streams = v.reservations
+	if err := v.extras(ctx); err != nil {
+		return err
+	}
+	return v.checkCounters(ctx, rep)
+}
+
+// replayAll replays the reservations streams emits in a pool of workers,
+// one per core: each takes batches of reservations, so its index lookups
+// share a read transaction. What is held is the batches in flight, one
+// per worker and one being filled. checkFrom, if not nil, is each
+// stream's first seq to check (Verify --since); it is only read.
+func (v *verifier) replayAll(ctx context.Context, streams func(context.Context, func(journal.StreamRecords) error) error, checkFrom map[string]uint64) error {
+	n := runtime.GOMAXPROCS(0)
+	work := make(chan []journal.StreamRecords, n)
+	errs := make(chan error, n)
 	var workers sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	for range n {
 		workers.Go(func() {
 			w := v.newWorker(0)
+			w.checkFrom = checkFrom
 			for batch := range work {
 				if err := w.batch(ctx, batch); err != nil {
 					errs <- err
@@ -143,15 +165,14 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 			}
 		})
 	}
-	// Batches of streams, so a worker's lookups share a read transaction.
 	const batchRecords = 4096
 	var batch []journal.StreamRecords
-	n := 0
-	err := v.streams(ctx, func(sr journal.StreamRecords) error {
+	size := 0
+	err := streams(ctx, func(sr journal.StreamRecords) error {
 		batch = append(batch, sr)
-		if n += len(sr.Records); n >= batchRecords {
+		if size += len(sr.Records); size >= batchRecords {
 			work <- batch
-			batch, n = nil, 0
+			batch, size = nil, 0
 		}
 		return nil
 	})
@@ -160,18 +181,8 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	}
 	close(work)
 	workers.Wait()
-	wg.Wait()
 	close(errs)
-	err = errors.Join(err, <-errs, cerr)
-	if err != nil {
-		return err
-	}
-	rep.Journal = res
-	rep.Range.Streams = v.reservations
-	if err := v.extras(ctx); err != nil {
-		return err
-	}
-	return v.checkCounters(ctx, rep)
+	return errors.Join(err, <-errs)
 }
 
 // checkCounters compares the journal's counters with the ones the events
@@ -240,22 +251,22 @@ func (v *verifier) since(ctx context.Context, check journal.CheckOptions, rep *R
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	w := v.newWorker(0)
-	for _, id := range ids {
-		recs, err := v.db.Load(ctx, id, 0)
-		if err != nil && !errors.Is(err, journal.ErrCorrupt) {
-			return err
+	return v.replayAll(ctx, func(ctx context.Context, emit func(journal.StreamRecords) error) error {
+		for _, id := range ids {
+			recs, err := v.db.Load(ctx, id, 0)
+			if err != nil && !errors.Is(err, journal.ErrCorrupt) {
+				return err
+			}
+			sr := journal.StreamRecords{Stream: id, Records: recs}
+			if err != nil {
+				sr.Unreadable = 1 // Check names the record
+			}
+			if err := emit(sr); err != nil {
+				return err
+			}
 		}
-		sr := journal.StreamRecords{Stream: id, Records: recs}
-		if err != nil {
-			sr.Unreadable = 1 // Check names the record
-		}
-		w.rp.checkFrom = first[id]
-		if err := w.batch(ctx, []journal.StreamRecords{sr}); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	}, first)
 }
 
 // worker replays reservations one at a time.
@@ -267,6 +278,9 @@ type worker struct {
 	// time of the stream replay last folded.
 	counts map[string]int64
 	latest time.Time
+	// checkFrom, if not nil, is each stream's first seq to check; the
+	// events before it only build the state (Verify --since).
+	checkFrom map[string]uint64
 }
 
 func (v *verifier) newWorker(checkFrom uint64) *worker {
@@ -338,6 +352,9 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 func (w *worker) replay(sr journal.StreamRecords) (*reservation.State, bool) {
 	w.rp.reset()
 	w.latest = time.Time{}
+	if w.checkFrom != nil {
+		w.rp.checkFrom = w.checkFrom[sr.Stream]
+	}
 	if sr.Unreadable > 0 {
 		w.rp.broken[sr.Stream] = true
 	}
