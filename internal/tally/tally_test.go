@@ -135,7 +135,9 @@ func TestStore_ValuesSumOwners(t *testing.T) {
 // failingKV fails every write.
 type failingKV struct{ tally.KV }
 
-func (failingKV) WriteKV(context.Context, []journal.KV, []string) error { return errors.New("disk full") }
+func (failingKV) WriteKV(context.Context, []journal.KV, []string) error {
+	return errors.New("disk full")
+}
 
 // TestStore_AddFailsWithItsWrite: an Add whose write failed reports it, and
 // its change is not counted.
@@ -179,7 +181,7 @@ func TestCodeClass(t *testing.T) {
 type stubProvider struct{ o reservation.Outcome }
 
 func (p stubProvider) Submit(context.Context, string, []byte, int) reservation.Outcome { return p.o }
-func (p stubProvider) Query(context.Context, string) reservation.Outcome              { return p.o }
+func (p stubProvider) Query(context.Context, string) reservation.Outcome               { return p.o }
 
 // TestCountProvider counts each call by op, outcome kind and code class,
 // and keeps an outcome kind it does not know out of the key set.
