@@ -123,6 +123,9 @@ type Options struct {
 	// provider calls and webhook deliveries (counters.go). Nil counts
 	// notifications in memory only, from zero at every start.
 	Tally *tally.Store
+	// Totals, if set, serves GET /v1/totals (totals.go) from the refund
+	// totals kept with the journal; nil leaves the route out.
+	Totals TotalsReader
 }
 
 // Server routes HTTP requests to the engine.

@@ -113,6 +113,9 @@ type backend struct {
 	ready     func(ctx context.Context) error
 	sources   metrics.Sources
 	audit     *api.AuditConfig
+	// totals reads the refund totals kept with the journal; nil where the
+	// journal keeps no counters (PostgreSQL).
+	totals api.TotalsReader
 	// started describes the backend in the start-up log and line.
 	started  string
 	logAttrs []any
@@ -192,7 +195,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
 		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
-		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally}
+		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally, Totals: be.totals}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
@@ -411,6 +414,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	// Refunds wait while a restored journal is reconciled with WeChat Pay.
 	gate := &audit.RestoreGate{}
 	be.audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: gate.Paused}
+	be.totals = eventstore.Totals{DB: db}
 	be.start = func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error {
 		store := eventstore.New(db)
 		engine, err := actors.New(actors.Config{
