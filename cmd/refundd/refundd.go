@@ -405,6 +405,8 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return be, err
 	} else if !counts.Complete {
 		m.log.Warn("the journal's counters do not cover its history: journal stats replays it; stop refundd and run \"refundctl journal stats --build-counters --data DIR\" once", "journal", path)
+	} else if counts.Generation < journal.CountersGeneration {
+		m.log.Warn("the journal's counters predate the per-hour refund totals: GET /v1/totals refuses them; stop refundd and run \"refundctl journal stats --build-counters --data DIR\" once", "journal", path)
 	}
 	// A tiny fsynced write proves the journal's disk takes writes; /readyz
 	// is open, so requests share one write per interval.
