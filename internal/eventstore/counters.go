@@ -73,9 +73,12 @@ func Tally(s *reservation.State, sign int64, add func(key string, n int64)) {
 	merchant := reservation.MerchantOf(s.Merchant)
 	for _, r := range s.Refunds {
 		add(refundStateKey(r.State), sign)
-		t := CountTotals + TotalsHour(r.CreatedAt) + "/" + merchant + "/" + string(r.State) + "/"
-		add(t+TotalFen, sign*r.Amount)
-		add(t+TotalRefunds, sign)
+		// One allocation per key: the hour is formatted on the stack and
+		// each key concatenated at once (this runs twice per append).
+		var buf [len(TotalsHourLayout)]byte
+		hour := r.CreatedAt.UTC().AppendFormat(buf[:0], TotalsHourLayout)
+		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalFen, sign*r.Amount)
+		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalRefunds, sign)
 		switch {
 		case r.State == reservation.Succeeded:
 			refunded += r.Amount
