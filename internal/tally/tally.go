@@ -64,6 +64,8 @@ type Store struct {
 	mu      sync.Mutex
 	values  map[string]int64 // as last written
 	pending map[string]int64 // queued for the next write
+	notes   map[string]int64 // the part of pending queued by Note
+	writeOf map[string]int64 // the changes of the write in flight, nil between writes
 	waiters []chan error     // Adds whose changes are in pending
 	writing bool             // a writer goroutine runs
 	closed  bool
@@ -76,7 +78,7 @@ func Open(ctx context.Context, kv KV, owner string) (*Store, error) {
 	if owner == "" || len(owner) > 256 {
 		return nil, fmt.Errorf("tally: owner must be 1..256 bytes, got %d", len(owner))
 	}
-	s := &Store{kv: kv, key: Prefix + owner, values: map[string]int64{}, pending: map[string]int64{}}
+	s := &Store{kv: kv, key: Prefix + owner, values: map[string]int64{}, pending: map[string]int64{}, notes: map[string]int64{}}
 	s.idle = sync.NewCond(&s.mu)
 	entries, err := kv.List(ctx, s.key)
 	if err != nil {
@@ -104,7 +106,7 @@ func (s *Store) Add(ctx context.Context, changes map[string]int64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	s.queueLocked(changes)
+	s.queueLocked(changes, nil)
 	s.waiters = append(s.waiters, done)
 	s.startLocked()
 	s.mu.Unlock()
@@ -116,22 +118,26 @@ func (s *Store) Add(ctx context.Context, changes map[string]int64) error {
 	}
 }
 
-// Note queues changes without waiting for them to be written. After Close
-// it does nothing.
+// Note queues changes without waiting for them to be written. A failed
+// write keeps them queued for the next one. After Close it does nothing.
 func (s *Store) Note(changes map[string]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	s.queueLocked(changes)
+	s.queueLocked(changes, s.notes)
 	s.startLocked()
 }
 
-func (s *Store) queueLocked(changes map[string]int64) {
+// queueLocked adds changes to pending and, when also is not nil, to it.
+func (s *Store) queueLocked(changes, also map[string]int64) {
 	for k, n := range changes {
 		if n != 0 {
 			s.pending[k] += n
+			if also != nil {
+				also[k] += n
+			}
 		}
 	}
 }
@@ -153,16 +159,28 @@ func (s *Store) write() {
 		for k, n := range s.pending {
 			next[k] += n
 		}
-		waiters := s.waiters
-		s.pending, s.waiters = map[string]int64{}, nil
+		waiters, notes := s.waiters, s.notes
+		s.writeOf = s.pending
+		s.pending, s.notes, s.waiters = map[string]int64{}, map[string]int64{}, nil
 		s.mu.Unlock()
 		err := s.put(next)
 		s.mu.Lock()
+		s.writeOf = nil
 		if err == nil {
 			s.values = next
 		}
 		for _, w := range waiters {
 			w <- err
+		}
+		if err != nil {
+			// The noted changes wait for the next write: the one an Add
+			// queued meanwhile needs, or the one the next Add, Note or
+			// Close starts. Retrying here would spin on a journal that
+			// keeps failing.
+			s.queueLocked(notes, s.notes)
+			if len(s.waiters) == 0 {
+				break
+			}
 		}
 	}
 	s.writing = false
@@ -183,14 +201,16 @@ func (s *Store) put(values map[string]int64) error {
 	return nil
 }
 
-// Own returns this process's counters as written, plus the changes queued
-// and not yet written: what it has counted.
+// Own returns this process's counters as written, plus the changes being
+// written and those queued: what it has counted.
 func (s *Store) Own() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := maps.Clone(s.values)
-	for k, n := range s.pending {
-		out[k] += n
+	for _, changes := range []map[string]int64{s.writeOf, s.pending} {
+		for k, n := range changes {
+			out[k] += n
+		}
 	}
 	return out
 }

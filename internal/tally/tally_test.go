@@ -181,6 +181,60 @@ func (failingKV) WriteKV(context.Context, []journal.KV, []string) error {
 	return errors.New("disk full")
 }
 
+// flakyKV fails the writes while down is set.
+type flakyKV struct {
+	tally.KV
+	mu   sync.Mutex
+	down bool
+}
+
+func (f *flakyKV) WriteKV(ctx context.Context, put []journal.KV, del []string) error {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		return errors.New("disk full")
+	}
+	return f.KV.WriteKV(ctx, put, del)
+}
+
+// TestStore_NotesOutliveAFailedWrite: a noted change whose write failed
+// stays queued and goes out with the next write; an Add's is dropped with
+// its error (its caller answered a failure).
+func TestStore_NotesOutliveAFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	db := openDB(t, path)
+	kv := &flakyKV{KV: db, down: true}
+	s, err := tally.Open(ctx, kv, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Note(map[string]int64{"noted": 1})
+	if err := s.Add(ctx, map[string]int64{"added": 1}); err == nil {
+		t.Fatal("Add succeeded on a failing write")
+	}
+	kv.mu.Lock()
+	kv.down = false
+	kv.mu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, path)
+	defer db.Close()
+	s2, err := tally.Open(ctx, db, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got, want := s2.Own(), map[string]int64{"noted": 1}; !equal(got, want) {
+		t.Fatalf("written %v, want %v", got, want)
+	}
+}
+
 // TestStore_AddFailsWithItsWrite: an Add whose write failed reports it, and
 // its change is not counted.
 func TestStore_AddFailsWithItsWrite(t *testing.T) {
