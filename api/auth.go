@@ -53,6 +53,7 @@ var routePerms = map[string]routeRule{
 	"GET /v1/admin/credentials":                             {auth.PermOperate, scopeRefused},
 	"POST /v1/admin/credentials/reload":                     {auth.PermOperate, scopeRefused},
 	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},
+	"GET /v1/totals":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/whoami":                                        {auth.PermRead, scopeFiltered},
 	"GET /v1/reservations/{id}/events":                      {auth.PermRead, scopeReservation},
 	"GET /v1/search":                                        {auth.PermRead, scopeFiltered},

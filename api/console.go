@@ -171,6 +171,10 @@ func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 	if st := s.NotifyStats(); st != nil {
 		out["notifications"] = st.Snapshot()
 	}
+	if err := s.durableCounters(ctx, out); err != nil { // counters.go
+		s.writeError(w, r, err)
+		return
+	}
 	if ec := s.opts.Events; ec != nil && ec.Webhooks != nil {
 		lags, err := ec.Webhooks.Lag(ctx)
 		if err != nil {

@@ -320,6 +320,7 @@ func TestConsole_InBrowser(t *testing.T) {
 	for sec, want := range map[string]string{
 		"ops-webhooks": "Not enabled on this server.", "ops-quarantine": "Not enabled on this server.",
 		"ops-audit": "Not enabled on this server.", "ops-credentials": "No WeChat Pay accounts configured.",
+		"ops-counters": "This server keeps no durable counters.", "ops-totals": "Not enabled on this server.",
 	} {
 		if got := page.eval(t, `document.querySelector('#`+sec+` p:last-child').textContent`); got != want {
 			t.Errorf("%s reads %q, want %q", sec, got, want)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/refundd/refundd/actors"
+	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/reservation"
 )
@@ -24,6 +25,9 @@ const (
 	// codeNoEncryption: no WeChat Pay key to encrypt an abnormal refund's
 	// bank card for (a provider without the protocol, or no key held).
 	codeNoEncryption = "encryption_unavailable"
+	// codeTotalsNotKept: the journal's counters do not hold the refund
+	// totals for its whole history (eventstore.ErrTotalsNotKept).
+	codeTotalsNotKept = "totals_not_kept"
 )
 
 // Errors of Options.ReloadCredentials, the reloader's own (one sentinel
@@ -66,6 +70,7 @@ var statusOf = map[string]int{
 	codeCredentialsInvalid:                         http.StatusBadRequest,
 	codeRestartRequired:                            http.StatusConflict,
 	codeNoEncryption:                               http.StatusServiceUnavailable,
+	codeTotalsNotKept:                              http.StatusConflict,
 	codeUnauthenticated:                            http.StatusUnauthorized,
 	codeForbidden:                                  http.StatusForbidden,
 	codeMerchantScope:                              http.StatusForbidden,
@@ -96,6 +101,10 @@ func classify(err error) errorDetail {
 		return errorDetail{Code: codeCredentialsInvalid, Message: err.Error()}
 	case errors.Is(err, ErrRestartRequired):
 		return errorDetail{Code: codeRestartRequired, Message: err.Error()}
+	case errors.Is(err, eventstore.ErrTotalsRange):
+		return errorDetail{Code: string(reservation.CodeInvalid), Message: "from and to are whole hours, from before to"}
+	case errors.Is(err, eventstore.ErrTotalsNotKept):
+		return errorDetail{Code: codeTotalsNotKept, Message: "this journal's counters do not cover its whole history: stop refundd and run refundctl journal stats --build-counters"}
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, actors.ErrClosed):
 		return errorDetail{Code: codeUnavailable, Message: "the journal is unavailable; nothing was changed, retry with the same idempotency key"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -43,6 +43,9 @@ func (s *Server) operability() http.Handler {
 	if s.opts.Search != nil {
 		r.HandleFunc("/v1/search", s.search).Methods(http.MethodGet)
 	}
+	if s.opts.Totals != nil {
+		r.HandleFunc("/v1/totals", s.totals).Methods(http.MethodGet)
+	}
 	r.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently)).Methods(http.MethodGet)
 	r.PathPrefix("/console/").Handler(http.StripPrefix("/console", console.Handler())).Methods(http.MethodGet, http.MethodHead)
 	return s.instrument(http.HandlerFunc(s.serve))

@@ -22,6 +22,7 @@ import (
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
+	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal/journaltest"
 )
@@ -51,6 +52,10 @@ type opsOptions struct {
 	audit bool
 	// credentials, if set, answers GET /v1/admin/credentials.
 	credentials func() api.CredentialsView
+	// counters keeps the durable counters (internal/tally) in the env's
+	// journal, counts provider calls and deliveries in them, and serves
+	// GET /v1/totals, as refundd does.
+	counters bool
 }
 
 // syncBuffer is a log sink that tests read while the server writes.
@@ -82,7 +87,17 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 		o.policy.RefundNoPrefix = "T"
 	}
 	sim := simprovider.New(simprovider.Options{Fault: o.fault})
-	engine, err := actors.New(actors.Config{Store: m.Store(store), Provider: m.Provider(sim), Encode: simprovider.Encode, Logger: quietLogger(), Policy: o.policy})
+	var counted *tally.Store
+	var provider actors.Provider = m.Provider(sim)
+	if o.counters {
+		var err error
+		if counted, err = tally.Open(context.Background(), db, "test"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = counted.Close() })
+		provider = tally.CountProvider(provider, counted)
+	}
+	engine, err := actors.New(actors.Config{Store: m.Store(store), Provider: provider, Encode: simprovider.Encode, Logger: quietLogger(), Policy: o.policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +110,15 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 	})
 	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, Merchants: o.merchants,
 		Credentials: o.credentials}
+	if counted != nil {
+		opts.Tally, opts.Totals = counted, eventstore.Totals{DB: db}
+	}
 	if o.webhookURL != "" {
-		d, err := webhook.New(webhook.Config{DB: db, Logger: quietLogger(), MaxAttempts: 2,
+		var hooks webhook.Tally
+		if counted != nil {
+			hooks = counted
+		}
+		d, err := webhook.New(webhook.Config{DB: db, Logger: quietLogger(), MaxAttempts: 2, Tally: hooks,
 			BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
 			Endpoints: []webhook.Endpoint{{Name: "crm", URL: o.webhookURL, Secret: []byte("0123456789abcdef")}}})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/refundd/refundd/internal/crashpoint"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/wechatpay"
 )
 
@@ -94,17 +95,21 @@ const Unattributed = "(unattributed)"
 // NotifyStats counts notifications by outcome, in total and by merchant.
 // The merchants are a bounded set (the configured ones, and
 // Unattributed), so nothing a sender writes adds a counter; a merchant
-// added by a reload is added by the server (addMerchants).
+// added by a reload is added by the server (addMerchants). With a durable
+// store (Options.Tally) the counts are the store's, kept in the journal's
+// key-value area and written before the notification is answered, so they
+// survive a restart; without one they are this process's.
 type NotifyStats struct {
 	counts     [8]atomic.Int64
 	mu         sync.Mutex                                  // serializes addMerchants
 	byMerchant atomic.Pointer[map[string]*[8]atomic.Int64] // copied on write
+	durable    *tally.Store                                // nil: the atomics above
 }
 
 var notifyOutcomes = [...]notifyOutcome{nApplied, nDuplicate, nHint, nProbe, nRejected, nUnknown, nMismatch, nError}
 
-func newNotifyStats(merchants []string) *NotifyStats {
-	s := &NotifyStats{}
+func newNotifyStats(merchants []string, durable *tally.Store) *NotifyStats {
+	s := &NotifyStats{durable: durable}
 	by := make(map[string]*[8]atomic.Int64, len(merchants)+1)
 	for _, m := range merchants {
 		by[m] = new([8]atomic.Int64)
@@ -128,26 +133,49 @@ func (s *NotifyStats) addMerchants(merchants ...string) {
 	s.byMerchant.Store(&by)
 }
 
-// add counts outcome o of a notification for merchant ("" or one not
-// configured: Unattributed).
-func (s *NotifyStats) add(merchant string, o notifyOutcome) {
-	by := *s.byMerchant.Load()
-	bucket, ok := by[merchant]
-	if !ok {
-		bucket = by[Unattributed]
+// bucket is merchant's name in the counts: itself when configured,
+// Unattributed otherwise ("" included).
+func (s *NotifyStats) bucket(merchant string) string {
+	if _, ok := (*s.byMerchant.Load())[merchant]; ok {
+		return merchant
 	}
+	return Unattributed
+}
+
+// add counts outcome o of a notification for merchant ("" or one not
+// configured: Unattributed), and one kept in the quarantine when
+// quarantined. With a durable store it returns once the count is fsynced,
+// or the write's error: the caller answers only after it (persist, then
+// act), and a notification whose count failed is answered as a failure.
+func (s *NotifyStats) add(ctx context.Context, merchant string, o notifyOutcome, quarantined bool) error {
+	m := s.bucket(merchant)
+	if s.durable != nil {
+		changes := map[string]int64{tally.KeyNotify + string(o): 1, tally.KeyNotifyMerchant + m + "/" + string(o): 1}
+		if quarantined {
+			changes[tally.KeyQuarantined] = 1
+		}
+		return s.durable.Add(ctx, changes)
+	}
+	bucket := (*s.byMerchant.Load())[m]
 	for i, n := range notifyOutcomes {
 		if n == o {
 			s.counts[i].Add(1)
-			if bucket != nil {
-				bucket[i].Add(1)
-			}
+			bucket[i].Add(1)
 		}
 	}
+	return nil
 }
 
 // Snapshot returns the counts by outcome name.
 func (s *NotifyStats) Snapshot() map[string]int64 {
+	if s.durable != nil {
+		v := s.durable.Own()
+		out := make(map[string]int64, len(notifyOutcomes))
+		for _, n := range notifyOutcomes {
+			out[string(n)] = v[tally.KeyNotify+string(n)]
+		}
+		return out
+	}
 	return snapshotCounts(&s.counts)
 }
 
@@ -156,10 +184,31 @@ func (s *NotifyStats) Snapshot() map[string]int64 {
 func (s *NotifyStats) ByMerchant() map[string]map[string]int64 {
 	by := *s.byMerchant.Load()
 	out := make(map[string]map[string]int64, len(by))
+	var v map[string]int64
+	if s.durable != nil {
+		v = s.durable.Own()
+	}
 	for m, c := range by {
-		out[m] = snapshotCounts(c)
+		if s.durable == nil {
+			out[m] = snapshotCounts(c)
+			continue
+		}
+		counts := make(map[string]int64, len(notifyOutcomes))
+		for _, n := range notifyOutcomes {
+			counts[string(n)] = v[tally.KeyNotifyMerchant+m+"/"+string(n)]
+		}
+		out[m] = counts
 	}
 	return out
+}
+
+// Quarantined is how many refused notifications were kept in the
+// quarantine, as counted durably; false without a durable store.
+func (s *NotifyStats) Quarantined() (int64, bool) {
+	if s.durable == nil {
+		return 0, false
+	}
+	return s.durable.Own()[tally.KeyQuarantined], true
 }
 
 func snapshotCounts(c *[8]atomic.Int64) map[string]int64 {
@@ -187,7 +236,7 @@ func newNotifier(cfg NotifyConfig, s *Server) *notifier {
 		cfg.Deadline = 4 * time.Second
 	}
 	n := &notifier{cfg: cfg, accounts: make(map[string]*NotifyAccount, len(cfg.Accounts)), engine: s.engine, log: s.log,
-		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(s.merchants.sorted()), merchants: s.merchants}
+		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(s.merchants.sorted(), s.opts.Tally), merchants: s.merchants}
 	for i := range n.cfg.Accounts {
 		a := &n.cfg.Accounts[i]
 		if a.Keys == nil {
@@ -251,6 +300,12 @@ func (n *notifier) routes(s *Server) {
 			entries, bytes, dropped := q.Stats()
 			out["quarantine"] = map[string]int64{"entries": int64(entries), "bytes": bytes, "dropped": dropped}
 		}
+		if kept, ok := n.stats.Quarantined(); ok {
+			// Survives restarts (and the quarantine's own limits):
+			// refusals ever kept, where entries are the ones still held.
+			out["quarantined_total"] = kept
+		}
+		out["durable"] = n.stats.durable != nil
 		writeJSON(w, http.StatusOK, out)
 	}).Methods(http.MethodGet)
 	s.router.HandleFunc("/v1/notify/quarantine", func(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +375,15 @@ func (n *notifier) serve(endpoint string, account func(*http.Request) (*NotifyAc
 			answer(w, h.fail)
 			return
 		}
-		n.stats.add(h.merchant, h.outcome)
+		if err := n.stats.add(ctx, h.merchant, h.outcome, false); err != nil {
+			// Not acknowledged before its count is durable: WeChat sends
+			// it again, and it is counted then (as a duplicate, when it
+			// was journaled).
+			h.fail = &notifyFailure{outcome: nError, status: http.StatusInternalServerError, reason: "temporarily unavailable", err: err}
+			n.reject(endpoint, h.merchant, r, body, h.fail)
+			answer(w, h.fail)
+			return
+		}
 		crashpoint.Hit(crashpoint.AfterNotificationJournaled)
 		answer(w, nil)
 	}
@@ -465,7 +528,17 @@ func (n *notifier) engineFailure(err error) *notifyFailure {
 // reject counts, keeps and logs (rate-limited) a notification we refused.
 // Probes are counted only.
 func (n *notifier) reject(endpoint, merchant string, r *http.Request, body []byte, f *notifyFailure) {
-	n.stats.add(merchant, f.outcome)
+	kept := false
+	defer func() {
+		// Counted whatever its count's write does: the answer is a
+		// failure either way, and WeChat sends it again.
+		if err := n.stats.add(r.Context(), merchant, f.outcome, kept); err != nil {
+			if ok, held := n.limiter.allow(endpoint + "/count_failed"); ok {
+				n.log.ErrorContext(r.Context(), "could not count a refused notification", "endpoint", endpoint,
+					"err", err, "similar_suppressed", held)
+			}
+		}
+	}()
 	if f.outcome == nProbe {
 		n.log.DebugContext(r.Context(), "wechatpay signature probe refused", "endpoint", endpoint)
 		return
@@ -486,6 +559,8 @@ func (n *notifier) reject(endpoint, merchant string, r *http.Request, body []byt
 				n.log.ErrorContext(r.Context(), "could not keep a refused notification", "endpoint", endpoint,
 					"err", err, "similar_suppressed", held)
 			}
+		} else {
+			kept = true
 		}
 	}
 	if ok, held := n.limiter.allow(endpoint + "/" + string(f.outcome)); ok {

@@ -10,9 +10,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/feed"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
@@ -30,7 +32,14 @@ func fullServer(t *testing.T) *Server {
 		Timeline: nopTimeline{},
 		Search:   nopFinder{},
 		Audit:    &AuditConfig{Journal: nopAudit{}},
+		Totals:   nopTotals{},
 	})
+}
+
+type nopTotals struct{}
+
+func (nopTotals) Between(context.Context, time.Time, time.Time) (map[string]map[reservation.RefundState]eventstore.Total, error) {
+	return nil, nil
 }
 
 type nopAudit struct{}

@@ -108,6 +108,7 @@ func scopeEnv(t *testing.T) (*testEnv, map[string]string) {
 		Timeline: store,
 		Search:   eventstore.Reader{DB: db},
 		Audit:    &api.AuditConfig{Journal: db},
+		Totals:   eventstore.Totals{DB: db},
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -197,6 +198,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"GET /v1/refunds":                                        filtered,
 		"GET /v1/events":                                         filtered,
 		"GET /v1/summary":                                        filtered,
+		"GET /v1/totals":                                         filtered,
 		"GET /v1/whoami":                                         filtered, // the caller itself, with its merchants
 		"GET /v1/webhooks/{endpoint}/parked":                     filtered,
 		"GET /v1/webhooks":                                       refused,
@@ -332,6 +334,9 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		{"/v1/refunds?state=ABNORMAL", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, `"next"`}},
 		{"/v1/events?limit=1000", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, "hotel-bj"}},
 		{"/v1/webhooks/crm/parked", []string{evtSH}, []string{evtSH, evtBJ}, []string{evtBJ, "hotel-bj"}},
+		{"/v1/totals", []string{`"merchant":"hotel-sh"`, `"in_flight":{"refunds":1,"amount":100}`},
+			[]string{`"merchant":"hotel-bj"`, `"merchant":"hotel-sh"`, `"in_flight":{"refunds":2,"amount":200}`}, []string{"hotel-bj"}},
+		{"/v1/totals?merchant=hotel-sh", []string{`"in_flight":{"refunds":1,"amount":100}`}, []string{`"in_flight":{"refunds":1,"amount":100}`}, []string{"hotel-bj"}},
 		{"/v1/summary", []string{`"ABNORMAL":{"count":1,`}, []string{`"ABNORMAL":{"count":2,`, `"active_actors"`}, []string{`"active_actors"`, `"notifications"`, `"webhooks"`}},
 	}
 	for _, l := range lists {
@@ -356,5 +361,14 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 				t.Errorf("%s unscoped: %s; want %s", l.path, all.body, want)
 			}
 		}
+	}
+	// Another merchant's totals are refused to a scoped token exactly as a
+	// merchant that is not configured.
+	sameAnswer(t, "GET /v1/totals?merchant=",
+		e.do(t, http.MethodGet, "/v1/totals?merchant=hotel-bj", "", bearer(tokScopedOperator)...),
+		e.do(t, http.MethodGet, "/v1/totals?merchant=hotel-nowhere", "", bearer(tokScopedOperator)...))
+	if r := e.do(t, http.MethodGet, "/v1/totals?merchant=hotel-bj", "", bearer(tokAllOperator)...); r.status != http.StatusOK ||
+		!strings.Contains(string(r.body), `"in_flight":{"refunds":1,"amount":100}`) || strings.Contains(string(r.body), "hotel-sh") {
+		t.Errorf("totals of hotel-bj for an unscoped token: %s", r)
 	}
 }

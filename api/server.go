@@ -12,6 +12,7 @@ import (
 
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/tally"
 )
 
 // Engine is everything the API needs from the engine: the single-node
@@ -116,6 +117,15 @@ type Options struct {
 	// RateLimits, if set, bounds requests per token and notifications per
 	// source address (limits.go); nil limits nothing.
 	RateLimits *RateLimits
+	// Tally, if set, keeps the operational counters durably in the
+	// journal's key-value area: notification outcomes are counted there
+	// before they are answered, and GET /v1/summary reads it for them,
+	// provider calls and webhook deliveries (counters.go). Nil counts
+	// notifications in memory only, from zero at every start.
+	Tally *tally.Store
+	// Totals, if set, serves GET /v1/totals (totals.go) from the refund
+	// totals kept with the journal; nil leaves the route out.
+	Totals TotalsReader
 }
 
 // Server routes HTTP requests to the engine.

@@ -18,6 +18,7 @@ var operations = map[string]string{
 	"metrics":             "Metrics",
 	"openapi":             "OpenAPI",
 	"summary":             "Summary",
+	"totals":              "Totals",
 	"whoami":              "Whoami",
 	"registerReservation": "RegisterReservation",
 	"getReservation":      "GetReservation",
@@ -108,6 +109,29 @@ func (c *Client) bytes(ctx context.Context, path string) ([]byte, error) {
 func (c *Client) Summary(ctx context.Context) (*Summary, error) {
 	var out Summary
 	if err := c.get(ctx, "/v1/summary", nil, 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Totals returns money in flight, refunded and released by merchant and
+// state for the refunds requested in [from, to) (GET /v1/totals). A zero
+// bound leaves that side open; bounds fall on whole hours (UTC, or an
+// offset of whole hours such as Beijing time's). merchant, if not empty,
+// narrows it to one merchant the token sees.
+func (c *Client) Totals(ctx context.Context, from, to time.Time, merchant string) (*Totals, error) {
+	q := url.Values{}
+	if !from.IsZero() {
+		q.Set("from", from.Format(time.RFC3339))
+	}
+	if !to.IsZero() {
+		q.Set("to", to.Format(time.RFC3339))
+	}
+	if merchant != "" {
+		q.Set("merchant", merchant)
+	}
+	var out Totals
+	if err := c.get(ctx, "/v1/totals", q, 0, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -55,6 +55,9 @@ const (
 	// CodeEncryptionUnavailable: the server holds no WeChat Pay key to
 	// encrypt an abnormal refund's bank details for; nothing was changed.
 	CodeEncryptionUnavailable = Code("encryption_unavailable")
+	// CodeTotalsNotKept: the server's journal does not keep refund totals
+	// for its whole history (Totals); an operator rebuilds its counters.
+	CodeTotalsNotKept = Code("totals_not_kept")
 )
 
 // codes lists every Code; the tests compare it with the document's enum.
@@ -62,7 +65,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired, CodeEncryptionUnavailable}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired, CodeEncryptionUnavailable, CodeTotalsNotKept}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

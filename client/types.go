@@ -235,6 +235,43 @@ type Summary struct {
 	ActiveActors  int                       `json:"active_actors"`
 	Notifications map[string]int64          `json:"notifications,omitempty"`
 	Webhooks      []WebhookEndpoint         `json:"webhooks,omitempty"`
+	// CountersDurable says the counters below (and Notifications) are
+	// kept in the journal: they survive restarts, summed over every node.
+	// The maps are nested by merchant or operation or endpoint, then by
+	// outcome; all are absent when the server keeps no such counters, or
+	// for a token limited to some merchants.
+	CountersDurable          bool                        `json:"counters_durable,omitempty"`
+	NotificationsByMerchant  map[string]map[string]int64 `json:"notifications_by_merchant,omitempty"`
+	NotificationsQuarantined int64                       `json:"notifications_quarantined,omitempty"`
+	ProviderCalls            map[string]map[string]int64 `json:"provider_calls,omitempty"`
+	ProviderCodeClasses      map[string]map[string]int64 `json:"provider_code_classes,omitempty"`
+	WebhookDeliveries        map[string]map[string]int64 `json:"webhook_deliveries,omitempty"`
+}
+
+// Total is the number and amount (fen) of some refunds.
+type Total struct {
+	Refunds int64 `json:"refunds"`
+	Amount  int64 `json:"amount"`
+}
+
+// MerchantTotals is one merchant's refunds of a Totals range.
+type MerchantTotals struct {
+	Merchant string           `json:"merchant"`
+	States   map[string]Total `json:"states"` // by current state
+	InFlight Total            `json:"in_flight"`
+	Refunded Total            `json:"refunded"`
+	Released Total            `json:"released"`
+}
+
+// Totals is money in flight, refunded and released for the refunds
+// requested in a time range (GET /v1/totals).
+type Totals struct {
+	From      *time.Time       `json:"from"`
+	To        *time.Time       `json:"to"`
+	Merchants []MerchantTotals `json:"merchants"`
+	InFlight  Total            `json:"in_flight"`
+	Refunded  Total            `json:"refunded"`
+	Released  Total            `json:"released"`
 }
 
 // Feed event types.
@@ -354,6 +391,10 @@ type NotifyStats struct {
 		Bytes   int64 `json:"bytes"`
 		Dropped int64 `json:"dropped"`
 	} `json:"quarantine,omitempty"`
+	// QuarantinedTotal is refused notifications ever kept, and Durable
+	// says the counts survive restarts (newer servers only).
+	QuarantinedTotal int64 `json:"quarantined_total,omitempty"`
+	Durable          bool  `json:"durable,omitempty"`
 }
 
 // QuarantineEntry is one refused notification kept for operators.

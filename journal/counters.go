@@ -25,6 +25,16 @@ import (
 // counters hold only what was appended since the upgrade, and readers fold
 // the log instead (Counts.Complete is false).
 
+// CountersGeneration is the generation of the writers' counters that a
+// file created (or rebuilt by SetCounters) by this build keeps from its
+// first record: 1, the first ones; 2 added the per-hour refund totals
+// (eventstore.CountTotals). The journal does not know what they mean; it
+// stores the generation with "counted" (be64(G) + be64(generation); a file
+// of generation 1 has be64(G) alone), so that a reader can tell whether
+// the counters a later generation added cover the whole history or only
+// what was appended since the upgrade.
+const CountersGeneration = 2
+
 var (
 	bucketCounters   = []byte("counters")
 	metaCountedKey   = []byte("counted")
@@ -49,6 +59,27 @@ type Counts struct {
 	Complete bool
 	// LastGlobal is the last record the counters include.
 	LastGlobal uint64
+	// Generation is the counters' generation (CountersGeneration) when
+	// Complete; 0 otherwise.
+	Generation uint64
+}
+
+// countedValue is meta "counted" for counters complete up to global at, of
+// this build's generation.
+func countedValue(at uint64) []byte {
+	return append(be64(at), be64(CountersGeneration)...)
+}
+
+// countedGeneration reads the generation from meta "counted" (nil: 0, not
+// complete).
+func countedGeneration(v []byte) uint64 {
+	switch {
+	case v == nil:
+		return 0
+	case len(v) >= 16:
+		return binary.BigEndian.Uint64(v[8:16])
+	}
+	return 1
 }
 
 func checkCounter(c Counter) error {
@@ -129,10 +160,11 @@ func (db *DB) Counters(ctx context.Context) (Counts, error) {
 	cs := Counts{Values: map[string]int64{}}
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		cs.LastGlobal = tx.Bucket(bucketLog).Sequence()
-		cs.Complete = tx.Bucket(bucketMeta).Get(metaCountedKey) != nil
+		counted := tx.Bucket(bucketMeta).Get(metaCountedKey)
+		cs.Complete, cs.Generation = counted != nil, countedGeneration(counted)
 		bk := tx.Bucket(bucketCounters)
 		if bk == nil {
-			cs.Complete = false
+			cs.Complete, cs.Generation = false, 0
 			return nil
 		}
 		return bk.ForEach(func(k, v []byte) error {
@@ -142,6 +174,36 @@ func (db *DB) Counters(ctx context.Context) (Counts, error) {
 			cs.Values[string(k)] = int64(binary.BigEndian.Uint64(v))
 			return nil
 		})
+	})
+	if err != nil {
+		return Counts{}, fmt.Errorf("journal: counters: %w", err)
+	}
+	return cs, nil
+}
+
+// CountersBetween returns the counters whose keys are in [from, to) (to ""
+// means no end), read in one transaction with Complete, Generation and
+// LastGlobal as Counters sets them: a range of keys that sort by time (per-
+// hour totals) reads only its span.
+func (db *DB) CountersBetween(ctx context.Context, from, to string) (Counts, error) {
+	cs := Counts{Values: map[string]int64{}}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		cs.LastGlobal = tx.Bucket(bucketLog).Sequence()
+		counted := tx.Bucket(bucketMeta).Get(metaCountedKey)
+		cs.Complete, cs.Generation = counted != nil, countedGeneration(counted)
+		bk := tx.Bucket(bucketCounters)
+		if bk == nil {
+			cs.Complete, cs.Generation = false, 0
+			return nil
+		}
+		c := bk.Cursor()
+		for k, v := c.Seek([]byte(from)); k != nil && (to == "" || string(k) < to); k, v = c.Next() {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: counter %q is %d bytes, want 8", ErrCorrupt, k, len(v))
+			}
+			cs.Values[string(k)] = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
 	})
 	if err != nil {
 		return Counts{}, fmt.Errorf("journal: counters: %w", err)
@@ -187,7 +249,7 @@ func (db *DB) SetCounters(ctx context.Context, at uint64, values map[string]int6
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaCountedKey, be64(at))
+		return tx.Bucket(bucketMeta).Put(metaCountedKey, countedValue(at))
 	})
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		err = ErrClosed

@@ -322,10 +322,11 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 				return err
 			}
 		}
-		// Counters kept from the first record on are complete; a file
-		// that has records from before them needs SetCounters.
-		if meta.Get(metaCountedKey) == nil && tx.Bucket(bucketLog).Sequence() == 0 {
-			if err := meta.Put(metaCountedKey, be64(0)); err != nil {
+		// Counters kept from the first record on are complete, of this
+		// build's generation; a file that has records from before them
+		// (or from before its generation) needs SetCounters.
+		if tx.Bucket(bucketLog).Sequence() == 0 && countedGeneration(meta.Get(metaCountedKey)) < CountersGeneration {
+			if err := meta.Put(metaCountedKey, countedValue(0)); err != nil {
 				return err
 			}
 		}

@@ -715,6 +715,8 @@
       opsSection(g, 'ops-quarantine', 'Notification quarantine', 'operate', true, opsQuarantine),
       opsSection(g, 'ops-audit', 'Audit head', 'audit', true, opsAudit),
       opsSection(g, 'ops-credentials', 'Credentials', 'operate', true, opsCredentials),
+      opsSection(g, 'ops-counters', 'Counters since the journal began', 'read', true, opsCounters),
+      opsSection(g, 'ops-totals', 'Refund totals', 'read', false, opsTotals),
     ]);
     if (stale(g)) return;
     $('ops').replaceChildren(
@@ -840,6 +842,91 @@
       return box;
     }));
     if (!stale(g)) sec.append(...lists);
+  }
+
+  // --- durable counters and totals ---------------------------------------
+
+  // opsCounters shows the counters GET /v1/summary reads from the journal
+  // (they survive restarts): notifications by outcome and merchant,
+  // provider calls by outcome and code class, webhook deliveries.
+  async function opsCounters(sec, g) {
+    const s = await api('GET', '/v1/summary');
+    if (stale(g)) return;
+    if (!s.counters_durable) {
+      sec.append(h('p', { class: 'empty' }, 'This server keeps no durable counters.'));
+      return;
+    }
+    sec.append(h('p', { class: 'help' }, 'Kept in the journal beside the events, summed over every node: they survive restarts.'));
+    const n = s.notifications || {};
+    const outcomes = ['applied', 'duplicate', 'hint', 'probe', 'rejected', 'unknown_refund', 'mismatch', 'error'];
+    const byMerchant = s.notifications_by_merchant || {};
+    sec.append(h('h3', null, 'Notifications'),
+      table(['Merchant', ...outcomes], [
+        h('tr', { 'data-counter': 'notifications', 'data-merchant': '' }, h('td', null, 'All'),
+          outcomes.map((o) => h('td', { class: 'num', 'data-outcome': o }, String(n[o] || 0)))),
+        ...Object.keys(byMerchant).sort().map((m) => h('tr', { 'data-counter': 'notifications', 'data-merchant': m },
+          h('td', { class: 'mono' }, m), outcomes.map((o) => h('td', { class: 'num', 'data-outcome': o }, String(byMerchant[m][o] || 0))))),
+      ]),
+      h('p', { class: 'muted', 'data-counter': 'quarantined' }, 'Refused and kept in the quarantine: ' + String(s.notifications_quarantined || 0)));
+    const calls = s.provider_calls || {};
+    const codes = s.provider_code_classes || {};
+    const kinds = ['SUCCEEDED', 'PROCESSING', 'FAILED', 'ABNORMAL', 'REJECTED', 'UNKNOWN', 'NOT_FOUND', 'OTHER'];
+    const classes = ['none', 'http', 'client', 'provider'];
+    const ops = [...new Set([...Object.keys(calls), ...Object.keys(codes)])].sort();
+    sec.append(h('h3', null, 'Provider calls'), ops.length
+      ? table(['Call', ...kinds, ...classes.map((c) => 'code: ' + c)],
+        ops.map((op) => h('tr', { 'data-counter': 'provider', 'data-op': op }, h('td', { class: 'mono' }, op),
+          kinds.map((k) => h('td', { class: 'num', 'data-outcome': k }, String((calls[op] || {})[k] || 0))),
+          classes.map((c) => h('td', { class: 'num', 'data-class': c }, String((codes[op] || {})[c] || 0))))))
+      : h('p', { class: 'empty' }, 'No provider calls yet.'));
+    const hooks = s.webhook_deliveries || {};
+    const names = Object.keys(hooks).sort();
+    sec.append(h('h3', null, 'Webhook deliveries'), names.length
+      ? table(['Endpoint', 'Delivered', 'Failed POSTs', 'Parked'],
+        names.map((name) => h('tr', { 'data-counter': 'webhook', 'data-endpoint': name }, h('td', { class: 'mono' }, name),
+          ['delivered', 'failed', 'parked'].map((k) => h('td', { class: 'num', 'data-outcome': k }, String(hooks[name][k] || 0))))))
+      : h('p', { class: 'empty' }, 'No webhook deliveries yet.'));
+  }
+
+  // totalsRange is [from, to) of a named range in the chosen zone, on
+  // whole hours (the totals' grain): '' for all time.
+  const TOTALS_RANGES = [['all', 'All time'], ['today', 'Today'], ['7d', 'Last 7 days'], ['30d', 'Last 30 days']];
+  let totalsChoice = 'all';
+
+  function totalsRange(choice) {
+    if (choice === 'all') return '';
+    const offset = beijing() ? 8 * 3600 * 1000 : 0;
+    const day = 24 * 3600 * 1000;
+    // Midnight of today in the zone, as an instant.
+    const start = Math.floor((Date.now() + offset) / day) * day - offset;
+    const days = choice === '7d' ? 6 : choice === '30d' ? 29 : 0;
+    const iso = (ms) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+    return '?from=' + seg(iso(start - days * day)) + '&to=' + seg(iso(start + day));
+  }
+
+  // opsTotals shows GET /v1/totals: money in flight, refunded and released
+  // by merchant, for the refunds requested in the chosen range.
+  async function opsTotals(sec, g) {
+    const t = await api('GET', '/v1/totals' + totalsRange(totalsChoice));
+    if (stale(g)) return;
+    const pick = h('select', { id: 'totals-range' }, TOTALS_RANGES.map(([v, label]) => h('option', { value: v }, label)));
+    pick.value = totalsChoice;
+    pick.addEventListener('change', () => {
+      totalsChoice = pick.value;
+      refreshView();
+    });
+    sec.append(h('p', { class: 'help' }, 'Refunds requested in the range, by the state they are in now; days in the zone chosen above.'),
+      h('div', { class: 'inline' }, h('label', { for: 'totals-range' }, 'Requested'), pick));
+    const cell = (x, kind) => h('td', { class: 'num', 'data-total': kind }, yuan(x.amount), h('div', { class: 'muted' }, String(x.refunds) + ' refund' + (x.refunds === 1 ? '' : 's')));
+    const rows = t.merchants.map((m) => h('tr', { 'data-merchant': m.merchant }, h('td', { class: 'mono' }, m.merchant),
+      cell(m.in_flight, 'in_flight'), cell(m.refunded, 'refunded'), cell(m.released, 'released'),
+      h('td', null, Object.keys(m.states).sort().map((st) => h('div', { class: 'nowrap' }, stateBadge(st), ' ' + m.states[st].refunds + ' \u00b7 ' + yuan(m.states[st].amount))))));
+    if (t.merchants.length > 1) {
+      rows.push(h('tr', { 'data-merchant': '' }, h('td', null, 'All'), cell(t.in_flight, 'in_flight'), cell(t.refunded, 'refunded'),
+        cell(t.released, 'released'), h('td', null)));
+    }
+    sec.append(rows.length ? table(['Merchant', 'In flight', 'Refunded', 'Released (failed)', 'By state'], rows)
+      : h('p', { class: 'empty' }, 'No refunds requested in this range.'));
   }
 
   async function opsQuarantine(sec, g) {

@@ -14,6 +14,7 @@ import (
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal"
 	"github.com/refundd/refundd/journal/pgjournal"
@@ -102,7 +103,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--journal: %w", err)
 	}
-	be := &backend{db: pg, prefix: c.RefundNoPrefix, started: "refundd started in cluster mode",
+	be := &backend{db: pg, owner: nodeID, prefix: c.RefundNoPrefix, started: "refundd started in cluster mode",
 		closeJournal: func(context.Context) error { return pg.Close() }}
 	var node *cluster.Node
 	be.start = func(ctx, _ context.Context, w *wiredProvider, policies enginePolicies) error {
@@ -110,7 +111,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		store := eventstore.New(pg)
 		var err error
 		node, err = cluster.Start(ctx, cluster.Config{
-			Engine: actors.Config{Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
+			Engine: actors.Config{Store: m.metrics.Store(store), Provider: tally.CountProvider(m.metrics.Provider(w.provider), m.tally), Encode: w.encode, Logger: m.log,
 				Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout, Merchant: w.merchant(),
 				ProviderTimeout: c.ProviderTimeout},
 			Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
@@ -167,7 +168,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 			el = &pgjournal.LockElector{DSN: cc.Journal, Key: pgjournal.AdvisoryKey("webhooks", cc.JournalSchema, cc.Name),
 				Name: "webhook leader lock", Value: value, Logger: log}
 		}
-		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Merchants: merchants, Logger: log}, pg, el, webhook.LeaderTiming{})
+		w, err := webhook.NewLeader(webhook.Config{Endpoints: eps, Merchants: merchants, Logger: log, Tally: m.tally}, pg, el, webhook.LeaderTiming{})
 		if err != nil {
 			return dispatch{}, err
 		}

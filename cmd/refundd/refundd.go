@@ -27,6 +27,7 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/version"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal"
@@ -42,6 +43,7 @@ type Main struct {
 	log       *slog.Logger
 	db        *journal.DB // the single node's journal; nil in cluster mode
 	be        *backend
+	tally     *tally.Store // the durable operational counters, in the journal's kv area
 	server    *http.Server
 	ln        net.Listener
 	pprof     *http.Server
@@ -93,6 +95,9 @@ type sharedJournal interface {
 // cluster node). Run does everything else the same way over it.
 type backend struct {
 	db sharedJournal
+	// owner names this process's entry of the durable counters
+	// (internal/tally): the node id in a cluster.
+	owner string
 	// prefix is the default merchant's refund-number prefix in effect (a
 	// restored journal's epoch changes it); epoch is the journal's
 	// refund-number epoch, which every merchant's prefix carries.
@@ -109,6 +114,9 @@ type backend struct {
 	ready     func(ctx context.Context) error
 	sources   metrics.Sources
 	audit     *api.AuditConfig
+	// totals reads the refund totals kept with the journal; nil where the
+	// journal keeps no counters (PostgreSQL).
+	totals api.TotalsReader
 	// started describes the backend in the start-up log and line.
 	started  string
 	logAttrs []any
@@ -162,6 +170,9 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if err != nil {
 		return err
 	}
+	if m.tally, err = tally.Open(ctx, be.db, be.owner); err != nil {
+		return err
+	}
 	// Before the provider: it needs our notification URL.
 	if err := m.listen(); err != nil {
 		return err
@@ -187,7 +198,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
 		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
-		RateLimits: c.RateLimit.api(m.metrics)}
+		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally, Totals: be.totals}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
@@ -376,7 +387,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return nil, err
 	}
 	m.db = db
-	be := &backend{db: db, started: "refundd started"}
+	be := &backend{db: db, owner: "single", started: "refundd started"}
 	be.closeJournal = func(ctx context.Context) error {
 		if _, err := db.WriteCheckpoint(ctx); err != nil {
 			m.log.Warn("final checkpoint not written", "err", err)
@@ -400,6 +411,8 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return be, err
 	} else if !counts.Complete {
 		m.log.Warn("the journal's counters do not cover its history: journal stats replays it; stop refundd and run \"refundctl journal stats --build-counters --data DIR\" once", "journal", path)
+	} else if counts.Generation < journal.CountersGeneration {
+		m.log.Warn("the journal's counters predate the per-hour refund totals: GET /v1/totals refuses them; stop refundd and run \"refundctl journal stats --build-counters --data DIR\" once", "journal", path)
 	}
 	// A tiny fsynced write proves the journal's disk takes writes; /readyz
 	// is open, so requests share one write per interval.
@@ -409,10 +422,11 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	// Refunds wait while a restored journal is reconciled with WeChat Pay.
 	gate := &audit.RestoreGate{}
 	be.audit = &api.AuditConfig{Journal: db, SpoolDir: c.BackupSpoolDir, RefundsPaused: gate.Paused}
+	be.totals = eventstore.Totals{DB: db}
 	be.start = func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error {
 		store := eventstore.New(db)
 		engine, err := actors.New(actors.Config{
-			Store: m.metrics.Store(store), Provider: m.metrics.Provider(w.provider), Encode: w.encode, Logger: m.log,
+			Store: m.metrics.Store(store), Provider: tally.CountProvider(m.metrics.Provider(w.provider), m.tally), Encode: w.encode, Logger: m.log,
 			Merchant: w.merchant(), Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout,
 			ProviderTimeout: c.ProviderTimeout,
 		})
@@ -436,7 +450,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 		return err
 	}
 	be.webhooks = func(eps []webhook.Endpoint, merchants []string) (dispatch, error) {
-		hooks, err := webhook.New(webhook.Config{DB: db, Endpoints: eps, Merchants: merchants, Logger: m.log.With("component", "webhook")})
+		hooks, err := webhook.New(webhook.Config{DB: db, Endpoints: eps, Merchants: merchants, Logger: m.log.With("component", "webhook"), Tally: m.tally})
 		if err != nil {
 			return dispatch{}, err
 		}
@@ -490,6 +504,10 @@ func (m *Main) Close() error {
 	}
 	if m.provider != nil && m.provider.close != nil {
 		m.provider.close()
+	}
+	if m.tally != nil {
+		// After every counted call has ended, before the journal closes.
+		errs = append(errs, m.tally.Close())
 	}
 	if m.be != nil && m.be.closeJournal != nil {
 		errs = append(errs, m.be.closeJournal(ctx))

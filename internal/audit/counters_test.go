@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -134,6 +135,9 @@ func TestCounters_VerifyFindsAWrongCounter(t *testing.T) {
 		{eventstore.CountEvents + reservation.TypeRegistered, "counter events/reservation.registered is 1, the events make it 10"},
 		// A counter no event makes.
 		{"refund_state/BOGUS", "counter refund_state/BOGUS is 1, the events make it 0"},
+		// The per-hour totals GET /v1/totals reads.
+		{eventstore.CountTotals + "2026030102/default/SUCCEEDED/" + eventstore.TotalFen,
+			"counter totals/2026030102/default/SUCCEEDED/fen is 1, the events make it "},
 	} {
 		t.Run(tt.key, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "j.db")
@@ -150,6 +154,59 @@ func TestCounters_VerifyFindsAWrongCounter(t *testing.T) {
 				t.Fatalf("counters %q", rep.Counters)
 			}
 		})
+	}
+}
+
+// A journal whose counters are of generation 1 (written before the
+// per-hour totals, kept since the upgrade only) is not failed for its
+// totals: verify says they were not compared, GET /v1/totals refuses them,
+// and BuildCounters makes them whole.
+func TestCounters_TotalsOfAnOlderGeneration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	writeStore(t, path, 10)
+	patchCounter(t, path, eventstore.CountTotals+"2026030102/default/SUCCEEDED/"+eventstore.TotalFen, 1)
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte("meta"))
+		return meta.Put([]byte("counted"), meta.Get([]byte("counted"))[:8]) // as generation 1 wrote it
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+	ro := openRO(t, path)
+	rep, err := audit.Verify(bg, ro, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || !strings.HasPrefix(rep.Counters, "match the events; the per-hour totals predate") {
+		t.Fatalf("verify: counters %q, problems %v", rep.Counters, rep.Problems)
+	}
+	if _, err := (eventstore.Totals{DB: ro}).Between(bg, time.Time{}, time.Time{}); !errors.Is(err, eventstore.ErrTotalsNotKept) {
+		t.Fatalf("totals of generation 1: %v, want ErrTotalsNotKept", err)
+	}
+	ro.Close()
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := audit.BuildCounters(bg, db, nil); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro = openRO(t, path)
+	rep, err = audit.Verify(bg, ro, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Counters != "match the events" {
+		t.Fatalf("after the build: counters %q, problems %v", rep.Counters, rep.Problems)
+	}
+	tot, err := eventstore.Totals{DB: ro}.Between(bg, time.Time{}, time.Time{})
+	if err != nil || tot[reservation.DefaultMerchant][reservation.Succeeded].Refunds == 0 {
+		t.Fatalf("totals after the build: %v, %v", tot, err)
 	}
 }
 

@@ -214,8 +214,14 @@ func (v *verifier) checkCounters(ctx context.Context, rep *Report) error {
 		}
 	}
 	slices.Sort(keys)
-	bad := 0
+	bad, skipped := 0, false
 	for _, k := range keys {
+		if counts.Generation < 2 && strings.HasPrefix(k, eventstore.CountTotals) {
+			// Kept since the upgrade only: they cannot match a replay
+			// of the whole history until they are rebuilt.
+			skipped = true
+			continue
+		}
 		if got, want := counts.Values[k], v.counts[k]; got != want {
 			bad++
 			v.problems.add(Problem{Kind: "counter", Message: fmt.Sprintf("counter %s is %d, the events make it %d", k, got, want)})
@@ -224,6 +230,9 @@ func (v *verifier) checkCounters(ctx context.Context, rep *Report) error {
 	rep.Counters = "match the events"
 	if bad > 0 {
 		rep.Counters = fmt.Sprintf("%d differ from the events", bad)
+	}
+	if skipped {
+		rep.Counters += "; the per-hour totals predate this journal's counters and were not compared (refundctl journal stats --build-counters rebuilds them)"
 	}
 	return nil
 }

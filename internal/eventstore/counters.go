@@ -30,7 +30,25 @@ const (
 	// refunds): that merchant's share. Merchant names are the configured
 	// ones, so the keys are bounded.
 	CountMerchant = "merchant/"
+	// CountTotals + hour + "/" + merchant + "/" + state + "/" + TotalFen or
+	// TotalRefunds: the amount and the number of the refunds requested in
+	// that hour (UTC, TotalsHour) of that merchant now in that state.
+	// Keys sort by hour, so a time range reads only its span
+	// (journal.DB.CountersBetween, Totals). Counters of generation 2
+	// (journal.CountersGeneration); a journal of generation 1 has them only
+	// for what it appended since, and journal verify skips them there.
+	CountTotals  = "totals/"
+	TotalFen     = "fen"
+	TotalRefunds = "refunds"
 )
+
+// TotalsHourLayout formats the hour of CountTotals keys: fixed width, so
+// the keys sort as the hours do.
+const TotalsHourLayout = "2006010215"
+
+// TotalsHour is the hour part of the CountTotals keys of a refund
+// requested at t.
+func TotalsHour(t time.Time) string { return t.UTC().Format(TotalsHourLayout) }
 
 // Tally calls add with one reservation's share of the counters (none for a
 // reservation that is not registered), each times sign. Stats and Verify
@@ -52,8 +70,15 @@ func Tally(s *reservation.State, sign int64, add func(key string, n int64)) {
 	}
 	both(CountPaid, sign*s.Amount)
 	var refunded, inFlight, released int64
+	merchant := reservation.MerchantOf(s.Merchant)
 	for _, r := range s.Refunds {
 		add(refundStateKey(r.State), sign)
+		// One allocation per key: the hour is formatted on the stack and
+		// each key concatenated at once (this runs twice per append).
+		var buf [len(TotalsHourLayout)]byte
+		hour := r.CreatedAt.UTC().AppendFormat(buf[:0], TotalsHourLayout)
+		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalFen, sign*r.Amount)
+		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalRefunds, sign)
 		switch {
 		case r.State == reservation.Succeeded:
 			refunded += r.Amount
@@ -84,7 +109,7 @@ func LatestNanos(at time.Time) (int64, bool) {
 // changes of the same key.
 func CounterChanges(dst []journal.Counter, before *reservation.State, events []reservation.Event) []journal.Counter {
 	if dst == nil {
-		dst = make([]journal.Counter, 0, 24) // a refund's typical append: one allocation
+		dst = make([]journal.Counter, 0, 32) // a refund's typical append: one allocation
 	}
 	add := func(key string, n int64) {
 		if n != 0 {

@@ -86,10 +86,20 @@ type Config struct {
 	// Logger receives delivery failures and parkings. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Tally, if set, counts deliveries durably (internal/tally: *tally.Store):
+	// per endpoint, POSTs delivered and failed and events parked after
+	// their last attempt, noted without waiting for the write. Nil counts
+	// only in memory (EndpointLag.Delivered, FailedAttempts).
+	Tally Tally
 	// HTTPClient sends the POSTs. Nil means a client that does not follow
 	// redirects (a 3xx counts as a failure, so a misconfigured URL is
 	// noticed rather than silently forwarded).
 	HTTPClient *http.Client
+}
+
+// Tally is where deliveries are counted durably (*tally.Store).
+type Tally interface {
+	Note(changes map[string]int64)
 }
 
 func (c *Config) validate() error {

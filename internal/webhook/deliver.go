@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/feed"
+	"github.com/refundd/refundd/internal/tally"
 )
 
 // maxDrain is how much of a response body is read (and discarded) so the
@@ -34,9 +35,11 @@ func (ep *endpoint) deliver(ctx context.Context, ev feed.Event) (attempts int, l
 		retryAfter, err := ep.post(ctx, ev, body, attempt)
 		if err == nil {
 			ep.stats.delivered.Add(1)
+			ep.note("delivered")
 			return attempt, "", true
 		}
 		ep.stats.failures.Add(1)
+		ep.note("failed")
 		lastErr = err.Error()
 		if ctx.Err() != nil {
 			return attempt, lastErr, false
@@ -52,6 +55,14 @@ func (ep *endpoint) deliver(ctx context.Context, ev feed.Event) (attempts int, l
 		}
 	}
 	return limit, lastErr, false
+}
+
+// note counts one delivery outcome (delivered, failed, parked) in the
+// durable tally, if there is one.
+func (ep *endpoint) note(what string) {
+	if t := ep.d.cfg.Tally; t != nil {
+		t.Note(map[string]int64{tally.KeyWebhook + ep.cfg.Name + "/" + what: 1})
+	}
 }
 
 // post sends one attempt. It returns nil for a 2xx answer; otherwise the

@@ -413,6 +413,7 @@ func (ep *endpoint) handle(ctx context.Context, ev feed.Event) error {
 		return err
 	}
 	ep.holds[ev.ReservationID] = &hold{events: []*ParkedEvent{p}}
+	ep.note("parked")
 	ep.log.Warn("webhook event parked after its last attempt; later events of its reservation are held behind it",
 		"event", ev.ID, "type", ev.Type, "reservation", ev.ReservationID, "attempts", attempts, "last_error", lastErr)
 	return nil

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -431,6 +433,8 @@ func TestDispatcher_ParkAndReplay(t *testing.T) {
 	})
 	cfg := fastConfig(db, endpointFor(c, "crm"))
 	cfg.MaxAttempts = 3
+	counted := &recordTally{values: map[string]int64{}}
+	cfg.Tally = counted
 	d, err := webhook.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -464,6 +468,12 @@ func TestDispatcher_ParkAndReplay(t *testing.T) {
 	}
 	if l := lags[0]; l.Parked != len(r1) || l.EventsBehind != 0 || l.OldestUndeliveredAge <= 0 {
 		t.Fatalf("lag with parked events = %+v", l)
+	}
+	// The durable tally: every POST and the one parking after the last
+	// attempt (the events held behind it were never tried).
+	if got, want := counted.snapshot(), map[string]int64{"webhook/crm/delivered": int64(len(r2)), "webhook/crm/failed": 3,
+		"webhook/crm/parked": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("tally = %v, want %v", got, want)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -760,4 +770,24 @@ func TestDispatcher_ReplayAll(t *testing.T) {
 	c.waitAll(t, h.Want)
 	waitParked(t, d, "erp", 0)
 	c.check(t, h.Want)
+}
+
+// recordTally is a webhook.Tally in memory.
+type recordTally struct {
+	mu     sync.Mutex
+	values map[string]int64
+}
+
+func (r *recordTally) Note(changes map[string]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range changes {
+		r.values[k] += n
+	}
+}
+
+func (r *recordTally) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.values)
 }
