@@ -116,6 +116,13 @@ type Options struct {
 	// RateLimits, if set, bounds requests per token and notifications per
 	// source address (limits.go); nil limits nothing.
 	RateLimits *RateLimits
+	// PolicyOf returns the policy of a merchant's reservations (as the
+	// engine decides them), for the next_step of refund views
+	// (reservation.NextOf); nil means the default reservation.Policy{}
+	// for every merchant.
+	PolicyOf func(merchant string) reservation.Policy
+	// Now is the time of next_step in answers; nil means time.Now.
+	Now func() time.Time
 }
 
 // Server routes HTTP requests to the engine.

@@ -80,6 +80,15 @@ type enginePolicies struct {
 	merchants map[string]reservation.Policy
 }
 
+// of is the policy the engine decides merchant's reservations under
+// (actors.Config.Policies, else Policy), for the API's next_step.
+func (p enginePolicies) of(merchant string) reservation.Policy {
+	if mp, ok := p.merchants[merchant]; ok {
+		return mp
+	}
+	return p.base
+}
+
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
 // shared wiring.
 type sharedJournal interface {
@@ -177,14 +186,15 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	}
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
-	if err := be.start(ctx, bgCtx, m.provider, enginePolicies{base: policy, merchants: perMerchant}); err != nil {
+	policies := enginePolicies{base: policy, merchants: perMerchant}
+	if err := be.start(ctx, bgCtx, m.provider, policies); err != nil {
 		return err
 	}
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
 		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
-		RateLimits: c.RateLimit.api(m.metrics)}
+		RateLimits: c.RateLimit.api(m.metrics), PolicyOf: policies.of}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}
