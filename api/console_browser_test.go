@@ -173,6 +173,21 @@ func TestConsole_InBrowser(t *testing.T) {
 	if got := page.eval(t, `document.querySelector('#reservation tr[data-refund-no="`+stuck.RefundNo+`"] .state-cell').textContent`); got != "SUCCEEDED" {
 		t.Fatalf("the succeeded refund's state cell reads %q, want SUCCEEDED alone", got)
 	}
+	// The refund's own page: its reason, in the facts and in its story,
+	// is text.
+	page.click(t, `#reservation tr[data-refund-no="`+stuck.RefundNo+`"] a.refund-link`)
+	page.waitTrue(t, "the refund page", `!!document.getElementById('refund-story') && !document.getElementById('refund').hidden`)
+	if got := page.eval(t, `document.querySelector('#refund dd .reason').textContent`); got != payload {
+		t.Fatalf("the refund page's reason reads %q", got)
+	}
+	if got := page.eval(t, `document.querySelector('#refund-story li[data-type="refund.requested"] .story-what').textContent`).(string); !strings.Contains(got, payload) {
+		t.Fatalf("the story's request reads %q, want the reason %q as text", got, payload)
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the refund page", n)
+	}
+	page.eval(t, `history.back()`)
+	page.waitTrue(t, "the reservation page again", `!document.getElementById('reservation').hidden`)
 	for _, w := range []int{1440, 760} {
 		page.resize(t, w)
 		page.checkLayout(t, fmt.Sprintf("reservation page at %d px", w))

@@ -711,8 +711,12 @@
   const operatorish = (ev) => ev.by !== 'engine' && !ev.by.startsWith('provider:');
 
   // story turns one journaled event of the refund into a sentence (nodes).
-  function story(ev, currency) {
+  // seen counts the submissions before it: only a later one, made by a
+  // person, is a resubmission (the first is journaled under the requester).
+  function story(ev, currency, seen) {
     const d = ev.data || {};
+    const resubmitted = seen.submissions > 0 && operatorish(ev) ? ['Resubmitted by ', by(ev), ': '] : '';
+    if (ev.type === 'refund.submission_started') seen.submissions++;
     switch (ev.type) {
       case 'refund.requested':
         return ['Requested by ', by(ev), ': ', yuan(d.amount, currency), d.reason ? [' \u00b7 reason \u201c', d.reason, '\u201d'] : null,
@@ -726,10 +730,10 @@
       case 'refund.approval_expired':
         return 'Nobody approved it in time: expired, its amount released';
       case 'refund.submission_started':
-        return [operatorish(ev) ? ['Resubmitted by ', by(ev), ': '] : '', 'attempt ' + d.attempt + ' sent to WeChat',
+        return [resubmitted, 'attempt ' + d.attempt + ' sent to WeChat',
           d.due_at ? [' \u00b7 checked at ', at(d.due_at), ' if no answer'] : null];
       case 'refund.submission_scheduled':
-        return [operatorish(ev) ? ['Resubmitted by ', by(ev), ': '] : '', 'submission held back by WeChat\u2019s spacing until ', at(d.due_at)];
+        return [resubmitted, 'submission held back by WeChat\u2019s spacing until ', at(d.due_at)];
       case 'refund.query_started':
         return [operatorish(ev) ? ['Reconcile by ', by(ev), ': '] : '', 'query ' + d.query + ': refundd asked WeChat',
           d.due_at ? [' \u00b7 next check ', at(d.due_at)] : null];
@@ -755,6 +759,13 @@
       default:
         return ev.type;
     }
+  }
+
+  // attemptsLabel says what next_step.attempts_left counts in a state.
+  function attemptsLabel(state) {
+    if (state === 'UNKNOWN') return 'Resends left if WeChat has no such refund: ';
+    if (state === 'PROCESSING' || state === 'PENDING_APPROVAL') return 'Attempts left before it is left UNKNOWN: ';
+    return 'Attempts left: ';
   }
 
   async function showRefund(id, no, g) {
@@ -798,7 +809,7 @@
       h('ul', { class: 'next' },
         h('li', { id: 'refund-next' }, h('span', { class: 'label' }, 'Next: '), words.text(n)),
         h('li', { id: 'refund-who' }, h('span', { class: 'label' }, 'Who must act: '), words.who),
-        n.kind !== 'none' ? h('li', null, h('span', { class: 'label' }, 'Attempts left: '), String(n.attempts_left),
+        n.kind !== 'none' ? h('li', { id: 'refund-attempts' }, h('span', { class: 'label' }, attemptsLabel(r.state)), String(n.attempts_left),
           h('span', { class: 'muted' }, ' (' + r.attempts + ' made)')) : null,
         n.abandon_from ? h('li', null, h('span', { class: 'label' }, 'Abandon possible from: '), at(n.abandon_from), soon(n.abandon_from)) : null),
       h('div', { class: 'refund-actions' }, actions(r, null, cur)));
@@ -824,9 +835,10 @@
     if (timelineError) {
       storyBox.append(h('p', { class: 'error' }, 'Journal unavailable: ' + timelineError.message));
     } else {
+      const seen = { submissions: 0 };
       storyBox.append(h('ol', { class: 'story' }, events.map((ev) => h('li', { 'data-type': ev.type, 'data-seq': ev.seq },
         h('div', { class: 'story-when' }, at(ev.at), h('div', { class: 'muted age' }, ago(ev.at))),
-        h('div', { class: 'story-what' }, story(ev, cur))))));
+        h('div', { class: 'story-what' }, story(ev, cur, seen))))));
       raw.append(h('ol', { class: 'timeline' }, events.map((ev) => h('li', { 'data-type': ev.type },
         h('div', { class: 'ev-head' }, h('span', { class: 'mono muted' }, '#' + ev.seq), h('span', { class: 'ev-type' }, ev.type),
           h('span', { class: 'muted' }, at(ev.at)), h('span', { class: 'muted' }, 'by ' + ev.by)),

@@ -360,7 +360,9 @@ const layoutProblems = `(() => {
   const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let n = walk.nextNode(); n; n = walk.nextNode()) {
     if (!n.parentElement || n.parentElement.closest('[hidden]')) continue;
-    const re = /\S+/g; let m;
+    // Chinese and Japanese break between characters, as they should:
+    // each of their characters is a word of its own here.
+    const re = /[^\s\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]+/g; let m;
     while ((m = re.exec(n.data))) {
       const rg = document.createRange(); rg.setStart(n, m.index); rg.setEnd(n, m.index + m[0].length);
       const tops = new Set([...rg.getClientRects()].filter((c) => c.width > 0).map((c) => Math.round(c.top)));
