@@ -254,8 +254,9 @@ func TestConsole_InBrowser(t *testing.T) {
 	// Four eyes. The operator sees the refunds awaiting approval, with who
 	// asked, and may neither approve, reject nor reconcile them.
 	pending := func(no string) string { return `#kind-PENDING_APPROVAL tr[data-refund-no="` + no + `"]` }
-	page.click(t, "#refresh")
-	page.waitTrue(t, "the refunds awaiting approval listed", `!!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
+	// The overview, shown (not a hidden copy drawn earlier, or never).
+	page.eval(t, `location.hash = '#/'`)
+	page.waitTrue(t, "the refunds awaiting approval listed", `!document.getElementById('overview').hidden && !!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
 	// Resubmit asks once more, naming the refund and its amount; Cancel
 	// sends nothing.
 	rejectedRow := `#kind-REJECTED tr[data-refund-no="` + rejected.RefundNo + `"]`
