@@ -56,6 +56,7 @@ type Message struct {
 	} `json:"error,omitempty"`
 }
 
+// Browser is a running headless chromium; Launch stops it when the test ends.
 type Browser struct {
 	cmd    *exec.Cmd
 	w      *os.File // the browser reads fd 3
@@ -69,6 +70,8 @@ type Browser struct {
 	done    chan struct{}
 }
 
+// Launch starts the browser at path, stopped (its process group killed if
+// need be) when the test ends.
 func Launch(t testing.TB, path string) *Browser {
 	t.Helper()
 	toR, toW, err := os.Pipe()
@@ -169,6 +172,8 @@ func (b *Browser) call(session, method string, params any) (json.RawMessage, err
 	}
 }
 
+// EventsNamed returns the events received so far with one of the methods
+// (Log.entryAdded, Runtime.exceptionThrown...), in order.
 func (b *Browser) EventsNamed(methods ...string) []Message {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -207,12 +212,13 @@ func tail(s string, n int) string {
 	return s
 }
 
-// page is one tab, attached with a flat session.
+// Page is one tab, attached with a flat session.
 type Page struct {
 	b       *Browser
 	session string
 }
 
+// NewPage opens a tab of 1280 by 960 px.
 func (b *Browser) NewPage(t testing.TB) *Page {
 	t.Helper()
 	res, err := b.call("", "Target.createTarget", map[string]any{"url": "about:blank"})
@@ -239,6 +245,7 @@ func (b *Browser) NewPage(t testing.TB) *Page {
 	return p
 }
 
+// Must calls a DevTools method on the tab and fails the test on an error.
 func (p *Page) Must(t testing.TB, method string, params any) json.RawMessage {
 	t.Helper()
 	res, err := p.b.call(p.session, method, params)
@@ -248,13 +255,14 @@ func (p *Page) Must(t testing.TB, method string, params any) json.RawMessage {
 	return res
 }
 
+// Navigate loads url and waits until the console's page is complete.
 func (p *Page) Navigate(t testing.TB, url string) {
 	t.Helper()
 	p.Must(t, "Page.navigate", map[string]any{"url": url})
 	p.WaitTrue(t, "the page to load", `document.readyState === 'complete' && !!document.getElementById('status')`)
 }
 
-// evalErr evaluates an expression in the page and returns its JSON value.
+// EvalErr evaluates an expression in the page and returns its JSON value.
 func (p *Page) EvalErr(expr string) (any, error) {
 	res, err := p.b.call(p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true})
 	if err != nil {
@@ -277,6 +285,7 @@ func (p *Page) EvalErr(expr string) (any, error) {
 	return out.Result.Value, nil
 }
 
+// Eval is EvalErr failing the test on an error.
 func (p *Page) Eval(t testing.TB, expr string) any {
 	t.Helper()
 	v, err := p.EvalErr(expr)
@@ -286,13 +295,13 @@ func (p *Page) Eval(t testing.TB, expr string) any {
 	return v
 }
 
-// waitTrue polls a boolean expression until it holds or 15s pass.
+// WaitTrue polls a boolean expression until it holds or 15s pass.
 func (p *Page) WaitTrue(t testing.TB, what, expr string) {
 	t.Helper()
 	p.WaitTrueWithin(t, what, expr, 15*time.Second)
 }
 
-// waitTrueWithin is waitTrue with another limit.
+// WaitTrueWithin is WaitTrue with another limit.
 func (p *Page) WaitTrueWithin(t testing.TB, what, expr string, limit time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -316,7 +325,7 @@ func (p *Page) WaitTrueWithin(t testing.TB, what, expr string, limit time.Durati
 	}
 }
 
-// click presses and releases the left mouse button at the element's
+// Click presses and releases the left mouse button at the element's
 // centre, as a user would.
 func (p *Page) Click(t testing.TB, selector string) {
 	t.Helper()
@@ -332,12 +341,13 @@ func (p *Page) Click(t testing.TB, selector string) {
 	}
 }
 
-// insertText types into the focused element.
+// InsertText types into the focused element.
 func (p *Page) InsertText(t testing.TB, text string) {
 	t.Helper()
 	p.Must(t, "Input.insertText", map[string]any{"text": text})
 }
 
+// Resize sets the viewport's width (960 px high) and waits until the page has it.
 func (p *Page) Resize(t testing.TB, width int) {
 	t.Helper()
 	p.Must(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": 960, "deviceScaleFactor": 1, "mobile": false})
@@ -372,6 +382,8 @@ const layoutProblems = `(() => {
   return out.slice(0, 10);
 })()`
 
+// CheckLayout fails the test (without stopping it) for each layout problem
+// of the page as laid out now (layoutProblems).
 func (p *Page) CheckLayout(t testing.TB, what string) {
 	t.Helper()
 	if got, _ := p.Eval(t, layoutProblems).([]any); len(got) > 0 {
@@ -379,6 +391,7 @@ func (p *Page) CheckLayout(t testing.TB, what string) {
 	}
 }
 
+// Screenshot saves the whole page as a PNG at path.
 func (p *Page) Screenshot(t testing.TB, path string) {
 	t.Helper()
 	res := p.Must(t, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true})
