@@ -153,26 +153,28 @@ func processingNext(r *Refund, p Policy) (NextKind, int, string) {
 		"refundd asks WeChat at the time shown if none comes."
 }
 
-// finalWhy says how a final refund ended.
+// finalWhy says how a final refund ended. The usual endings are constant
+// strings: every answer about a final refund carries one, and building it
+// would cost an allocation per answer.
 func finalWhy(r *Refund) string {
+	const done = " Nothing more happens to it."
 	var why string
 	switch {
 	case r.State == Succeeded && r.PaidAfterFailed:
-		why = "WeChat paid it after refundd had closed it as FAILED: it counts as refunded. Find out why it had failed."
+		why = "WeChat paid it after refundd had closed it as FAILED: it counts as refunded. Find out why it had failed." + done
 	case r.State == Succeeded && r.Code == "RESOLVED_BY_OPERATOR":
-		why = "An operator resolved it outside refundd after WeChat reported it ABNORMAL: it counts as refunded."
+		why = "An operator resolved it outside refundd after WeChat reported it ABNORMAL: it counts as refunded." + done
 	case r.State == Succeeded:
-		why = "WeChat refunded the money."
+		why = "WeChat refunded the money." + done
 	case r.Code == "ABANDONED":
-		why = "An operator abandoned it after WeChat refused it; its amount was released."
+		why = "An operator abandoned it after WeChat refused it; its amount was released." + done
 	case r.Code == CodeApprovalRejected:
-		why = "An approver (" + r.RejectedBy + ") rejected it; nothing was sent to WeChat and its amount was released."
+		why = "An approver (" + r.RejectedBy + ") rejected it; nothing was sent to WeChat and its amount was released." + done
 	case r.Code == CodeApprovalExpired:
-		why = "Nobody approved it in time; nothing was sent to WeChat and its amount was released."
+		why = "Nobody approved it in time; nothing was sent to WeChat and its amount was released." + done
 	default:
-		why = "WeChat closed the refund" + codeOf(r) + "; its amount was released."
+		why = "WeChat closed the refund" + codeOf(r) + "; its amount was released." + done
 	}
-	why += " Nothing more happens to it."
 	if r.Conflicts > 0 && !r.PaidAfterFailed {
 		why += " WeChat later reported an outcome that contradicts it (" + plural(r.Conflicts, "time") + "): an operator should look."
 	}
