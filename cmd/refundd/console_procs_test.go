@@ -194,6 +194,13 @@ func TestConsole_RefundPageOnRealProcesses(t *testing.T) {
 
 	// The refused refund: resubmit and abandon, each asking once more.
 	open(op, "tour-7", refused)
+	mustContain("the request's age", text(op, "#refund dl.facts"), "requested ", " s ago by service:service")
+	// Beijing time: the story's times 8 hours ahead, marked UTC+8.
+	op.Eval(t, `(() => { const s = document.getElementById('zone'); s.value = 'beijing'; s.dispatchEvent(new Event('change')); return true; })()`)
+	op.WaitTrue(t, "the story in Beijing time", `[...document.querySelectorAll('#refund-story ol.story time')].every((e) => e.textContent.endsWith(' UTC+8')) &&
+		document.querySelectorAll('#refund-story ol.story time').length > 0`)
+	op.Eval(t, `(() => { const s = document.getElementById('zone'); s.value = 'utc'; s.dispatchEvent(new Event('change')); return true; })()`)
+	op.WaitTrue(t, "the story in UTC again", `!!document.querySelector('#refund-story ol.story time') && document.querySelector('#refund-story ol.story time').textContent.endsWith(' UTC')`)
 	mustContain("why of the refused refund", text(op, "#refund-why"), "WeChat refused attempt 1 (code NOT_ENOUGH)")
 	mustContain("who of the refused refund", text(op, "#refund-who"), "an operator")
 	for _, action := range []string{"resubmit", "abandon"} {
