@@ -222,6 +222,7 @@ func TestConsole_RefundPageOnRealProcesses(t *testing.T) {
 	shoot(op, "search")
 	op.Click(t, "#nav-ops")
 	op.WaitTrue(t, "the operations view", `!!document.getElementById('ops-credentials') && !document.getElementById('ops').hidden`)
+	op.WaitTrue(t, "the empty quarantine said so", `document.getElementById('ops-quarantine').textContent.includes('Nothing quarantined.')`)
 	shoot(op, "ops")
 
 	// The approver approves one and rejects the other from their pages,
