@@ -57,7 +57,7 @@ func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rf := st.Refund(ref.RefundNo); rf != nil {
-			out.Refunds = append(out.Refunds, viewRefund(st, rf))
+			out.Refunds = append(out.Refunds, viewRefund(st, rf, s.viewAt(st)))
 		}
 	}
 	if len(refs) == limit {

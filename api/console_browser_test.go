@@ -1,28 +1,21 @@
 package api_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/refundd/refundd/api"
+	"github.com/refundd/refundd/api/console/consoletest"
 	"github.com/refundd/refundd/internal/quarantine"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
@@ -180,6 +173,21 @@ func TestConsole_InBrowser(t *testing.T) {
 	if got := page.eval(t, `document.querySelector('#reservation tr[data-refund-no="`+stuck.RefundNo+`"] .state-cell').textContent`); got != "SUCCEEDED" {
 		t.Fatalf("the succeeded refund's state cell reads %q, want SUCCEEDED alone", got)
 	}
+	// The refund's own page: its reason, in the facts and in its story,
+	// is text.
+	page.click(t, `#reservation tr[data-refund-no="`+stuck.RefundNo+`"] a.refund-link`)
+	page.waitTrue(t, "the refund page", `!!document.getElementById('refund-story') && !document.getElementById('refund').hidden`)
+	if got := page.eval(t, `document.querySelector('#refund dd .reason').textContent`); got != payload {
+		t.Fatalf("the refund page's reason reads %q", got)
+	}
+	if got := page.eval(t, `document.querySelector('#refund-story li[data-type="refund.requested"] .story-what').textContent`).(string); !strings.Contains(got, payload) {
+		t.Fatalf("the story's request reads %q, want the reason %q as text", got, payload)
+	}
+	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements on the refund page", n)
+	}
+	page.eval(t, `history.back()`)
+	page.waitTrue(t, "the reservation page again", `!document.getElementById('reservation').hidden`)
 	for _, w := range []int{1440, 760} {
 		page.resize(t, w)
 		page.checkLayout(t, fmt.Sprintf("reservation page at %d px", w))
@@ -246,8 +254,9 @@ func TestConsole_InBrowser(t *testing.T) {
 	// Four eyes. The operator sees the refunds awaiting approval, with who
 	// asked, and may neither approve, reject nor reconcile them.
 	pending := func(no string) string { return `#kind-PENDING_APPROVAL tr[data-refund-no="` + no + `"]` }
-	page.click(t, "#refresh")
-	page.waitTrue(t, "the refunds awaiting approval listed", `!!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
+	// The overview, shown (not a hidden copy drawn earlier, or never).
+	page.eval(t, `location.hash = '#/'`)
+	page.waitTrue(t, "the refunds awaiting approval listed", `!document.getElementById('overview').hidden && !!document.querySelector('`+pending(toApprove.RefundNo)+`') && !!document.querySelector('`+pending(toReject.RefundNo)+`')`)
 	// Resubmit asks once more, naming the refund and its amount; Cancel
 	// sends nothing.
 	rejectedRow := `#kind-REJECTED tr[data-refund-no="` + rejected.RefundNo + `"]`
@@ -341,378 +350,42 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 }
 
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("REFUNDD_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but there is no browser at %s: run scripts/install-chromium (apt-get install -y chromium) first", p)
-		}
-		t.Skipf("no browser at %s: install Debian's chromium (scripts/install-chromium) to run the console's browser test", p)
-	}
-	return p
-}
+// The browser driver is consoletest's; these keep the tests' short names.
+func chromiumPath(t *testing.T) string { return consoletest.ChromiumPath(t) }
 
-// cdpMessage is one DevTools protocol message in either direction.
-type cdpMessage struct {
-	ID        int64           `json:"id,omitempty"`
-	Method    string          `json:"method,omitempty"`
-	Params    json.RawMessage `json:"params,omitempty"`
-	SessionID string          `json:"sessionId,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Error     *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
+type browser struct{ *consoletest.Browser }
 
-type browser struct {
-	cmd    *exec.Cmd
-	w      *os.File // the browser reads fd 3
-	stderr *bytes.Buffer
+type page struct{ *consoletest.Page }
 
-	mu      sync.Mutex
-	next    int64
-	waiting map[int64]chan cdpMessage
-	events  []cdpMessage
-	readErr error
-	done    chan struct{}
-}
+func launch(t *testing.T, path string) *browser { return &browser{consoletest.Launch(t, path)} }
 
-func launch(t *testing.T, path string) *browser {
-	t.Helper()
-	toR, toW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromR, fromW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &browser{w: toW, stderr: &bytes.Buffer{}, waiting: map[int64]chan cdpMessage{}, done: make(chan struct{})}
-	b.cmd = exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-		"--disable-extensions", "--disable-dev-shm-usage", "--window-size=1280,960",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "about:blank")
-	b.cmd.ExtraFiles = []*os.File{toR, fromW} // fds 3 and 4
-	b.cmd.Stderr = b.stderr
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helpers die with it
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	toR.Close()
-	fromW.Close()
-	go b.read(fromR)
-	t.Cleanup(func() { b.close(t) })
-	return b
-}
+func (b *browser) newPage(t *testing.T) *page { return &page{b.NewPage(t)} }
 
-func (b *browser) read(r *os.File) {
-	defer close(b.done)
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 1<<20)
-	for {
-		line, err := br.ReadBytes(0)
-		if err != nil {
-			b.mu.Lock()
-			b.readErr = err
-			for id, ch := range b.waiting {
-				close(ch)
-				delete(b.waiting, id)
-			}
-			b.mu.Unlock()
-			return
-		}
-		var m cdpMessage
-		if err := json.Unmarshal(line[:len(line)-1], &m); err != nil {
-			continue
-		}
-		b.mu.Lock()
-		if m.ID != 0 {
-			if ch, ok := b.waiting[m.ID]; ok {
-				ch <- m
-				delete(b.waiting, m.ID)
-			}
-		} else {
-			b.events = append(b.events, m)
-		}
-		b.mu.Unlock()
-		if m.Method == "Page.javascriptDialogOpening" {
-			// An alert would block the page: dismiss it (the test fails on
-			// the recorded event).
-			go func() { _, _ = b.call(m.SessionID, "Page.handleJavaScriptDialog", map[string]any{"accept": false}) }()
-		}
-	}
-}
-
-// call sends one command and waits for its answer.
-func (b *browser) call(session, method string, params any) (json.RawMessage, error) {
-	b.mu.Lock()
-	if b.readErr != nil {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("browser gone: %w", b.readErr)
-	}
-	b.next++
-	id := b.next
-	ch := make(chan cdpMessage, 1)
-	b.waiting[id] = ch
-	b.mu.Unlock()
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	msg, _ := json.Marshal(cdpMessage{ID: id, Method: method, Params: raw, SessionID: session})
-	if _, err := b.w.Write(append(msg, 0)); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			return nil, fmt.Errorf("%s: browser gone", method)
-		}
-		if m.Error != nil {
-			return nil, fmt.Errorf("%s: %s", method, m.Error.Message)
-		}
-		return m.Result, nil
-	case <-time.After(time.Minute): // a bound on a hung browser, see waitTrue
-		return nil, fmt.Errorf("%s: no answer in a minute", method)
-	}
-}
-
-func (b *browser) eventsNamed(methods ...string) []cdpMessage {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []cdpMessage
-	for _, ev := range b.events {
-		for _, m := range methods {
-			if ev.Method == m {
-				out = append(out, ev)
-			}
-		}
-	}
-	return out
-}
-
-func (b *browser) close(t *testing.T) {
-	_, _ = b.call("", "Browser.close", struct{}{})
-	exited := make(chan error, 1)
-	go func() { exited <- b.cmd.Wait() }()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) // the group this test started
-		<-exited
-	}
-	b.w.Close()
-	<-b.done
-	if t.Failed() && b.stderr.Len() > 0 {
-		t.Logf("chromium stderr (tail):\n%s", tail(b.stderr.String(), 2000))
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// page is one tab, attached with a flat session.
-type page struct {
-	b       *browser
-	session string
-}
-
-func (b *browser) newPage(t *testing.T) *page {
-	t.Helper()
-	res, err := b.call("", "Target.createTarget", map[string]any{"url": "about:blank"})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, tail(b.stderr.String(), 2000))
-	}
-	var target struct {
-		TargetID string `json:"targetId"`
-	}
-	_ = json.Unmarshal(res, &target)
-	res, err = b.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var att struct {
-		SessionID string `json:"sessionId"`
-	}
-	_ = json.Unmarshal(res, &att)
-	p := &page{b: b, session: att.SessionID}
-	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
-		p.must(t, m, struct{}{})
-	}
-	p.must(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 960, "deviceScaleFactor": 1, "mobile": false})
-	return p
+func (b *browser) eventsNamed(methods ...string) []consoletest.Message {
+	return b.EventsNamed(methods...)
 }
 
 func (p *page) must(t *testing.T, method string, params any) json.RawMessage {
 	t.Helper()
-	res, err := p.b.call(p.session, method, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return p.Must(t, method, params)
 }
 
-func (p *page) navigate(t *testing.T, url string) {
-	t.Helper()
-	p.must(t, "Page.navigate", map[string]any{"url": url})
-	p.waitTrue(t, "the page to load", `document.readyState === 'complete' && !!document.getElementById('status')`)
-}
-
-// evalErr evaluates an expression in the page and returns its JSON value.
-func (p *page) evalErr(expr string) (any, error) {
-	res, err := p.b.call(p.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true})
-	if err != nil {
-		return nil, err
-	}
-	var out struct {
-		Result struct {
-			Value any `json:"value"`
-		} `json:"result"`
-		Exception *struct {
-			Text string `json:"text"`
-		} `json:"exceptionDetails"`
-	}
-	if err := json.Unmarshal(res, &out); err != nil {
-		return nil, err
-	}
-	if out.Exception != nil {
-		return nil, errors.New("exception: " + out.Exception.Text)
-	}
-	return out.Result.Value, nil
-}
-
+func (p *page) navigate(t *testing.T, url string) { t.Helper(); p.Navigate(t, url) }
+func (p *page) evalErr(expr string) (any, error)  { return p.EvalErr(expr) }
 func (p *page) eval(t *testing.T, expr string) any {
 	t.Helper()
-	v, err := p.evalErr(expr)
-	if err != nil {
-		t.Fatalf("eval %s: %v", expr, err)
-	}
-	return v
+	return p.Eval(t, expr)
 }
-
-// waitTrue polls a boolean expression until it holds or a minute passes.
-// The bound only decides how long a broken page takes to fail: CI runs
-// this beside every other package's -race tests on two cores, where 15 s
-// was once not enough for a page that was fine.
-func (p *page) waitTrue(t *testing.T, what, expr string) {
-	t.Helper()
-	p.waitTrueWithin(t, what, expr, time.Minute)
-}
-
-// waitTrueWithin is waitTrue with another limit.
+func (p *page) waitTrue(t *testing.T, what, expr string) { t.Helper(); p.WaitTrue(t, what, expr) }
 func (p *page) waitTrueWithin(t *testing.T, what, expr string, limit time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		v, err := p.evalErr(expr)
-		if err == nil && v == true {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			status, _ := p.evalErr(`document.getElementById('status') && document.getElementById('status').textContent + ' | page text: ' + document.body.innerText.slice(0, 800)`)
-			for _, ev := range p.b.eventsNamed("Runtime.exceptionThrown") {
-				t.Logf("page exception: %s", tail(string(ev.Params), 1500))
-			}
-			t.Fatalf("timed out waiting for %s (%s): last %v %v; status line %q", what, expr, v, err, status)
-		case <-tick.C:
-		}
-	}
+	p.WaitTrueWithin(t, what, expr, limit)
 }
-
-// click presses and releases the left mouse button at the element's
-// centre, as a user would.
-func (p *page) click(t *testing.T, selector string) {
-	t.Helper()
-	p.waitTrue(t, selector, `(() => { const el = document.querySelector('`+selector+`'); return !!el && !el.disabled; })()`)
-	v := p.eval(t, `(() => { const el = document.querySelector('`+selector+`'); el.scrollIntoView({block: 'center'});
-		const r = el.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()`)
-	xy, ok := v.([]any)
-	if !ok || len(xy) != 2 {
-		t.Fatalf("position of %s: %v", selector, v)
-	}
-	for _, typ := range []string{"mouseMoved", "mousePressed", "mouseReleased"} {
-		p.must(t, "Input.dispatchMouseEvent", map[string]any{"type": typ, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1})
-	}
-}
-
-// insertText types into the focused element.
-func (p *page) insertText(t *testing.T, text string) {
-	t.Helper()
-	p.must(t, "Input.insertText", map[string]any{"text": text})
-}
-
-func (p *page) resize(t *testing.T, width int) {
-	t.Helper()
-	p.must(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": 960, "deviceScaleFactor": 1, "mobile": false})
-	p.waitTrue(t, "the new width", fmt.Sprintf("window.innerWidth === %d", width))
-}
-
-// layoutProblems lists, for the page as laid out now, elements that stick
-// out of the viewport horizontally (outside any scroll container) and
-// words broken across lines.
-const layoutProblems = `(() => {
-  const out = [];
-  const vw = document.documentElement.clientWidth;
-  const scrolls = (el) => { for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
-    const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
-  for (const el of document.body.querySelectorAll('*')) {
-    if (el.closest('[hidden]') || !el.getClientRects().length) continue;
-    const r = el.getBoundingClientRect();
-    if ((r.right > vw + 0.5 || r.left < -0.5) && !scrolls(el)) out.push('overflows: <' + el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' class="' + el.className + '"> right ' + Math.round(r.right) + ' > ' + vw);
-  }
-  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
-    if (!n.parentElement || n.parentElement.closest('[hidden]')) continue;
-    const re = /\S+/g; let m;
-    while ((m = re.exec(n.data))) {
-      const rg = document.createRange(); rg.setStart(n, m.index); rg.setEnd(n, m.index + m[0].length);
-      const tops = new Set([...rg.getClientRects()].filter((c) => c.width > 0).map((c) => Math.round(c.top)));
-      if (tops.size > 1) out.push('word broken across lines: ' + JSON.stringify(m[0].slice(0, 40)));
-    }
-  }
-  return out.slice(0, 10);
-})()`
-
-func (p *page) checkLayout(t *testing.T, what string) {
-	t.Helper()
-	if got, _ := p.eval(t, layoutProblems).([]any); len(got) > 0 {
-		t.Errorf("%s: %d layout problems: %v", what, len(got), got)
-	}
-}
-
-func (p *page) screenshot(t *testing.T, path string) {
-	t.Helper()
-	res := p.must(t, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true})
-	var shot struct {
-		Data string `json:"data"`
-	}
-	if err := json.Unmarshal(res, &shot); err != nil {
-		t.Fatal(err)
-	}
-	png, err := base64.StdEncoding.DecodeString(shot.Data)
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Fatalf("screenshot is not a PNG: %v", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+func (p *page) click(t *testing.T, selector string)   { t.Helper(); p.Click(t, selector) }
+func (p *page) insertText(t *testing.T, text string)  { t.Helper(); p.InsertText(t, text) }
+func (p *page) resize(t *testing.T, width int)        { t.Helper(); p.Resize(t, width) }
+func (p *page) checkLayout(t *testing.T, what string) { t.Helper(); p.CheckLayout(t, what) }
+func (p *page) screenshot(t *testing.T, path string)  { t.Helper(); p.Screenshot(t, path) }
 
 // TestConsole_MerchantFilter: with two merchants configured, the overview
 // offers the merchants the token sees and, once one is chosen, lists and

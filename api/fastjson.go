@@ -312,26 +312,28 @@ func writeEncoded(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// writeRefund answers viewRefund(st, ref).
+// writeRefund answers viewRefund(st, ref, s.viewAt(st)).
 func (s *Server) writeRefund(w http.ResponseWriter, status int, st *reservation.State, ref *reservation.Refund) {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
-	b, ok := appendRefund(buf.b, st, ref)
+	va := s.viewAt(st)
+	b, ok := appendRefund(buf.b, st, ref, va)
 	if !ok {
-		writeJSON(w, status, viewRefund(st, ref))
+		writeJSON(w, status, viewRefund(st, ref, va))
 		return
 	}
 	buf.b = append(b, '\n')
 	writeEncoded(w, status, buf.b)
 }
 
-// writeReservation answers viewReservation(st).
+// writeReservation answers viewReservation(st, s.viewAt(st)).
 func (s *Server) writeReservation(w http.ResponseWriter, status int, st *reservation.State) {
 	buf := s.getBuf()
 	defer s.putBuf(buf)
-	b, ok := appendReservation(buf.b, st)
+	va := s.viewAt(st)
+	b, ok := appendReservation(buf.b, st, va)
 	if !ok {
-		writeJSON(w, status, viewReservation(st))
+		writeJSON(w, status, viewReservation(st, va))
 		return
 	}
 	buf.b = append(b, '\n')
@@ -364,8 +366,8 @@ func (d *errorDetail) appendJSON(b []byte) []byte {
 	return append(b, "}}"...)
 }
 
-// appendReservation encodes viewReservation(st).
-func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
+// appendReservation encodes viewReservation(st, va).
+func appendReservation(b []byte, st *reservation.State, va viewAt) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"id":`...)
 	b = jsontext.AppendString(b, st.ID)
@@ -401,7 +403,7 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 			b = append(b, ',')
 		}
 		var rok bool
-		b, rok = appendRefund(b, st, r)
+		b, rok = appendRefund(b, st, r, va)
 		ok = ok && rok
 	}
 	b = append(b, `],"registered_at":`...)
@@ -409,8 +411,8 @@ func appendReservation(b []byte, st *reservation.State) ([]byte, bool) {
 	return append(b, '}'), ok
 }
 
-// appendRefund encodes viewRefund(st, r).
-func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byte, bool) {
+// appendRefund encodes viewRefund(st, r, va).
+func appendRefund(b []byte, st *reservation.State, r *reservation.Refund, va viewAt) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"refund_no":`...)
 	b = jsontext.AppendString(b, r.No)
@@ -479,6 +481,33 @@ func appendRefund(b []byte, st *reservation.State, r *reservation.Refund) ([]byt
 	if r.ApprovalRequired {
 		b, ok = appendApproval(b, r, ok)
 	}
+	b, ok = appendNextStep(b, reservation.NextOf(r, va.policy, va.now), ok)
+	return append(b, '}'), ok
+}
+
+// appendNextStep appends the next_step member of refundView.
+func appendNextStep(b []byte, n reservation.NextStep, ok bool) ([]byte, bool) {
+	b = append(b, `,"next_step":{"kind":`...)
+	b = jsontext.AppendString(b, string(n.Kind))
+	if !n.At.IsZero() {
+		b = append(b, `,"at":`...)
+		b, ok = appendTime(b, n.At, ok)
+	}
+	b = append(b, `,"attempts_left":`...)
+	b = strconv.AppendInt(b, int64(n.AttemptsLeft), 10)
+	if !n.AbandonFrom.IsZero() {
+		b = append(b, `,"abandon_from":`...)
+		b, ok = appendTime(b, n.AbandonFrom, ok)
+	}
+	b = append(b, `,"actions":[`...)
+	for i, a := range n.Actions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsontext.AppendString(b, a)
+	}
+	b = append(b, `],"why":`...)
+	b = jsontext.AppendString(b, n.Why)
 	return append(b, '}'), ok
 }
 

@@ -149,22 +149,28 @@ func TestAppendViews_AgreeWithEncodingJSON(t *testing.T) {
 	}
 	plain := &reservation.Refund{No: "R2", Amount: 1, State: reservation.Processing, CreatedAt: at, UpdatedAt: at}
 	bad := &reservation.Refund{No: "R3", CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// next_step with every member: a rejected refund whose earlier
+	// attempt may still land (abandon_from), a code with markup in its why.
+	settling := &reservation.Refund{No: "R5", Amount: 3, State: reservation.Rejected, Code: "<b>&\u2028", Attempts: 2,
+		Request: []byte("{}"), UnsettledAt: at, DueAt: east, CreatedAt: at, UpdatedAt: at}
+	va := viewAt{now: at.Add(time.Hour), policy: reservation.Policy{MaxAttempts: 3}}
 	states := []*reservation.State{
 		{ID: "r1", Merchant: "default", UserID: "u1", OutTradeNo: "O1", Amount: 10000, Currency: "CNY", Status: reservation.Status("ACCEPTED"), RegisteredAt: at},
 		{ID: "r2", Merchant: "hotel-<sh>&", UserID: "用户\xff", OutTradeNo: "O|3*", TransactionID: "4200", Amount: 10000, Currency: "CNY",
 			PaidAt: east, Status: reservation.Status("ACCEPTED"), RegisteredAt: at, Refunds: []*reservation.Refund{full, plain}},
 		{ID: "r3", RegisteredAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{ID: "r4", RegisteredAt: at, Refunds: []*reservation.Refund{plain, bad}},
+		{ID: "r5", RegisteredAt: at, Refunds: []*reservation.Refund{settling}},
 	}
 	for _, st := range states {
-		want, wantErr := json.Marshal(viewReservation(st))
-		got, ok := appendReservation(nil, st)
+		want, wantErr := json.Marshal(viewReservation(st, va))
+		got, ok := appendReservation(nil, st, va)
 		if ok != (wantErr == nil) || ok && !bytes.Equal(got, want) {
 			t.Errorf("reservation %s:\n got %s (%v)\nwant %s (%v)", st.ID, got, ok, want, wantErr)
 		}
 		for _, r := range st.Refunds {
-			want, wantErr := json.Marshal(viewRefund(st, r))
-			got, ok := appendRefund(nil, st, r)
+			want, wantErr := json.Marshal(viewRefund(st, r, va))
+			got, ok := appendRefund(nil, st, r, va)
 			if ok != (wantErr == nil) || ok && !bytes.Equal(got, want) {
 				t.Errorf("refund %s:\n got %s (%v)\nwant %s (%v)", r.No, got, ok, want, wantErr)
 			}

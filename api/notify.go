@@ -318,6 +318,9 @@ func (n *notifier) routes(s *Server) {
 			s.writeError(w, r, err)
 			return
 		}
+		if list == nil {
+			list = []quarantine.Meta{} // an empty list is [], not null
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"entries": list})
 	}).Methods(http.MethodGet)
 }

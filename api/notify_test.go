@@ -463,3 +463,18 @@ func TestNotify_OneAccountLegacyAndAccountRoutes(t *testing.T) {
 	}
 	waitFor(t, "the hinted query", func() bool { return e.state("v2", no).Queries == 1 })
 }
+
+// An empty quarantine is listed as an empty array, as the OpenAPI
+// document says, not null (which the console's operations view could not
+// read: "Cannot read properties of null").
+func TestNotifyQuarantine_EmptyIsAnArray(t *testing.T) {
+	q, err := quarantine.Open(t.TempDir(), quarantine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newOpsEnv(t, opsOptions{tokens: "operator:" + tokOperator, quarantine: q})
+	r := e.do(t, http.MethodGet, "/v1/notify/quarantine", "", bearer(tokOperator)...)
+	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `{"entries":[]}` {
+		t.Fatalf("empty quarantine: %d %s, want 200 {\"entries\":[]}", r.status, r.body)
+	}
+}

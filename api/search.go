@@ -93,7 +93,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			out.Truncated = true
 			break
 		}
-		out.Matches = append(out.Matches, searchMatch{By: f.By, RefundNo: f.RefundNo, Reservation: viewReservation(st)})
+		out.Matches = append(out.Matches, searchMatch{By: f.By, RefundNo: f.RefundNo, Reservation: viewReservation(st, s.viewAt(st))})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -126,6 +126,13 @@ type Options struct {
 	// Totals, if set, serves GET /v1/totals (totals.go) from the refund
 	// totals kept with the journal; nil leaves the route out.
 	Totals TotalsReader
+	// PolicyOf returns the policy of a merchant's reservations (as the
+	// engine decides them), for the next_step of refund views
+	// (reservation.NextOf); nil means the default reservation.Policy{}
+	// for every merchant.
+	PolicyOf func(merchant string) reservation.Policy
+	// Now is the time of next_step in answers; nil means time.Now.
+	Now func() time.Time
 }
 
 // Server routes HTTP requests to the engine.

@@ -60,9 +60,42 @@ type refundView struct {
 	ApprovedAt        *time.Time `json:"approved_at,omitempty"`
 	RejectedBy        string     `json:"rejected_by,omitempty"`
 	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
+	// NextStep is what happens next and who must act
+	// (reservation.NextOf), under the merchant's policy at the time of
+	// the answer.
+	NextStep nextStepView `json:"next_step"`
 }
 
-func viewReservation(s *reservation.State) reservationView {
+// nextStepView is the JSON shape of reservation.NextStep.
+type nextStepView struct {
+	Kind         string     `json:"kind"`
+	At           *time.Time `json:"at,omitempty"`
+	AttemptsLeft int        `json:"attempts_left"`
+	AbandonFrom  *time.Time `json:"abandon_from,omitempty"`
+	Actions      []string   `json:"actions"`
+	Why          string     `json:"why"`
+}
+
+// viewAt is what a view needs besides the state, for next_step: the
+// policy of the reservation's merchant and the time of the answer.
+type viewAt struct {
+	policy reservation.Policy
+	now    time.Time
+}
+
+// viewAt returns the viewAt of st, now.
+func (s *Server) viewAt(st *reservation.State) viewAt {
+	va := viewAt{now: time.Now()}
+	if s.opts.Now != nil {
+		va.now = s.opts.Now()
+	}
+	if s.opts.PolicyOf != nil {
+		va.policy = s.opts.PolicyOf(st.Merchant)
+	}
+	return va
+}
+
+func viewReservation(s *reservation.State, va viewAt) reservationView {
 	v := reservationView{
 		ID: s.ID, Merchant: s.Merchant, UserID: s.UserID, OutTradeNo: s.OutTradeNo, TransactionID: s.TransactionID,
 		Amount: s.Amount, Currency: s.Currency, PaidAt: timePtr(s.PaidAt), Status: string(s.Status),
@@ -70,13 +103,13 @@ func viewReservation(s *reservation.State) reservationView {
 		Refunds: make([]refundView, 0, len(s.Refunds)), RegisteredAt: s.RegisteredAt,
 	}
 	for _, r := range s.Refunds {
-		v.Refunds = append(v.Refunds, viewRefund(s, r))
+		v.Refunds = append(v.Refunds, viewRefund(s, r, va))
 	}
 	return v
 }
 
 // viewRefund is the view of refund r of the reservation s.
-func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
+func viewRefund(s *reservation.State, r *reservation.Refund, va viewAt) refundView {
 	v := refundView{
 		RefundNo: r.No, ReservationID: s.ID, Merchant: s.Merchant, Amount: r.Amount, State: string(r.State), Reason: r.Reason,
 		ReasonCode: r.ReasonCode, Metadata: r.Metadata,
@@ -89,6 +122,12 @@ func viewRefund(s *reservation.State, r *reservation.Refund) refundView {
 		if r.State == reservation.PendingApproval {
 			v.ApprovalExpiresAt = timePtr(r.DueAt)
 		}
+	}
+	n := reservation.NextOf(r, va.policy, va.now)
+	v.NextStep = nextStepView{Kind: string(n.Kind), At: timePtr(n.At), AttemptsLeft: n.AttemptsLeft,
+		AbandonFrom: timePtr(n.AbandonFrom), Actions: n.Actions, Why: n.Why}
+	if v.NextStep.Actions == nil {
+		v.NextStep.Actions = []string{}
 	}
 	return v
 }

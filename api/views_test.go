@@ -33,11 +33,11 @@ func TestViewRefund_SaysRecoveredAndPaidAfterFailed(t *testing.T) {
 			r := tt.refund
 			r.CreatedAt, r.UpdatedAt = at, at
 			st := &reservation.State{ID: "a", Merchant: reservation.DefaultMerchant}
-			std, err := json.Marshal(viewRefund(st, &r))
+			std, err := json.Marshal(viewRefund(st, &r, viewAt{}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, ok := appendRefund(nil, st, &r)
+			fast, ok := appendRefund(nil, st, &r, viewAt{})
 			if !ok {
 				t.Fatal("appendRefund refused the refund")
 			}
@@ -75,12 +75,56 @@ func TestViewRefund_StuckOnlyWhileUnresolved(t *testing.T) {
 		t.Run(string(tc.state), func(t *testing.T) {
 			r := &reservation.Refund{No: "R1", Amount: 100, State: tc.state, Stuck: true}
 			s := &reservation.State{ID: "res-1", Refunds: []*reservation.Refund{r}}
-			if got := viewRefund(s, r).Stuck; got != tc.want {
+			if got := viewRefund(s, r, viewAt{}).Stuck; got != tc.want {
 				t.Fatalf("%s refund flagged stuck: view says stuck=%v, want %v", tc.state, got, tc.want)
 			}
 			if inIndex := slices.Contains(r.Attention(), reservation.AttentionStuck); inIndex != tc.want {
 				t.Fatalf("attention index says stuck=%v for %s, want %v", inIndex, tc.state, tc.want)
 			}
 		})
+	}
+}
+
+// next_step is decided under the policy of the reservation's merchant, at
+// the server's time, and says in both encoders what happens next.
+func TestViewRefund_NextStepUnderTheMerchantsPolicy(t *testing.T) {
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	s := &Server{opts: Options{
+		Now: func() time.Time { return at },
+		PolicyOf: func(m string) reservation.Policy {
+			if m == "strict" {
+				return reservation.Policy{MaxAttempts: 2}
+			}
+			return reservation.Policy{MaxAttempts: 7}
+		},
+	}}
+	retrying := reservation.Refund{No: "R-a-1", State: reservation.Processing, Attempts: 1, Retry: true, Request: []byte("{}"),
+		DueAt: at.Add(time.Minute), CreatedAt: at, UpdatedAt: at}
+	for _, tc := range []struct {
+		merchant string
+		want     string
+	}{
+		{"strict", `"next_step":{"kind":"retry_at","at":"2026-12-01T08:01:00Z","attempts_left":1,"actions":["reconcile"],"why":`},
+		{"lenient", `"next_step":{"kind":"retry_at","at":"2026-12-01T08:01:00Z","attempts_left":6,"actions":["reconcile"],"why":`},
+	} {
+		st := &reservation.State{ID: "a", Merchant: tc.merchant}
+		va := s.viewAt(st)
+		std, err := json.Marshal(viewRefund(st, &retrying, va))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, _ := appendRefund(nil, st, &retrying, va)
+		for _, got := range []string{string(std), string(fast)} {
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("%s: %s lacks %s", tc.merchant, got, tc.want)
+			}
+		}
+	}
+	// A final refund: nothing scheduled, no actions, an empty list (not null).
+	done := reservation.Refund{No: "R-a-2", State: reservation.Succeeded, CreatedAt: at, UpdatedAt: at}
+	st := &reservation.State{ID: "a", Merchant: "strict"}
+	got, _ := json.Marshal(viewRefund(st, &done, s.viewAt(st)))
+	if !strings.Contains(string(got), `"next_step":{"kind":"none","attempts_left":0,"actions":[],"why":"WeChat refunded the money. Nothing more happens to it."}`) {
+		t.Errorf("final refund: %s", got)
 	}
 }

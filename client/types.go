@@ -149,7 +149,44 @@ type Refund struct {
 	ApprovedAt        *time.Time `json:"approved_at,omitempty"`
 	RejectedBy        string     `json:"rejected_by,omitempty"`
 	ApprovalExpiresAt *time.Time `json:"approval_expires_at,omitempty"`
+	// NextStep says what happens next and who must act, as of the answer.
+	NextStep NextStep `json:"next_step"`
 }
+
+// NextStep is what happens next to a refund and who must act, under its
+// merchant's policy at the time of the answer.
+type NextStep struct {
+	// Kind is one of the Next* constants; treat one you do not know as
+	// NextOperatorMustAct.
+	Kind string `json:"kind"`
+	// At is when refundd acts next by itself (a query, a retry, a
+	// held-back submission, an approval's expiry); nil when nothing is
+	// scheduled.
+	At *time.Time `json:"at,omitempty"`
+	// AttemptsLeft is how many submissions refundd may still make by
+	// itself.
+	AttemptsLeft int `json:"attempts_left"`
+	// AbandonFrom is, for a REJECTED refund with an earlier attempt WeChat
+	// Pay may still apply, when it may be abandoned.
+	AbandonFrom *time.Time `json:"abandon_from,omitempty"`
+	// Actions are the operator actions the state allows now ("reconcile",
+	// "resubmit", "abandon", "resolve", "apply-abnormal", "approve",
+	// "reject"); the token's role decides which it may take.
+	Actions []string `json:"actions"`
+	// Why says in plain English why the refund is where it is.
+	Why string `json:"why"`
+}
+
+// Next step kinds (NextStep.Kind).
+const (
+	NextNone            = "none"
+	NextSubmitAt        = "submit_at"
+	NextRetryAt         = "retry_at"
+	NextRecheckAt       = "recheck_at"
+	NextWaitForWeChat   = "wait_for_wechat"
+	NextOperatorMustAct = "operator_must_act"
+	NextApproverMustAct = "approver_must_act"
+)
 
 // Terminal reports whether the refund is SUCCEEDED or FAILED: it will
 // never change again (what ?wait= waits for).

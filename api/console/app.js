@@ -235,7 +235,7 @@
   // --- views -------------------------------------------------------------
 
   function show(id) {
-    for (const s of ['overview', 'search', 'reservation', 'ops']) $(s).hidden = s !== id;
+    for (const s of ['overview', 'search', 'reservation', 'refund', 'ops']) $(s).hidden = s !== id;
     for (const a of document.querySelectorAll('#views a')) a.classList.toggle('current', a.dataset.view === id);
   }
 
@@ -264,6 +264,8 @@
     if (location.hash === '#/ops') return showOps(g);
     const q = /^#\/search\/(.+)$/.exec(location.hash);
     if (q) return showSearch(decode(q[1]), g);
+    const f = /^#\/refund\/([^/]+)\/([^/]+)$/.exec(location.hash);
+    if (f) return showRefund(decode(f[1]), decode(f[2]), g);
     // #/reservation/ID, or #/reservation/ID/refund/NO to land on a refund.
     const m = /^#\/reservation\/([^/]+)(?:\/refund\/([^/]+))?$/.exec(location.hash);
     if (m) return showReservation(decode(m[1]), g, m[2] ? decode(m[2]) : '');
@@ -278,6 +280,7 @@
     }
   }
 
+  const refundHash = (id, refundNo) => '#/refund/' + seg(id) + '/' + seg(refundNo);
   const reservationHash = (id, refundNo) => '#/reservation/' + seg(id) + (refundNo ? '/refund/' + seg(refundNo) : '');
 
   async function loadWho(g) {
@@ -290,9 +293,14 @@
     if (stale(g)) return;
     who = w;
     showMerchantFilter();
-    $('whoami').textContent = who
-      ? 'signed in as ' + who.principal + (who.merchants.length ? ' (merchants ' + who.merchants.join(', ') + ')' : '')
-      : '';
+    $('whoami').textContent = who ? signedInAs(who) : '';
+  }
+
+  // signedInAs names the token's principal (ROLE:NAME) and the merchants
+  // it sees: "signed in as operator:alice \u00b7 all merchants".
+  function signedInAs(w) {
+    const principal = w.principal.startsWith(w.role + ':') ? w.principal : w.role + ':' + w.principal;
+    return 'signed in as ' + principal + ' \u00b7 ' + (w.merchants.length ? 'merchants ' + w.merchants.join(', ') : 'all merchants');
   }
 
   async function showOverview(g) {
@@ -414,7 +422,7 @@
       tr.append(h('td', { class: 'mono' }, h('a', { href: '#/reservation/' + seg(r.reservation_id) }, r.reservation_id)));
     }
     tr.append(
-      h('td', { class: 'mono' }, r.refund_no),
+      h('td', { class: 'mono' }, h('a', { href: refundHash(r.reservation_id, r.refund_no), class: 'refund-link' }, r.refund_no)),
       h('td', { class: 'num' }, yuan(r.amount, currency)),
       h('td', { class: 'state-cell' }, stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null,
         r.conflicts ? h('span', { class: 'tag' }, 'conflicts ' + r.conflicts) : null),
@@ -425,7 +433,7 @@
       h('td', { class: 'num' }, String(r.attempts)),
       h('td', { class: 'when' }, at(r.updated_at),
         r.created_at ? h('div', { class: 'muted age' }, 'requested ' + ago(r.created_at)) : null),
-      h('td', null, actions(r, tr)));
+      h('td', null, actions(r, tr, currency)));
     return tr;
   }
 
@@ -441,77 +449,45 @@
     return h('div', { class: 'muted approval' }, parts.map((p, i) => (i ? [' \u00b7 ', p] : p)));
   }
 
-  function actions(r, row) {
+  // ACTIONS are the buttons the console offers, in order: the API's
+  // next_step.actions says which the refund's state allows now, the
+  // token's role which of those it may take (apply-abnormal, which needs
+  // bank details, is left to the API). Each but reconcile, which moves no
+  // money, is asked once more, naming the refund and its amount.
+  const ACTIONS = [
+    { action: 'reconcile', label: 'Reconcile', perm: 'operate', tone: 'primary', title: 'Ask WeChat about this refund now' },
+    { action: 'approve', label: 'Approve', perm: 'approve', tone: 'primary', ask: true },
+    { action: 'resubmit', label: 'Resubmit', perm: 'operate', ask: true, title: 'Send the same request to WeChat again' },
+    { action: 'reject', label: 'Reject', perm: 'approve', tone: 'danger', ask: true, reason: 'required' },
+    { action: 'abandon', label: 'Abandon', perm: 'operate', tone: 'danger', ask: true, reason: 'optional' },
+    { action: 'resolve', label: 'Resolve', perm: 'operate', tone: 'danger', ask: true, reason: 'required' },
+  ];
+
+  // samePerson says whether two principals (role:name) are one person, as
+  // the API's four eyes does: the requester may not approve.
+  const personOf = (p) => (p.includes(':') ? p.slice(p.indexOf(':') + 1) : p);
+  const samePerson = (a, b) => !!a && !!b && personOf(a) === personOf(b);
+
+  function actions(r, row, currency) {
     const box = h('div', { class: 'actions' });
-    if (r.state === 'PENDING_APPROVAL') {
-      // Nothing is at WeChat yet: the only actions are the second pair of
-      // eyes', and only for approvers.
-      if (may('approve')) {
-        box.append(confirmed(r, row, 'approve', 'Approve', 'primary'), withReason(r, row, 'reject', 'Reject', true));
+    const allowed = r.next_step && Array.isArray(r.next_step.actions) ? r.next_step.actions : [];
+    for (const a of ACTIONS) {
+      if (!allowed.includes(a.action) || !may(a.perm)) continue;
+      if (a.action === 'approve' && samePerson(who.principal, r.requested_by)) continue;
+      if (!a.ask) {
+        box.append(h('button', { type: 'button', class: a.tone, 'data-action': a.action, title: a.title,
+          onclick: () => act(r, a.action, undefined, row) }, a.label));
+        continue;
       }
-      return box;
+      box.append(askOnce(a.action, a.label, what(a.label, r, currency), a.tone,
+        (body) => act(r, a.action, body, row), a.reason));
     }
-    if (TERMINAL.has(r.state) || !may('operate')) return box;
-    box.append(h('button', {
-      type: 'button', class: 'primary', 'data-action': 'reconcile',
-      title: 'Ask the provider about this refund now',
-      onclick: () => act(r, 'reconcile', undefined, row),
-    }, 'Reconcile'));
-    if (r.state === 'REJECTED' || r.state === 'UNKNOWN') {
-      // It sends money-moving bytes to WeChat again: asked once more,
-      // naming the refund and its amount.
-      box.append(confirmed(r, row, 'resubmit', 'Resubmit', undefined));
-    }
-    if (r.state === 'REJECTED') box.append(withReason(r, row, 'abandon', 'Abandon', false));
-    if (r.state === 'ABNORMAL') box.append(withReason(r, row, 'resolve', 'Resolve', true));
     return box;
   }
 
   // what names the refund an action is about to change, for its
   // confirmation: number and amount.
-  const what = (label, r) => h('span', { class: 'confirm' }, label + ' ', h('span', { class: 'mono' }, r.refund_no), ' of ' + yuan(r.amount) + '?');
-
-  // confirmed is a button that asks once more, naming the refund and its
-  // amount, before it acts.
-  function confirmed(r, row, action, label, tone) {
-    const wrap = h('span');
-    const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
-    open.addEventListener('click', () => {
-      const yes = h('button', { type: 'button', class: tone, 'data-action': action + '-confirm', onclick: () => act(r, action, undefined, row) }, label);
-      wrap.replaceChildren(h('span', { class: 'confirm-box' }, what(label, r), yes,
-        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel')));
-      yes.focus();
-    });
-    wrap.append(open);
-    return wrap;
-  }
-
-  // withReason is a button that opens a small form asking for a reason,
-  // naming the refund and its amount.
-  function withReason(r, row, action, label, required) {
-    const wrap = h('span');
-    const open = h('button', { type: 'button', class: 'danger', 'data-action': action }, label + '\u2026');
-    open.addEventListener('click', () => {
-      const input = h('input', { maxlength: '80', placeholder: required ? 'reason (required)' : 'reason', 'aria-label': label + ' reason' });
-      const form = h('form', null, what(label, r), input,
-        h('button', { type: 'submit', class: 'danger', 'data-action': action + '-confirm' }, label),
-        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
-      form.addEventListener('submit', (ev) => {
-        ev.preventDefault();
-        const reason = input.value.trim();
-        if (required && !reason) {
-          say(label + ' needs a reason.', 'error');
-          input.focus();
-          return;
-        }
-        act(r, action, reason ? { reason } : undefined, row);
-      });
-      wrap.replaceChildren(form);
-      input.focus();
-    });
-    wrap.append(open);
-    return wrap;
-  }
+  const what = (label, r, currency) => [label + ' ', h('span', { class: 'mono' }, r.refund_no), ' of ' + yuan(r.amount, currency) + '?'];
 
   async function act(r, action, body, row) {
     const buttons = row ? row.querySelectorAll('button') : [];
@@ -598,7 +574,7 @@
       body.append(h('tr', { 'data-reservation': res.id, 'data-refund-no': m.refund_no || undefined },
         h('td', null, FOUND_BY[m.by] || m.by),
         h('td', { class: 'mono' }, h('a', { href: reservationHash(res.id) }, res.id)),
-        h('td', { class: 'mono' }, m.refund_no ? h('a', { href: reservationHash(res.id, m.refund_no) }, m.refund_no) : ''),
+        h('td', { class: 'mono' }, m.refund_no ? h('a', { href: refundHash(res.id, m.refund_no) }, m.refund_no) : ''),
         h('td', { class: 'state-cell' }, stateBadge(r ? r.state : res.status)),
         h('td', { class: 'reason' }, r ? r.reason || '' : ''),
         h('td', null, res.merchant),
@@ -699,6 +675,186 @@
     if (focused && fresh) focused.scrollIntoView({ block: 'center' });
   }
 
+  // --- refund page ---------------------------------------------------------
+
+  // A refund's page (#/refund/RESERVATION/REFUND_NO): what happens next and
+  // who must act (the API's next_step), its actions for this role, its
+  // whole story in words from the reservation's journal, and the raw
+  // events behind a toggle.
+
+  // NEXT says in words what a next_step kind means; at is the time shown.
+  const NEXT = {
+    none: { who: 'nobody', text: () => 'Nothing more happens: the refund is final.' },
+    submit_at: { who: 'refundd', text: (n) => (n.at ? ['refundd submits it to WeChat at ', at(n.at), soon(n.at)] : 'refundd is submitting it to WeChat.') },
+    retry_at: { who: 'refundd', text: (n) => ['refundd sends the same request to WeChat again at ', at(n.at), soon(n.at)] },
+    recheck_at: { who: 'refundd (WeChat must answer)', text: (n) => ['refundd asks WeChat about it at ', at(n.at), soon(n.at)] },
+    wait_for_wechat: { who: 'WeChat', text: (n) => ['WeChat\u2019s notification is awaited; refundd asks at ', at(n.at), soon(n.at), ' if none comes'] },
+    operator_must_act: { who: 'an operator', text: (n) => (n.at ? ['Meanwhile refundd asks WeChat again at ', at(n.at), soon(n.at)] : 'Nothing is scheduled.') },
+    approver_must_act: { who: 'an approver (not the requester)', text: (n) => ['Unapproved, it expires at ', at(n.at), soon(n.at)] },
+  };
+
+  // soon is " (in 4 min)" or " (due now)" after a time.
+  function soon(t) {
+    const d = new Date(t).getTime() - Date.now();
+    return h('span', { class: 'muted' }, Number.isNaN(d) ? '' : d > 0 ? ' (' + ago(t) + ')' : ' (due now)');
+  }
+
+  // OUTCOME says what WeChat's answer meant.
+  const OUTCOME = {
+    SUCCEEDED: 'refunded', PROCESSING: 'accepted, processing', FAILED: 'closed the refund', ABNORMAL: 'could not return the money (abnormal)',
+    REJECTED: 'refused it', UNKNOWN: 'no clear answer', NOT_FOUND: 'has no such refund',
+  };
+
+  const code = (d) => (d.code ? [' \u00b7 code ', h('span', { class: 'mono' }, d.code)] : null);
+  const msg = (d) => (d.message ? [' \u00b7 \u201c', d.message, '\u201d'] : null);
+  const by = (ev) => h('span', { class: 'by' }, ev.by);
+  const operatorish = (ev) => ev.by !== 'engine' && !ev.by.startsWith('provider:');
+
+  // story turns one journaled event of the refund into a sentence (nodes).
+  // seen counts the submissions before it: only a later one, made by a
+  // person, is a resubmission (the first is journaled under the requester).
+  function story(ev, currency, seen) {
+    const d = ev.data || {};
+    const resubmitted = seen.submissions > 0 && operatorish(ev) ? ['Resubmitted by ', by(ev), ': '] : '';
+    if (ev.type === 'refund.submission_started') seen.submissions++;
+    switch (ev.type) {
+      case 'refund.requested':
+        return ['Requested by ', by(ev), ': ', yuan(d.amount, currency), d.reason ? [' \u00b7 reason \u201c', d.reason, '\u201d'] : null,
+          d.reason_code ? [' ', h('span', { class: 'tag info' }, d.reason_code)] : null];
+      case 'refund.approval_requested':
+        return ['Held for approval (rule: ' + d.rule + '); nothing sent to WeChat. Expires at ', at(d.due_at)];
+      case 'refund.approved':
+        return ['Approved by ', by(ev), ' (requested by ' + d.requested_by + ')'];
+      case 'refund.rejected':
+        return ['Rejected by ', by(ev), ': \u201c', d.reason || '', '\u201d; its amount is released'];
+      case 'refund.approval_expired':
+        return 'Nobody approved it in time: expired, its amount released';
+      case 'refund.submission_started':
+        return [resubmitted, 'attempt ' + d.attempt + ' sent to WeChat',
+          d.due_at ? [' \u00b7 checked at ', at(d.due_at), ' if no answer'] : null];
+      case 'refund.submission_scheduled':
+        return [resubmitted, 'submission held back by WeChat\u2019s spacing until ', at(d.due_at)];
+      case 'refund.query_started':
+        return [operatorish(ev) ? ['Reconcile by ', by(ev), ': '] : '', 'query ' + d.query + ': refundd asked WeChat',
+          d.due_at ? [' \u00b7 next check ', at(d.due_at)] : null];
+      case 'refund.provider_result': {
+        const src = d.source === 'response' ? 'WeChat answered attempt ' + (d.attempt || '?')
+          : d.source === 'query' ? 'WeChat answered the query' : 'WeChat notified';
+        return [src + ': ' + (OUTCOME[d.outcome] || d.outcome), code(d), msg(d),
+          d.from !== d.to ? [' \u2192 ', stateBadge(d.to)] : null,
+          d.retry && d.due_at ? [' \u00b7 retry at ', at(d.due_at)] : null];
+      }
+      case 'refund.abandoned':
+        return ['Abandoned by ', by(ev), d.reason ? [': \u201c', d.reason, '\u201d'] : '', '; its amount is released'];
+      case 'refund.resolved':
+        return ['Resolved by ', by(ev), ': \u201c', d.reason || '', '\u201d; counts as refunded'];
+      case 'refund.conflict':
+        return ['WeChat reported ' + d.outcome + ' (' + d.source + ') after it was ', stateBadge(d.state), code(d), ': not applied, an operator should look'];
+      case 'refund.flagged_stuck':
+        return 'Flagged stuck: unresolved longer than the policy allows';
+      case 'refund.recovered':
+        return ['Found at WeChat after a restore: ', stateBadge(d.state), ' ', yuan(d.amount, currency)];
+      case 'refund.abnormal_applied':
+        return ['Pay-out requested by ', by(ev), ': WeChat asked to pay it to ' + (d.type === 'USER_BANK_CARD' ? 'the user\u2019s bank card' : 'the merchant\u2019s bank account')];
+      default:
+        return ev.type;
+    }
+  }
+
+  // attemptsLabel says what next_step.attempts_left counts in a state.
+  function attemptsLabel(state) {
+    if (state === 'UNKNOWN') return 'Resends left if WeChat has no such refund: ';
+    if (state === 'PROCESSING' || state === 'PENDING_APPROVAL') return 'Attempts left before it is left UNKNOWN: ';
+    return 'Attempts left: ';
+  }
+
+  async function showRefund(id, no, g) {
+    show('refund');
+    document.title = 'Refund ' + no + ' \u2013 refundd console';
+    const box = $('refund');
+    const key = id + '/' + no;
+    if (box.dataset.key !== key) box.replaceChildren(h('p', { class: 'muted' }, 'Loading refund ', h('span', { class: 'mono' }, no), '\u2026'));
+    box.dataset.key = key;
+    const back = h('p', null, h('a', { href: reservationHash(id, no) }, '\u2190 Reservation ', h('span', { class: 'mono' }, id)));
+    let res;
+    let events = null;
+    let timelineError = null;
+    try {
+      res = await api('GET', '/v1/reservations/' + seg(id));
+      events = (await api('GET', '/v1/reservations/' + seg(id) + '/events')).events.filter((ev) => ev.refund_no === no);
+    } catch (e) {
+      if (stale(g)) return;
+      if (!res) {
+        box.replaceChildren(back, h('p', { class: 'error' }, 'Refund ', h('span', { class: 'mono' }, no), ': ' + e.message));
+        explain(e, 'Refund');
+        return;
+      }
+      timelineError = e;
+    }
+    if (stale(g)) return;
+    const r = res.refunds.find((x) => x.refund_no === no);
+    if (!r) {
+      box.replaceChildren(back, h('p', { class: 'error', id: 'refund-none' }, 'Reservation ', h('span', { class: 'mono' }, id), ' has no refund ',
+        h('span', { class: 'mono' }, no), '.'));
+      return;
+    }
+    const cur = res.currency;
+    const n = r.next_step || { kind: 'none', actions: [], why: '', attempts_left: 0 };
+    const words = NEXT[n.kind] || { who: 'an operator', text: () => '' };
+    const requested = events ? events.find((ev) => ev.type === 'refund.requested') : null;
+
+    const now = h('div', { class: 'panel now', id: 'refund-now', 'data-kind': n.kind },
+      h('h2', null, 'Why it is ', stateBadge(r.state), r.stuck ? h('span', { class: 'tag' }, 'stuck') : null),
+      h('p', { class: 'why', id: 'refund-why' }, n.why),
+      h('ul', { class: 'next' },
+        h('li', { id: 'refund-next' }, h('span', { class: 'label' }, 'Next: '), words.text(n)),
+        h('li', { id: 'refund-who' }, h('span', { class: 'label' }, 'Who must act: '), words.who),
+        n.kind !== 'none' ? h('li', { id: 'refund-attempts' }, h('span', { class: 'label' }, attemptsLabel(r.state)), String(n.attempts_left),
+          h('span', { class: 'muted' }, ' (' + r.attempts + ' made)')) : null,
+        n.abandon_from ? h('li', null, h('span', { class: 'label' }, 'Abandon possible from: '), at(n.abandon_from), soon(n.abandon_from)) : null),
+      h('div', { class: 'refund-actions' }, actions(r, null, cur)));
+
+    const facts = h('dl', { class: 'facts' });
+    const fact = (k, v) => facts.append(h('dt', null, k), h('dd', null, v));
+    fact('Amount', yuan(r.amount, cur));
+    fact('Requested', [at(r.created_at), ' ', h('span', { class: 'muted age' }, 'requested ' + ago(r.created_at)),
+      requested ? [' by ', h('span', { class: 'by' }, requested.by)] : null]);
+    if (r.reason) fact('Reason', h('span', { class: 'reason' }, r.reason));
+    if (r.reason_code) fact('Reason code', r.reason_code);
+    if (r.metadata) fact('Metadata', Object.entries(r.metadata).map(([k, v]) => k + '=' + v).join(', '));
+    if (r.code) fact('Last code', [h('span', { class: 'mono' }, r.code), r.message ? [' ', h('span', { class: 'muted' }, r.message)] : null]);
+    if (r.provider_refund_id) fact('WeChat refund id', h('span', { class: 'mono' }, r.provider_refund_id));
+    fact('Updated', [at(r.updated_at), ' ', h('span', { class: 'muted age' }, ago(r.updated_at))]);
+    if (r.succeeded_at) fact('Succeeded', at(r.succeeded_at));
+    if (r.approval_required) fact('Approval', approvalNote(r));
+    fact('Reservation', [h('a', { href: reservationHash(id, no), class: 'mono' }, id), ' \u00b7 ' + res.merchant + ' \u00b7 order ',
+      h('span', { class: 'mono' }, res.out_trade_no), ' \u00b7 user ', h('span', { class: 'mono' }, res.user_id)]);
+
+    const storyBox = h('div', { class: 'panel', id: 'refund-story' }, h('h2', null, 'Its story'));
+    const raw = h('details', { id: 'refund-raw' }, h('summary', null, 'Raw events'));
+    if (timelineError) {
+      storyBox.append(h('p', { class: 'error' }, 'Journal unavailable: ' + timelineError.message));
+    } else {
+      const seen = { submissions: 0 };
+      storyBox.append(h('ol', { class: 'story' }, events.map((ev) => h('li', { 'data-type': ev.type, 'data-seq': ev.seq },
+        h('div', { class: 'story-when' }, at(ev.at), h('div', { class: 'muted age' }, ago(ev.at))),
+        h('div', { class: 'story-what' }, story(ev, cur, seen))))));
+      raw.append(h('ol', { class: 'timeline' }, events.map((ev) => h('li', { 'data-type': ev.type },
+        h('div', { class: 'ev-head' }, h('span', { class: 'mono muted' }, '#' + ev.seq), h('span', { class: 'ev-type' }, ev.type),
+          h('span', { class: 'muted' }, at(ev.at)), h('span', { class: 'muted' }, 'by ' + ev.by)),
+        h('pre', { class: 'ev-data' }, JSON.stringify(ev.data, null, 1))))));
+      storyBox.append(raw);
+    }
+    // A redraw keeps the raw events open if they were.
+    const open = box.querySelector('#refund-raw');
+    if (open && open.open) raw.open = true;
+    box.replaceChildren(back,
+      h('div', { class: 'title-row' }, h('h1', null, 'Refund ', h('span', { class: 'mono' }, r.refund_no)), stateBadge(r.state),
+        h('span', { class: 'amount' }, yuan(r.amount, cur)),
+        h('button', { type: 'button', id: 'refresh-refund', onclick: () => refreshView() }, 'Refresh')),
+      now, h('div', { class: 'panel' }, facts), storyBox);
+  }
+
   // --- operations ----------------------------------------------------------
 
   // The operations view shows what the API keeps about the service itself:
@@ -760,15 +916,30 @@
   }
 
   // askOnce is a button that asks once more, with question, before it
-  // calls go.
-  function askOnce(action, label, question, tone, go) {
+  // calls go(body, button): the console's one confirmation. With reason
+  // ('required' or 'optional') the question comes with a reason field,
+  // sent as {reason}.
+  function askOnce(action, label, question, tone, go, reason) {
     const wrap = h('span', { class: 'ask' });
     const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
     open.addEventListener('click', () => {
-      const yes = h('button', { type: 'button', class: tone, 'data-action': action + '-confirm', onclick: () => go(yes) }, label);
-      wrap.replaceChildren(h('span', { class: 'confirm-box' }, h('span', { class: 'confirm' }, question), yes,
-        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel')));
-      yes.focus();
+      const input = reason ? h('input', { maxlength: '80', placeholder: reason === 'required' ? 'reason (required)' : 'reason',
+        'aria-label': label + ' reason' }) : null;
+      const yes = h('button', { type: 'submit', class: tone, 'data-action': action + '-confirm' }, label);
+      const form = h('form', { class: 'confirm-box' }, h('span', { class: 'confirm' }, question), input, yes,
+        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
+      form.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const text = input ? input.value.trim() : '';
+        if (reason === 'required' && !text) {
+          say(label + ' needs a reason.', 'error');
+          input.focus();
+          return;
+        }
+        go(text ? { reason: text } : undefined, yes);
+      });
+      wrap.replaceChildren(form);
+      (input || yes).focus();
     });
     wrap.append(open);
     return wrap;
@@ -817,7 +988,7 @@
       }
       if (may('operate')) {
         head.append(askOnce('replay-all', 'Replay all', 'Replay all ' + parked.length + ' parked events of ' + ep.name + '?', 'primary',
-          (b) => replay(path + '/replay', 'every parked event of ' + ep.name, b)));
+          (_, b) => replay(path + '/replay', 'every parked event of ' + ep.name, b)));
       }
       // The event and its button come first, so that both stay in view
       // on a narrow screen.
@@ -828,7 +999,7 @@
           if (p.replaying) acts.append(h('span', { class: 'tag info' }, 'replaying'));
           else if (may('operate')) {
             acts.append(askOnce('replay', 'Replay', ['Replay ', h('span', { class: 'mono' }, ev.id), ' (' + ev.type + ') to ' + ep.name + '?'], 'primary',
-              (b) => replay(path + '/' + seg(ev.id) + '/replay', ev.id, b)));
+              (_, b) => replay(path + '/' + seg(ev.id) + '/replay', ev.id, b)));
           }
           return h('tr', { 'data-event-id': ev.id },
             h('td', { class: 'event' }, h('div', { class: 'mono' }, ev.id), h('div', { class: 'nowrap' }, ev.type), acts),

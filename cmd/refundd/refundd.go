@@ -83,6 +83,17 @@ type enginePolicies struct {
 	merchants *actors.PolicySet
 }
 
+// of is the policy the engine decides merchant's reservations under
+// (actors.Config.Policies, else Policy), for the API's next_step.
+func (p enginePolicies) of(merchant string) reservation.Policy {
+	if p.merchants != nil {
+		if mp, ok := p.merchants.Get(merchant); ok {
+			return mp
+		}
+	}
+	return p.base
+}
+
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
 // shared wiring.
 type sharedJournal interface {
@@ -191,14 +202,15 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	policies := actors.NewPolicySet(perMerchant)
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
-	if err := be.start(ctx, bgCtx, m.provider, enginePolicies{base: policy, merchants: policies}); err != nil {
+	engPolicies := enginePolicies{base: policy, merchants: policies}
+	if err := be.start(ctx, bgCtx, m.provider, engPolicies); err != nil {
 		return err
 	}
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
 		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
-		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally, Totals: be.totals}
+		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally, Totals: be.totals, PolicyOf: engPolicies.of}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}
 	}

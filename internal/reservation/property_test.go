@@ -1118,9 +1118,38 @@ func (h *sim) check() {
 		if !r.DueAt.IsZero() && (next.IsZero() || r.DueAt.Before(next)) {
 			next = r.DueAt
 		}
+		h.checkNext(r)
 	}
 	if !s.NextDue().Equal(next) {
 		t.Fatalf("NextDue %v, want %v", s.NextDue(), next)
+	}
+}
+
+// checkNext checks NextOf on refund r: final exactly when the state is,
+// its time the refund's due time, and each action listed exactly when
+// Decide, asked by an approver who is not the requester, journals
+// something for it.
+func (h *sim) checkNext(r *Refund) {
+	t := h.t
+	n := NextOf(r, h.policy, h.now)
+	if (n.Kind == NextNone) != r.State.Terminal() || (!r.State.Terminal() && !n.At.Equal(r.DueAt)) || n.Why == "" || n.AttemptsLeft < 0 {
+		t.Fatalf("NextOf(%s %s) = %+v", r.No, r.State, n)
+	}
+	commands := map[string]Command{
+		ActionReconcile: CheckProvider{RefundNo: r.No, Operator: true},
+		ActionResubmit:  Resubmit{RefundNo: r.No},
+		ActionAbandon: Abandon{RefundNo: r.No, Reason: "prop", Check: &ProviderCheck{At: h.now,
+			Outcome: Outcome{Kind: OutcomeNotFound}}},
+		ActionResolve:       Resolve{RefundNo: r.No, Reason: "prop"},
+		ActionApplyAbnormal: ApplyAbnormal{RefundNo: r.No, Type: AbnormalMerchantBankCard},
+		ActionApprove:       Approve{RefundNo: r.No},
+		ActionReject:        Reject{RefundNo: r.No, Reason: "prop"},
+	}
+	for _, action := range []string{ActionReconcile, ActionResubmit, ActionAbandon, ActionResolve, ActionApplyAbnormal, ActionApprove, ActionReject} {
+		events, err := Decide(h.s, commands[action], h.env("approver:zz-property"))
+		if decided, listed := err == nil && len(events) > 0, slices.Contains(n.Actions, action); decided != listed {
+			t.Fatalf("refund %s %s: %s listed %v, Decide: %d events, %v", r.No, r.State, action, listed, len(events), err)
+		}
 	}
 }
 
