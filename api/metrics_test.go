@@ -93,7 +93,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 			t.Errorf("engine close: %v", err)
 		}
 	})
-	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, Merchants: o.merchants,
+	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, List: eventstore.Reader{DB: db}, Merchants: o.merchants,
 		Credentials: o.credentials}
 	if o.webhookURL != "" {
 		d, err := webhook.New(webhook.Config{DB: db, Logger: quietLogger(), MaxAttempts: 2,

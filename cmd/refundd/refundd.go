@@ -183,7 +183,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
-		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
+		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, List: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
 		RateLimits: c.RateLimit.api(m.metrics)}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}

@@ -159,41 +159,12 @@ func parseListKey(kind, key string) (reservation.ListRow, string, error) {
 	return r, pos, nil
 }
 
-// ErrBadCursor is returned by List for a cursor that is not a position of
-// its list.
-var ErrBadCursor = errors.New("eventstore: malformed list cursor")
-
-// ListPage is one page of a list.
-type ListPage struct {
-	Rows []reservation.ListRow
-	// Next is the position to read on from (ListOptions.After); "" when
-	// the list has no more rows. A page may hold fewer than the limit
-	// rows, even none, with Next set: the read stops after
-	// ListOptions.MaxScan keys.
-	Next string
-}
-
-// ListOptions are how a list is read.
-type ListOptions struct {
-	// Oldest reads the list oldest first; the zero value is newest first.
-	Oldest bool
-	// After is a position (ListPage.Next) to read on from; "" starts at
-	// the beginning.
-	After string
-	// Limit is the most rows a page holds; at least 1.
-	Limit int
-	// MaxScan bounds the keys one page reads (zero: 10 000): a filter
-	// that matches few rows answers in bounded time, with a short page
-	// and a Next to read on from.
-	MaxScan int
-}
-
 // List reads a page of the list f describes from the list index (no scan
 // of the log): the rows of f.Merchants only, so another merchant's rows
 // cost no reads and never appear. A filter with an exact id
 // (ListFilter.HasIDs) reads the reservations the id names instead, found
 // through the claims and the search index (Find), and replays them.
-func (r Reader) List(ctx context.Context, f reservation.ListFilter, o ListOptions) (ListPage, error) {
+func (r Reader) List(ctx context.Context, f reservation.ListFilter, o reservation.ListOptions) (reservation.ListPage, error) {
 	if o.Limit < 1 {
 		o.Limit = 1
 	}
@@ -201,10 +172,10 @@ func (r Reader) List(ctx context.Context, f reservation.ListFilter, o ListOption
 		o.MaxScan = 10000
 	}
 	if o.After != "" && !validPosition(f.Kind, o.After) {
-		return ListPage{}, ErrBadCursor
+		return reservation.ListPage{}, reservation.ErrListCursor
 	}
 	if len(f.Merchants) == 0 {
-		return ListPage{Rows: []reservation.ListRow{}}, nil
+		return reservation.ListPage{Rows: []reservation.ListRow{}}, nil
 	}
 	if f.HasIDs() {
 		return r.listIDs(ctx, f, o)
@@ -234,10 +205,10 @@ func validPosition(kind, p string) bool {
 }
 
 // listIDs reads the reservations f's ids name, and their rows that match f.
-func (r Reader) listIDs(ctx context.Context, f reservation.ListFilter, o ListOptions) (ListPage, error) {
+func (r Reader) listIDs(ctx context.Context, f reservation.ListFilter, o reservation.ListOptions) (reservation.ListPage, error) {
 	ids, err := r.candidates(ctx, f)
 	if err != nil {
-		return ListPage{}, err
+		return reservation.ListPage{}, err
 	}
 	type posRow struct {
 		pos string
@@ -247,7 +218,7 @@ func (r Reader) listIDs(ctx context.Context, f reservation.ListFilter, o ListOpt
 	for _, id := range ids {
 		events, _, err := r.Load(ctx, id)
 		if err != nil {
-			return ListPage{}, err
+			return reservation.ListPage{}, err
 		}
 		s := reservation.Replay(events)
 		for _, row := range reservation.ListRows(nil, s) {
@@ -260,7 +231,7 @@ func (r Reader) listIDs(ctx context.Context, f reservation.ListFilter, o ListOpt
 	if o.Oldest {
 		slices.Reverse(rows)
 	}
-	page := ListPage{Rows: []reservation.ListRow{}}
+	page := reservation.ListPage{Rows: []reservation.ListRow{}}
 	for _, pr := range rows {
 		if o.After != "" && (!o.Oldest && pr.pos <= o.After || o.Oldest && pr.pos >= o.After) {
 			continue
@@ -345,7 +316,7 @@ func (r Reader) candidates(ctx context.Context, f reservation.ListFilter) ([]str
 
 // listScan reads f's prefixes (one per merchant, and per state for
 // refunds) and merges them by position.
-func (r Reader) listScan(ctx context.Context, f reservation.ListFilter, o ListOptions) (ListPage, error) {
+func (r Reader) listScan(ctx context.Context, f reservation.ListFilter, o reservation.ListOptions) (reservation.ListPage, error) {
 	var prefixes []string
 	for _, m := range f.Merchants {
 		if f.Kind == reservation.ListReservations {
@@ -381,14 +352,14 @@ func (r Reader) listScan(ctx context.Context, f reservation.ListFilter, o ListOp
 			}
 		}
 	}
-	page := ListPage{Rows: []reservation.ListRow{}}
+	page := reservation.ListPage{Rows: []reservation.ListRow{}}
 	scanned := 0
 	last := "" // the position the merge last took: where a short page reads on from
 	for {
 		var best *listIter
 		for _, it := range its {
 			if err := it.fill(ctx); err != nil {
-				return ListPage{}, err
+				return reservation.ListPage{}, err
 			}
 			if it.done {
 				continue

@@ -135,7 +135,7 @@ type ListFilter struct {
 	ReasonCode           string
 	// Exact ids: rows of reservations (and refunds) that hold them. The
 	// refund's ids (RefundNo, ProviderRefundID) apply to refund rows only.
-	RefundNo, ProviderRefundID       string
+	RefundNo, ProviderRefundID        string
 	OutTradeNo, UserID, TransactionID string
 }
 
@@ -190,4 +190,33 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ErrListCursor is returned by a list (eventstore.Reader.List) for a
+// cursor that is not a position of its list.
+var ErrListCursor = &Error{Code: CodeInvalid, Field: "cursor", Message: "is not a cursor of this list"}
+
+// ListPage is one page of a list.
+type ListPage struct {
+	Rows []ListRow
+	// Next is the position to read on from (ListOptions.After); "" when
+	// the list has no more rows. A page may hold fewer than the limit
+	// rows, even none, with Next set: the read stops after
+	// ListOptions.MaxScan keys.
+	Next string
+}
+
+// ListOptions are how a list is read.
+type ListOptions struct {
+	// Oldest reads the list oldest first; the zero value is newest first.
+	Oldest bool
+	// After is a position (ListPage.Next) to read on from; "" starts at
+	// the beginning.
+	After string
+	// Limit is the most rows a page holds; at least 1.
+	Limit int
+	// MaxScan bounds the keys one page reads (zero: 10 000): a filter
+	// that matches few rows answers in bounded time, with a short page
+	// and a Next to read on from.
+	MaxScan int
 }
