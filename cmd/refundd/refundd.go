@@ -83,7 +83,7 @@ type enginePolicies struct {
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
 // shared wiring.
 type sharedJournal interface {
-	eventstore.Journal
+	eventstore.BackfillJournal
 	webhook.Journal
 }
 
@@ -174,6 +174,10 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	perMerchant, err := pre.merchants.reg.Policies(pre.policy, func(base string) (string, error) { return audit.EpochPrefix(base, be.epoch) })
 	if err != nil {
 		return fmt.Errorf("journal epoch %d: %w", be.epoch, err)
+	}
+	// Before the engine: nothing appends while the rows are written.
+	if _, err := eventstore.BackfillLists(ctx, be.db, m.log); err != nil {
+		return err
 	}
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
