@@ -25,6 +25,7 @@ import (
 func TestConsole_Lists(t *testing.T) {
 	chromium := chromiumPath(t)
 	const payload = `<img src=x onerror=alert(1)>`
+	const hostileUser = `<svg onload=alert(2)>"u,1`
 	var providerDown atomic.Bool
 	providerDown.Store(true)
 	fault := func(op, no string, _ int) (simprovider.Injected, bool) {
@@ -46,14 +47,15 @@ func TestConsole_Lists(t *testing.T) {
 	svc := bearer(tokService)
 	nos := map[string]string{}
 	for i, id := range []string{"unk-1", "unk-2", "rej-1", "ok-1"} {
-		if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody(id, int64(10000*(i+1))), svc...); r.status != http.StatusCreated {
+		user, reason := "u-"+id, "weather"
+		if id == "unk-1" {
+			user, reason = hostileUser, payload
+		}
+		reg, _ := json.Marshal(map[string]any{"id": id, "user_id": user, "out_trade_no": "ORD-" + id, "amount": 10000 * (i + 1), "currency": "CNY"})
+		if r := e.do(t, http.MethodPost, "/v1/reservations", string(reg), svc...); r.status != http.StatusCreated {
 			t.Fatalf("register %s: %s", id, r)
 		}
-		reason := "weather"
-		if id == "unk-1" {
-			reason = payload
-		}
-		body := fmt.Sprintf(`{"user_id":"u-%s","amount":%d,"reason":%q}`, id, 1000*(i+1), reason)
+		body := fmt.Sprintf(`{"user_id":%q,"amount":%d,"reason":%q}`, user, 1000*(i+1), reason)
 		r := e.do(t, http.MethodPost, "/v1/reservations/"+id+"/refunds", body, append(svc, "Idempotency-Key", "k")...)
 		var rf refundJSON
 		if err := json.Unmarshal(r.body, &rf); err != nil || r.status >= 300 {
@@ -160,6 +162,13 @@ func TestConsole_Lists(t *testing.T) {
 	page.waitTrue(t, "back to the newest two", ids+` === 'ok-1,rej-1' && document.getElementById('list-prev').disabled`)
 	page.click(t, `th[data-sort="time"] button`)
 	page.waitTrue(t, "oldest first", ids+` === 'unk-1,unk-2'`)
+	// The hostile user id is text in its cell.
+	if got := page.eval(t, `document.querySelector('#list-table tr[data-reservation="unk-1"] td:nth-child(5)').textContent`); got != hostileUser {
+		t.Errorf("the hostile user id shows as %q", got)
+	}
+	if n := page.eval(t, `document.querySelectorAll('svg, img, [onload], [onerror]').length`); n != float64(0) {
+		t.Fatalf("%v injected elements in the page", n)
+	}
 	page.click(t, `th[data-sort="amount"] button`)
 	page.waitTrue(t, "this page by amount, largest first", ids+` === 'unk-2,unk-1'`)
 	for _, w := range []int{1440, 760} {
