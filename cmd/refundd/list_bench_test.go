@@ -24,7 +24,7 @@ import (
 // SUCCEEDED but one in thirty, PROCESSING, and every one is 1000 fen:
 // state=ABNORMAL matches nothing and reads no row (its prefixes are
 // empty), amount_min=5000 matches nothing and reads rows until the scan
-// bound (10,000 keys) answers an empty page with a cursor.
+// bound (5,000 keys) answers an empty page with a cursor.
 //
 //	go test -run='^$' -bench=List -benchtime=1000x ./cmd/refundd/
 func BenchmarkList(b *testing.B) {

@@ -169,7 +169,7 @@ func (r Reader) List(ctx context.Context, f reservation.ListFilter, o reservatio
 		o.Limit = 1
 	}
 	if o.MaxScan <= 0 {
-		o.MaxScan = 10000
+		o.MaxScan = 5000
 	}
 	if o.After != "" && !validPosition(f.Kind, o.After) {
 		return reservation.ListPage{}, reservation.ErrListCursor

@@ -215,7 +215,7 @@ type ListOptions struct {
 	After string
 	// Limit is the most rows a page holds; at least 1.
 	Limit int
-	// MaxScan bounds the keys one page reads (zero: 10 000): a filter
+	// MaxScan bounds the keys one page reads (zero: 5,000): a filter
 	// that matches few rows answers in bounded time, with a short page
 	// and a Next to read on from.
 	MaxScan int
