@@ -1215,11 +1215,12 @@
   const autoRefresh = () => sessionStorage.getItem(AUTO_KEY) !== 'off';
 
   // busy says the operator is in the middle of something a redraw would
-  // throw away: a confirmation open, a reason being typed.
+  // throw away: a confirmation open, a reason being typed, refunds
+  // selected in a list.
   // Without a token there is nothing to refresh, and the 401 hint would
   // take the focus from the token being typed.
   const busy = () => routing || !token() ||
-    !!document.querySelector('.confirm-box, .actions form, input:focus:not([type="checkbox"])');
+    !!document.querySelector('.confirm-box, .actions form, input:focus:not([type="checkbox"]), #list input.select:checked');
 
   function tick() {
     showUpdated();
