@@ -36,14 +36,14 @@ const (
 // ListMarkKey is the marks-index key of list row r.
 func ListMarkKey(r reservation.ListRow) string {
 	var b strings.Builder
-	b.Grow(128)
+	b.Grow(len(ListPrefix) + len(r.Kind) + len(r.Merchant) + len(r.State) + len(r.ReservationID) + len(r.RefundNo) + len(r.ReasonCode) + 4*16 + 10)
 	if r.Kind == reservation.ListRefunds {
 		b.WriteString(listRefundPrefix)
 		b.WriteString(r.Merchant)
 		b.WriteByte('/')
 		b.WriteString(r.State)
 		b.WriteByte('/')
-		b.WriteString(position(r))
+		writePosition(&b, r)
 		writeHex(&b, uint64(r.Amount))
 		b.WriteByte('/')
 		writeHex(&b, nanos(r.UpdatedAt))
@@ -54,7 +54,7 @@ func ListMarkKey(r reservation.ListRow) string {
 	b.WriteString(listReservationPrefix)
 	b.WriteString(r.Merchant)
 	b.WriteByte('/')
-	b.WriteString(position(r))
+	writePosition(&b, r)
 	b.WriteString(r.State)
 	b.WriteByte('/')
 	writeHex(&b, uint64(r.Amount))
@@ -72,7 +72,12 @@ func ListMarkKey(r reservation.ListRow) string {
 // is a position.
 func position(r reservation.ListRow) string {
 	var b strings.Builder
-	writeHex(&b, ^nanos(r.At))
+	writePosition(&b, r)
+	return b.String()
+}
+
+func writePosition(b *strings.Builder, r reservation.ListRow) {
+	writeHex(b, ^nanos(r.At))
 	b.WriteByte('/')
 	b.WriteString(r.ReservationID)
 	b.WriteByte('/')
@@ -80,7 +85,6 @@ func position(r reservation.ListRow) string {
 		b.WriteString(r.RefundNo)
 		b.WriteByte('/')
 	}
-	return b.String()
 }
 
 func nanos(t time.Time) uint64 {
