@@ -109,53 +109,80 @@ func ListMarks(dst []journal.Mark, rows []reservation.ListRow) []journal.Mark {
 	return dst
 }
 
-// parseListKey is the row of a list key read under prefix p (which ends
-// with "MERCHANT/" or "MERCHANT/STATE/"), and its position.
+// parseListKey is the row of a list key of kind, and its position. The
+// row's strings and the position are parts of key: a page reads thousands
+// of keys, and parsing one allocates nothing.
 func parseListKey(kind, key string) (reservation.ListRow, string, error) {
 	bad := func() (reservation.ListRow, string, error) {
 		return reservation.ListRow{}, "", fmt.Errorf("eventstore: malformed list key %q", key)
 	}
 	r := reservation.ListRow{Kind: kind}
-	var f []string
-	var pos string
-	switch kind {
-	case reservation.ListRefunds:
-		f = strings.Split(strings.TrimPrefix(key, listRefundPrefix), "/")
-		if len(f) != 8 {
-			return bad()
-		}
-		r.Merchant, r.State, r.ReservationID, r.RefundNo = f[0], f[1], f[3], f[4]
-		pos = f[2] + "/" + f[3] + "/" + f[4] + "/"
-		f = []string{f[2], f[5], f[6], f[7]}
-	default:
-		f = strings.Split(strings.TrimPrefix(key, listReservationPrefix), "/")
-		if len(f) != 7 {
-			return bad()
-		}
-		r.Merchant, r.ReservationID, r.State = f[0], f[2], f[3]
-		pos = f[1] + "/" + f[2] + "/"
-		f = []string{f[1], f[4], f[5], f[6]}
+	rest, ok := strings.CutPrefix(key, ListPrefix+kind+"/")
+	if !ok {
+		return bad()
 	}
-	var n [3]uint64
-	for i := range 3 {
-		v, err := strconv.ParseUint(f[i], 16, 64)
-		if err != nil || len(f[i]) != 16 {
-			return bad()
+	next := func() string { // the next field, "" when there is none
+		f, tail, found := strings.Cut(rest, "/")
+		if !found {
+			f, tail = rest, ""
 		}
-		n[i] = v
+		rest = tail
+		return f
 	}
-	r.At = time.Unix(0, int64(^n[0])).UTC()
-	r.Amount = int64(n[1])
-	r.UpdatedAt = time.Unix(0, int64(n[2])).UTC()
+	hex16 := func(f string) (uint64, bool) {
+		if len(f) != 16 {
+			return 0, false
+		}
+		var v uint64
+		for i := 0; i < 16; i++ {
+			c := f[i]
+			switch {
+			case c >= '0' && c <= '9':
+				v = v<<4 | uint64(c-'0')
+			case c >= 'a' && c <= 'f':
+				v = v<<4 | uint64(c-'a'+10)
+			default:
+				return 0, false
+			}
+		}
+		return v, true
+	}
+	r.Merchant = next()
 	if kind == reservation.ListRefunds {
-		code, err := url.PathUnescape(f[3])
+		r.State = next()
+	}
+	posStart := len(key) - len(rest)
+	at, ok := hex16(next())
+	if !ok {
+		return bad()
+	}
+	r.ReservationID = next()
+	if kind == reservation.ListRefunds {
+		r.RefundNo = next()
+	}
+	pos := key[posStart : len(key)-len(rest)]
+	if kind == reservation.ListReservations {
+		r.State = next()
+	}
+	amount, ok1 := hex16(next())
+	updated, ok2 := hex16(next())
+	last := next()
+	if !ok1 || !ok2 || rest != "" || r.Merchant == "" || r.State == "" || r.ReservationID == "" ||
+		(kind == reservation.ListRefunds && r.RefundNo == "") {
+		return bad()
+	}
+	r.At = time.Unix(0, int64(^at)).UTC()
+	r.Amount = int64(amount)
+	r.UpdatedAt = time.Unix(0, int64(updated)).UTC()
+	if kind == reservation.ListRefunds {
+		code, err := url.PathUnescape(last)
 		if err != nil {
 			return bad()
 		}
 		r.ReasonCode = code
 	} else {
-		v, err := strconv.ParseUint(f[3], 16, 16)
-		if err != nil {
+		v, ok := hex16(last)
+		if !ok || v > 0xffff {
 			return bad()
 		}
 		r.RefundStates = uint16(v)
