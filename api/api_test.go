@@ -540,7 +540,7 @@ func TestServeHTTP_UnknownRoute(t *testing.T) {
 func TestServeHTTP_MethodNotAllowed(t *testing.T) {
 	e := newEnv(t, hour)
 	for _, c := range []struct{ method, path string }{
-		{http.MethodGet, "/v1/reservations"},
+		{http.MethodDelete, "/v1/reservations"},
 		{http.MethodDelete, "/v1/reservations/r1"},
 		{http.MethodPut, "/v1/reservations/r1"},
 		{http.MethodGet, "/v1/reservations/r1/refunds"},

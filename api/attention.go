@@ -9,15 +9,19 @@ import (
 	"github.com/refundd/refundd/internal/reservation"
 )
 
-// listAttention serves GET /v1/refunds?state=UNKNOWN|REJECTED|ABNORMAL|stuck|conflict:
-// the refunds an operator should look at, from an index kept with the
-// journal (no scan), each with its current state; &merchant=NAME keeps one
-// merchant's.
-func (s *Server) listAttention(w http.ResponseWriter, r *http.Request) {
+// listAttention serves GET /v1/refunds?attention=KIND (and the older
+// ?state=KIND, legacyAttention), KIND one of UNKNOWN, REJECTED, ABNORMAL,
+// stuck, conflict: the refunds an operator should look at, from an index
+// kept with the journal (no scan), each with its current state;
+// &merchant=NAME keeps one merchant's.
+func (s *Server) listAttention(w http.ResponseWriter, r *http.Request, kind string) {
 	q := r.URL.Query()
-	kind := q.Get("state")
 	if !slices.Contains(reservation.AttentionKinds, kind) {
-		s.writeError(w, r, badRequest("state", "must be one of "+strings.Join(reservation.AttentionKinds, ", ")))
+		field := "state"
+		if q.Has("attention") {
+			field = "attention"
+		}
+		s.writeError(w, r, badRequest(field, "must be one of "+strings.Join(reservation.AttentionKinds, ", ")))
 		return
 	}
 	limit := 100

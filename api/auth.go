@@ -30,6 +30,7 @@ type routeRule struct {
 // Options.RoutePerms).
 var routePerms = map[string]routeRule{
 	"POST /v1/reservations":                                         {auth.PermWrite, scopeRegister},
+	"GET /v1/reservations":                                          {auth.PermRead, scopeFiltered},
 	"GET /v1/reservations/{id}":                                     {auth.PermRead, scopeReservation},
 	"POST /v1/reservations/{id}/refunds":                            {auth.PermWrite, scopeReservation},
 	"GET /v1/reservations/{id}/refunds/{refund_no}":                 {auth.PermRead, scopeReservation},

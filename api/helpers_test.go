@@ -136,6 +136,9 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.api.Search == nil {
 		o.api.Search = eventstore.Reader{DB: db}
 	}
+	if o.api.List == nil {
+		o.api.List = eventstore.Reader{DB: db}
+	}
 	e := &testEnv{handler: api.New(engine, o.api), engine: engine, sim: sim}
 	if !o.noHTTP {
 		e.srv = httptest.NewServer(e.handler)

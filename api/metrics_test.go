@@ -108,7 +108,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 			t.Errorf("engine close: %v", err)
 		}
 	})
-	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, Merchants: o.merchants,
+	opts := api.Options{Logger: log, Metrics: m.Handler(), Observer: m, Timeline: store, Search: eventstore.Reader{DB: db}, List: eventstore.Reader{DB: db}, Merchants: o.merchants,
 		Credentials: o.credentials}
 	if counted != nil {
 		opts.Tally, opts.Totals = counted, eventstore.Totals{DB: db}

@@ -31,6 +31,7 @@ func fullServer(t *testing.T) *Server {
 		Metrics:  http.NotFoundHandler(),
 		Timeline: nopTimeline{},
 		Search:   nopFinder{},
+		List:     nopLister{},
 		Audit:    &AuditConfig{Journal: nopAudit{}},
 		Totals:   nopTotals{},
 	})
@@ -101,6 +102,12 @@ func (nopTimeline) Load(context.Context, string) ([]reservation.Event, uint64, e
 type nopTimeline struct{}
 
 type nopFinder struct{}
+
+type nopLister struct{}
+
+func (nopLister) List(context.Context, reservation.ListFilter, reservation.ListOptions) (reservation.ListPage, error) {
+	return reservation.ListPage{}, nil
+}
 
 func (nopFinder) Find(context.Context, []string, string, int) ([]reservation.Found, error) {
 	return nil, nil

@@ -92,11 +92,15 @@ func TestOperator_AttentionListFollowsState(t *testing.T) {
 		t.Fatalf("after abandoning a1: %s", got)
 	}
 	// The refusal names every list there is, conflict included.
-	d := wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=FAILED", ""), http.StatusBadRequest, "invalid_argument", "state")
+	d := wantError(t, e.do(t, http.MethodGet, "/v1/refunds?attention=FAILED", ""), http.StatusBadRequest, "invalid_argument", "attention")
 	for _, kind := range reservation.AttentionKinds {
 		if !strings.Contains(d.Message, kind) {
-			t.Errorf("state=FAILED refused with %q, which does not name %s", d.Message, kind)
+			t.Errorf("attention=FAILED refused with %q, which does not name %s", d.Message, kind)
 		}
+	}
+	// attention=KIND is the same list as the older state=KIND.
+	if got := strings.Join(list("attention=REJECTED"), " "); got != "T-a2-1@REJECTED next=" {
+		t.Fatalf("attention=REJECTED: %s", got)
 	}
 	wantError(t, e.do(t, http.MethodGet, "/v1/refunds?state=stuck&limit=0", ""), http.StatusBadRequest, "invalid_argument", "limit")
 }

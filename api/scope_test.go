@@ -107,6 +107,7 @@ func scopeEnv(t *testing.T) (*testEnv, map[string]string) {
 		Metrics:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("refundd_up 1\n")) }),
 		Timeline: store,
 		Search:   eventstore.Reader{DB: db},
+		List:     eventstore.Reader{DB: db},
 		Audit:    &api.AuditConfig{Journal: db},
 		Totals:   eventstore.Totals{DB: db},
 	})
@@ -217,6 +218,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"POST /v1/notify/wechatpay/accounts/{account}/refund":    public,
 		"POST /v1/notify/wechatpay/accounts/{account}/v2/refund": public,
 		"GET /v1/search":                                         filtered,
+		"GET /v1/reservations":                                   filtered,
 		"GET /v1/openapi.json":                                   public,
 		"GET /console":                                           public,
 		"GET /console/":                                          public,
@@ -332,6 +334,17 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		{"/v1/refunds?state=ABNORMAL&limit=1", []string{`"a1"`, `"next":"a1/`}, []string{`"a1"`}, []string{`"b1"`}},
 		{"/v1/refunds?state=ABNORMAL&limit=1&after=a1/" + refunds["a1"], []string{`{"refunds":[]}`}, []string{`"b1"`}, []string{`"b1"`}},
 		{"/v1/refunds?state=ABNORMAL", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, `"next"`}},
+		// The lists: hotel-bj's rows are not there, by any filter; naming
+		// hotel-bj is refused as a merchant that is not configured.
+		{"/v1/refunds", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, "hotel-bj"}},
+		{"/v1/refunds?state=ABNORMAL,PROCESSING&order=asc", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, "hotel-bj"}},
+		{"/v1/refunds?limit=1", []string{`"a1"`}, []string{`"next_cursor"`}, []string{`"b1"`, `"next_cursor"`}},
+		{"/v1/refunds?out_trade_no=O-b1", []string{`{"refunds":[]}`}, []string{`"b1"`}, []string{`"b1"`}},
+		{"/v1/refunds?refund_no=" + refunds["b1"], []string{`{"refunds":[]}`}, []string{`"b1"`}, []string{`"b1"`}},
+		{"/v1/refunds?user_id=u-b1", []string{`{"refunds":[]}`}, []string{`"b1"`}, []string{`"b1"`}},
+		{"/v1/reservations", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, "hotel-bj"}},
+		{"/v1/reservations?order=asc&refund_state=ABNORMAL", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, `"a2"`}},
+		{"/v1/reservations?out_trade_no=O-b1", []string{`{"reservations":[]}`}, []string{`"b1"`}, []string{`"b1"`}},
 		{"/v1/events?limit=1000", []string{`"a1"`}, []string{`"a1"`, `"b1"`}, []string{`"b1"`, "hotel-bj"}},
 		{"/v1/webhooks/crm/parked", []string{evtSH}, []string{evtSH, evtBJ}, []string{evtBJ, "hotel-bj"}},
 		{"/v1/totals", []string{`"merchant":"hotel-sh"`, `"in_flight":{"refunds":1,"amount":100}`},
@@ -370,5 +383,21 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 	if r := e.do(t, http.MethodGet, "/v1/totals?merchant=hotel-bj", "", bearer(tokAllOperator)...); r.status != http.StatusOK ||
 		!strings.Contains(string(r.body), `"in_flight":{"refunds":1,"amount":100}`) || strings.Contains(string(r.body), "hotel-sh") {
 		t.Errorf("totals of hotel-bj for an unscoped token: %s", r)
+	}
+}
+
+// TestScope_ListsRefuseAnotherMerchantAsUnknown: a scoped token naming
+// another merchant in a list's filter gets what a merchant that is not
+// configured gets.
+func TestScope_ListsRefuseAnotherMerchantAsUnknown(t *testing.T) {
+	e, _ := scopeEnv(t)
+	for _, path := range []string{"/v1/refunds", "/v1/reservations"} {
+		got := e.do(t, http.MethodGet, path+"?merchant=hotel-bj", "", bearer(tokScopedOperator)...)
+		want := e.do(t, http.MethodGet, path+"?merchant=hotel-nowhere", "", bearer(tokScopedOperator)...)
+		sameAnswer(t, path, got, want)
+		wantError(t, got, http.StatusBadRequest, "invalid_argument", "merchant")
+		if r := e.do(t, http.MethodGet, path+"?merchant=hotel-bj", "", bearer(tokAllOperator)...); r.status != http.StatusOK || !strings.Contains(string(r.body), `"b1"`) {
+			t.Errorf("%s?merchant=hotel-bj unscoped: %s", path, r)
+		}
 	}
 }

@@ -86,6 +86,10 @@ type Options struct {
 	// Search, if set, serves GET /v1/search (search.go); nil leaves the
 	// route out.
 	Search Finder
+	// List, if set, serves the lists GET /v1/refunds and GET
+	// /v1/reservations (lists.go); nil leaves GET /v1/reservations out and
+	// GET /v1/refunds the attention list alone.
+	List Lister
 	// Audit, if set, serves the audit head and the hot backup, and pauses
 	// new refunds while a restored journal is reconciled (audit.go).
 	Audit *AuditConfig
@@ -207,7 +211,10 @@ func New(engine Engine, opts Options) *Server {
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/apply-abnormal", s.applyAbnormal).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/approve", s.approveRefund).Methods(http.MethodPost)
 	r.HandleFunc("/v1/reservations/{id}/refunds/{refund_no}/reject", s.rejectRefund).Methods(http.MethodPost)
-	r.HandleFunc("/v1/refunds", s.listAttention).Methods(http.MethodGet)
+	r.HandleFunc("/v1/refunds", s.listRefunds).Methods(http.MethodGet)
+	if opts.List != nil {
+		r.HandleFunc("/v1/reservations", s.listReservations).Methods(http.MethodGet)
+	}
 	r.HandleFunc("/healthz", s.healthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
 	s.handler = s.operability() // request ids, metrics, OpenAPI, console (metrics.go)

@@ -32,7 +32,8 @@ var operations = map[string]string{
 	"applyAbnormalRefund": "ApplyAbnormalRefund",
 	"approveRefund":       "ApproveRefund",
 	"rejectRefund":        "RejectRefund",
-	"listAttention":       "ListAttention",
+	"listRefunds":         "ListRefunds",
+	"listReservations":    "ListReservations",
 	"search":              "Search",
 	"getEvents":           "Events",
 	"getWebhooks":         "Webhooks",
@@ -280,9 +281,10 @@ func (c *Client) operate(ctx context.Context, id, no, action, reason string) (*R
 	return &out, nil
 }
 
-// ListAttention lists refunds needing an operator (GET /v1/refunds).
+// ListAttention lists refunds needing an operator (GET
+// /v1/refunds?attention=KIND).
 func (c *Client) ListAttention(ctx context.Context, q AttentionQuery) (*AttentionPage, error) {
-	v := url.Values{"state": {q.State}}
+	v := url.Values{"attention": {q.State}}
 	if q.After != "" {
 		v.Set("after", q.After)
 	}
@@ -297,6 +299,80 @@ func (c *Client) ListAttention(ctx context.Context, q AttentionQuery) (*Attentio
 		return nil, err
 	}
 	return &out, nil
+}
+
+// ListRefunds reads one page of refunds, filtered (GET /v1/refunds):
+// pass the page's NextCursor as the next query's Cursor, with the same
+// filters, until it is empty. A page may be short, even empty, with a
+// NextCursor: the server bounds the index rows one page reads.
+func (c *Client) ListRefunds(ctx context.Context, q ListQuery) (*RefundPage, error) {
+	var out RefundPage
+	if err := c.get(ctx, "/v1/refunds", q.values(true), 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListReservations reads one page of reservations, filtered (GET
+// /v1/reservations), paged as ListRefunds.
+func (c *Client) ListReservations(ctx context.Context, q ListQuery) (*ReservationPage, error) {
+	var out ReservationPage
+	if err := c.get(ctx, "/v1/reservations", q.values(false), 0, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// values are q's query parameters; refunds says which list.
+func (q ListQuery) values(refunds bool) url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	setTime := func(k string, t time.Time) {
+		if !t.IsZero() {
+			v.Set(k, t.Format(time.RFC3339Nano))
+		}
+	}
+	set("out_trade_no", q.OutTradeNo)
+	set("transaction_id", q.TransactionID)
+	set("user_id", q.UserID)
+	set("merchant", strings.Join(q.Merchants, ","))
+	at := "registered"
+	if refunds {
+		at = "requested"
+		set("refund_no", q.RefundNo)
+		set("refund_id", q.ProviderRefundID)
+		set("state", strings.Join(q.States, ","))
+		set("reason_code", q.ReasonCode)
+		if v.Get("state") != "" {
+			// A lone state of an attention kind would be the attention list.
+			v.Set("order", "desc")
+		}
+	} else {
+		set("status", strings.Join(q.States, ","))
+		set("refund_state", strings.Join(q.RefundStates, ","))
+	}
+	setTime(at+"_from", q.From)
+	setTime(at+"_to", q.To)
+	setTime("updated_from", q.UpdatedFrom)
+	setTime("updated_to", q.UpdatedTo)
+	if q.AmountMin > 0 {
+		v.Set("amount_min", strconv.FormatInt(q.AmountMin, 10))
+	}
+	if q.AmountMax > 0 {
+		v.Set("amount_max", strconv.FormatInt(q.AmountMax, 10))
+	}
+	if q.Oldest {
+		v.Set("order", "asc")
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	set("cursor", q.Cursor)
+	return v
 }
 
 // Search finds the reservations and refunds an id names: a refund number,

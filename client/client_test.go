@@ -84,6 +84,20 @@ func TestClient_EveryRouteAgainstRefundd(t *testing.T) {
 		found.Matches[0].Reservation.ID != "r1" {
 		t.Fatalf("search: %+v %v", found, err)
 	}
+	refunds, err := ops.ListRefunds(ctx, client.ListQuery{States: []string{client.StateSucceeded}, AmountMin: 3000, Limit: 1})
+	if err != nil || len(refunds.Refunds) != 1 || refunds.Refunds[0].RefundNo != rf.RefundNo || refunds.Refunds[0].OutTradeNo == "" || refunds.NextCursor != "" {
+		t.Fatalf("list refunds: %+v %v", refunds, err)
+	}
+	if none, err := ops.ListRefunds(ctx, client.ListQuery{AmountMin: 3001}); err != nil || len(none.Refunds) != 0 {
+		t.Fatalf("list refunds over 3001 fen: %+v %v", none, err)
+	}
+	reservations, err := ops.ListReservations(ctx, client.ListQuery{UserID: "u1", RefundStates: []string{client.StateSucceeded}, Oldest: true})
+	if err != nil || len(reservations.Reservations) != 1 || reservations.Reservations[0].ID != "r1" {
+		t.Fatalf("list reservations: %+v %v", reservations, err)
+	}
+	if _, err := ops.ListReservations(ctx, client.ListQuery{ReasonCode: "other"}); err != nil {
+		t.Fatalf("a reservation list ignores the refunds' reason code: %v", err)
+	}
 	who, err := ops.Whoami(ctx)
 	if err != nil || who.Role != "operator" || !slices.Contains(who.Permissions, "operate") || len(who.Merchants) != 0 {
 		t.Fatalf("whoami: %+v %v", who, err)

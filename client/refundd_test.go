@@ -98,7 +98,7 @@ func startRefundd(dir string, o refunddOptions) (*refundd, error) {
 		}
 	}
 	opts := api.Options{Logger: quiet, Auth: &tokens, Metrics: m.Handler(), Observer: m, Timeline: store,
-		Search: eventstore.Reader{DB: db}, Audit: &api.AuditConfig{Journal: db},
+		Search: eventstore.Reader{DB: db}, List: eventstore.Reader{DB: db}, Audit: &api.AuditConfig{Journal: db},
 		Credentials: func() api.CredentialsView {
 			return api.CredentialsView{Accounts: []api.AccountCredentials{{Account: "default", MchID: "1900000001", APIv3Key: true,
 				Keys: []api.CredentialKey{{Serial: "PUB_KEY_ID_01", Kind: api.KeyKindPublicKey, Source: api.KeySourceSandbox}}}}}

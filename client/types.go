@@ -213,6 +213,58 @@ type AttentionPage struct {
 	Next string `json:"next,omitempty"`
 }
 
+// ListQuery filters ListRefunds and ListReservations; a zero field
+// filters nothing, and every field set must match.
+type ListQuery struct {
+	// Exact ids. RefundNo and ProviderRefundID (WeChat's refund_id) are
+	// refunds' only.
+	RefundNo, ProviderRefundID        string
+	OutTradeNo, TransactionID, UserID string
+	// Merchants: any of these (each one of Whoami's Sees); none means every
+	// merchant the token sees.
+	Merchants []string
+	// States: refund states (ListRefunds) or reservation statuses
+	// (ListReservations), any of them.
+	States []string
+	// RefundStates: reservations with a refund in any of these states
+	// (ListReservations only).
+	RefundStates []string
+	// From (inclusive) and To (exclusive) bound when the refund was
+	// requested or the reservation registered; UpdatedFrom and UpdatedTo
+	// when it last changed.
+	From, To, UpdatedFrom, UpdatedTo time.Time
+	// AmountMin and AmountMax bound the amount in fen, inclusive.
+	AmountMin, AmountMax int64
+	ReasonCode           string // ListRefunds only
+	// Oldest lists oldest first; the default is newest first.
+	Oldest bool
+	// Limit is 1..200; zero means the server's 50.
+	Limit int
+	// Cursor is the NextCursor of the previous page.
+	Cursor string
+}
+
+// ListedRefund is a refund in a RefundPage, with its reservation's order
+// number.
+type ListedRefund struct {
+	Refund
+	OutTradeNo string `json:"out_trade_no"`
+}
+
+// RefundPage is one page of ListRefunds.
+type RefundPage struct {
+	Refunds []ListedRefund `json:"refunds"`
+	// NextCursor continues the list; empty at its end.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ReservationPage is one page of ListReservations.
+type ReservationPage struct {
+	Reservations []Reservation `json:"reservations"`
+	// NextCursor continues the list; empty at its end.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // SearchResult is what Search found.
 type SearchResult struct {
 	Matches []SearchMatch `json:"matches"`

@@ -116,8 +116,8 @@ func validate(req *AppendRequest) error {
 		}
 	}
 	for i, m := range req.Marks {
-		if len(m.Key) == 0 || len(m.Key) > maxKeyLen {
-			return fmt.Errorf("%w: mark %d: key must be 1..%d bytes, got %d", ErrInvalid, i, maxKeyLen, len(m.Key))
+		if err := ValidateMark(m); err != nil {
+			return fmt.Errorf("mark %d: %w", i, err)
 		}
 	}
 	var err error

@@ -3,9 +3,11 @@ package journal
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Mark sets (or, with Clear, removes) a key in the marks index, atomically
@@ -15,6 +17,15 @@ import (
 type Mark struct {
 	Key   string // 1..1024 bytes
 	Clear bool
+}
+
+// ValidateMark checks a mark as Append and WriteMarks do (the PostgreSQL
+// journal too): ErrInvalid for an empty or too long key.
+func ValidateMark(m Mark) error {
+	if len(m.Key) == 0 || len(m.Key) > maxKeyLen {
+		return fmt.Errorf("%w: mark key must be 1..%d bytes, got %d", ErrInvalid, maxKeyLen, len(m.Key))
+	}
+	return nil
 }
 
 // Marks lists the keys in the marks index that start with prefix, in key
@@ -45,4 +56,96 @@ func (db *DB) Marks(ctx context.Context, prefix, after string, limit int) ([]str
 		return nil, fmt.Errorf("journal: marks %q: %w", prefix, err)
 	}
 	return keys, nil
+}
+
+// MarksDesc lists the keys in the marks index that start with prefix and
+// sort before before ("" means no bound), in descending key order, at most
+// limit (limit <= 0 means no limit): Marks read from the other end, for a
+// list that pages through an index both ways (GET /v1/refunds?order=asc).
+func (db *DB) MarksDesc(ctx context.Context, prefix, before string, limit int) ([]string, error) {
+	keys := []string{}
+	err := db.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMarks)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		p := []byte(prefix)
+		var k []byte
+		end := prefixEnd(p)
+		switch {
+		case before != "" && (end == nil || before < string(end)):
+			k, _ = c.Seek([]byte(before))
+		case end != nil:
+			k, _ = c.Seek(end)
+		}
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, p) && (limit <= 0 || len(keys) < limit); k, _ = c.Prev() {
+			keys = append(keys, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: marks desc %q: %w", prefix, err)
+	}
+	return keys, nil
+}
+
+// prefixEnd is the least key greater than every key that starts with p, or
+// nil when there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	e := bytes.Clone(p)
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i] < 0xff {
+			e[i]++
+			return e[:i+1]
+		}
+	}
+	return nil
+}
+
+// WriteMarks sets and clears marks in one fsynced transaction without
+// appending a record: for an upgrade that back-fills a marks index the
+// journal's older appends did not write (eventstore.BackfillLists), run
+// before any append can change the marks it writes.
+func (db *DB) WriteMarks(ctx context.Context, marks []Mark) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if db.opts.ReadOnly {
+		return fmt.Errorf("journal: write marks: %w", ErrReadOnly)
+	}
+	for _, m := range marks {
+		if err := ValidateMark(m); err != nil {
+			return fmt.Errorf("journal: write marks: %w", err)
+		}
+	}
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketMarks)
+		if err != nil {
+			return err
+		}
+		for _, m := range marks {
+			if m.Clear {
+				err = b.Delete([]byte(m.Key))
+			} else {
+				err = b.Put([]byte(m.Key), nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		err = ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("journal: write marks: %w", err)
+	}
+	return nil
 }

@@ -235,7 +235,7 @@
   // --- views -------------------------------------------------------------
 
   function show(id) {
-    for (const s of ['overview', 'search', 'reservation', 'refund', 'ops']) $(s).hidden = s !== id;
+    for (const s of ['overview', 'search', 'reservation', 'refund', 'ops', 'list']) $(s).hidden = s !== id;
     for (const a of document.querySelectorAll('#views a')) a.classList.toggle('current', a.dataset.view === id);
   }
 
@@ -262,6 +262,8 @@
     await loadWho(g);
     if (stale(g)) return;
     if (location.hash === '#/ops') return showOps(g);
+    const l = /^#\/list\/(refunds|reservations)(?:\?(.*))?$/.exec(location.hash);
+    if (l) return showList(l[1], l[2] || '', g);
     const q = /^#\/search\/(.+)$/.exec(location.hash);
     if (q) return showSearch(decode(q[1]), g);
     const f = /^#\/refund\/([^/]+)\/([^/]+)$/.exec(location.hash);
@@ -1185,6 +1187,276 @@
     }
   }
 
+  // --- lists: refunds and reservations -----------------------------------
+  //
+  // #/list/refunds?FILTERS and #/list/reservations?FILTERS show a page of
+  // GET /v1/refunds or GET /v1/reservations; FILTERS are the API's own
+  // query parameters, cursor included, so a link or a reload shows the
+  // same page. The rows reach the page as text (h), and the CSV export is
+  // built from the rows the API answered, never from the page's HTML.
+
+  const LIST_FILTERS = {
+    refunds: [
+      ['refund_no', 'Refund number'], ['out_trade_no', 'Order (out_trade_no)'], ['transaction_id', 'Transaction id'],
+      ['refund_id', 'WeChat refund id'], ['user_id', 'User id'], ['merchant', 'Merchants', 'a,b'],
+      ['state', 'States', 'UNKNOWN,PROCESSING'], ['requested_from', 'Requested from', '2026-12-05T00:00:00+08:00'],
+      ['requested_to', 'Requested before', 'RFC 3339'], ['updated_from', 'Updated from', 'RFC 3339'],
+      ['updated_to', 'Updated before', 'RFC 3339'], ['amount_min', 'Amount at least', 'fen'],
+      ['amount_max', 'Amount at most', 'fen'], ['reason_code', 'Reason code'],
+    ],
+    reservations: [
+      ['out_trade_no', 'Order (out_trade_no)'], ['transaction_id', 'Transaction id'], ['user_id', 'User id'],
+      ['merchant', 'Merchants', 'a,b'], ['status', 'Status', 'ACCEPTED,CANCELED'], ['refund_state', 'With a refund in', 'UNKNOWN,REJECTED'],
+      ['registered_from', 'Registered from', '2026-12-05T00:00:00+08:00'], ['registered_to', 'Registered before', 'RFC 3339'],
+      ['updated_from', 'Updated from', 'RFC 3339'], ['updated_to', 'Updated before', 'RFC 3339'],
+      ['amount_min', 'Amount at least', 'fen'], ['amount_max', 'Amount at most', 'fen'],
+    ],
+  };
+  // A reconcile asks WeChat Pay about a refund whose outcome is open.
+  const RECONCILABLE = new Set(['UNKNOWN', 'PROCESSING']);
+  // listTrail keeps, per list and filters, the cursors of the pages before
+  // the one shown: Previous goes back through them.
+  const listTrail = new Map();
+  // listAmountOrder sorts the rows of the page shown by amount: '', 'asc'
+  // or 'desc' (time is the API's order, across pages).
+  let listAmountOrder = '';
+  // listRows are the rows of the page shown, as the API answered them.
+  let listRows = [];
+
+  const listHash = (kind, params) => '#/list/' + kind + (params.toString() ? '?' + params.toString() : '');
+
+  function listBase(kind, params) {
+    const p = new URLSearchParams(params);
+    p.delete('cursor');
+    return kind + '?' + p.toString();
+  }
+
+  async function showList(kind, qs, g) {
+    show('list');
+    for (const a of document.querySelectorAll('#views a')) a.classList.toggle('current', a.dataset.view === 'list-' + kind);
+    document.title = (kind === 'refunds' ? 'Refunds' : 'Reservations') + ' \u2013 refundd console';
+    const params = new URLSearchParams(qs);
+    const box = $('list');
+    const form = listFilterForm(kind, params);
+    const head = h('div', { class: 'title-row' }, h('h1', null, kind === 'refunds' ? 'Refunds' : 'Reservations'));
+    // A lone state of an attention kind would be the attention list: the
+    // console always names the order.
+    const query = new URLSearchParams(params);
+    if (!query.has('order')) query.set('order', 'desc');
+    let page;
+    try {
+      page = await api('GET', '/v1/' + kind + '?' + query.toString());
+    } catch (e) {
+      if (stale(g)) return;
+      box.replaceChildren(head, form, h('p', { class: 'error', id: 'list-error' }, e.message));
+      explain(e, kind === 'refunds' ? 'Refunds' : 'Reservations');
+      return;
+    }
+    if (stale(g)) return;
+    listRows = (kind === 'refunds' ? page.refunds : page.reservations) || [];
+    const rows = listRows.slice();
+    if (listAmountOrder) rows.sort((a, b) => (listAmountOrder === 'asc' ? a.amount - b.amount : b.amount - a.amount));
+    const tools = h('div', { class: 'list-tools inline' }, listPager(kind, params, page.next_cursor),
+      h('button', { type: 'button', id: 'list-csv', onclick: () => exportCSV(kind, listRows) }, 'Export CSV'),
+      kind === 'refunds' && may('operate') ? bulkReconcile() : null);
+    const table = kind === 'refunds' ? listRefundTable(params, rows) : listReservationTable(params, rows);
+    box.replaceChildren(head, form, tools,
+      rows.length ? table : h('p', { class: 'empty', id: 'list-empty' },
+        page.next_cursor ? 'None on this page; the list goes on (Next).' : 'No ' + kind + ' match these filters.'));
+    showBulkCount();
+  }
+
+  function listFilterForm(kind, params) {
+    const fields = LIST_FILTERS[kind].map(([name, label, hint]) => h('label', { class: 'filter' },
+      h('span', null, label), h('input', { name, value: params.get(name) || '', placeholder: hint || '', spellcheck: 'false', maxlength: '200' })));
+    const form = h('form', { id: 'list-filter', class: 'filters', autocomplete: 'off' }, fields,
+      h('span', { class: 'inline' }, h('button', { type: 'submit', class: 'primary', id: 'list-apply' }, 'Filter'),
+        h('button', { type: 'button', onclick: () => { location.hash = listHash(kind, new URLSearchParams()); } }, 'Clear')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const p = new URLSearchParams();
+      for (const input of form.querySelectorAll('input[name]')) {
+        const v = input.value.trim();
+        if (v) p.set(input.name, v);
+      }
+      if (params.get('order')) p.set('order', params.get('order'));
+      const hash = listHash(kind, p);
+      if (location.hash === hash) route();
+      else location.hash = hash;
+    });
+    return form;
+  }
+
+  function listPager(kind, params, next) {
+    const base = listBase(kind, params);
+    const trail = listTrail.get(base) || [];
+    const go = (cursor) => {
+      const p = new URLSearchParams(params);
+      if (cursor) p.set('cursor', cursor);
+      else p.delete('cursor');
+      location.hash = listHash(kind, p);
+    };
+    const prev = h('button', { type: 'button', id: 'list-prev', disabled: !params.get('cursor') }, '\u2190 Previous');
+    prev.addEventListener('click', () => {
+      const t = listTrail.get(base) || [];
+      const back = t.pop() || '';
+      listTrail.set(base, t);
+      go(back);
+    });
+    const nextB = h('button', { type: 'button', id: 'list-next', disabled: !next }, 'Next \u2192');
+    nextB.addEventListener('click', () => {
+      listTrail.set(base, [...trail, params.get('cursor') || '']);
+      go(next);
+    });
+    return h('span', { class: 'inline pager' }, prev, nextB);
+  }
+
+  // sortHeader is a column heading that sorts: by time through the API
+  // (order, across pages), by amount on the page shown.
+  function sortHeader(label, kind, params, by) {
+    let mark;
+    let onclick;
+    if (by === 'time') {
+      const asc = params.get('order') === 'asc';
+      mark = asc ? ' \u25b2' : ' \u25bc';
+      onclick = () => {
+        const p = new URLSearchParams(params);
+        p.delete('cursor');
+        p.set('order', asc ? 'desc' : 'asc');
+        location.hash = listHash(kind, p);
+      };
+    } else {
+      mark = listAmountOrder === 'asc' ? ' \u25b2' : listAmountOrder === 'desc' ? ' \u25bc' : '';
+      onclick = () => {
+        listAmountOrder = listAmountOrder === 'desc' ? 'asc' : 'desc';
+        route();
+      };
+    }
+    return h('th', { class: 'sortable', 'data-sort': by },
+      h('button', { type: 'button', class: 'link', onclick, title: by === 'time' ? 'Sort by time (every page)' : 'Sort this page by amount' }, label + mark));
+  }
+
+  function listRefundTable(params, rows) {
+    const all = h('input', { type: 'checkbox', id: 'list-select-all', 'aria-label': 'Select every UNKNOWN or PROCESSING refund shown' });
+    all.addEventListener('change', () => {
+      for (const c of document.querySelectorAll('#list input.select')) c.checked = all.checked;
+      showBulkCount();
+    });
+    const head = h('tr', null, h('th', null, all), sortHeader('Requested', 'refunds', params, 'time'),
+      h('th', null, 'Refund'), h('th', null, 'Reservation'), h('th', null, 'Merchant'), h('th', null, 'Order'),
+      sortHeader('Amount', 'refunds', params, 'amount'), h('th', null, 'State'), h('th', null, 'Reason'),
+      h('th', null, 'Updated'), h('th', null, 'Actions'));
+    const body = h('tbody', null, rows.map((r) => {
+      const tr = h('tr', { 'data-refund-no': r.refund_no, 'data-state': r.state });
+      const pick = RECONCILABLE.has(r.state)
+        ? h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select ' + r.refund_no, onchange: showBulkCount })
+        : null;
+      if (pick) pick.refund = r;
+      tr.append(h('td', null, pick), h('td', { class: 'when' }, at(r.created_at), h('div', { class: 'muted age' }, ago(r.created_at))),
+        h('td', { class: 'mono' }, h('a', { href: reservationHash(r.reservation_id, r.refund_no) }, r.refund_no)),
+        h('td', { class: 'mono' }, h('a', { href: reservationHash(r.reservation_id) }, r.reservation_id)),
+        h('td', null, r.merchant), h('td', { class: 'mono' }, r.out_trade_no || ''),
+        h('td', { class: 'num' }, yuan(r.amount)), h('td', { class: 'state-cell' }, stateBadge(r.state)),
+        h('td', { class: 'reason' }, r.reason || '', r.reason_code ? h('span', { class: 'tag info' }, r.reason_code) : null),
+        h('td', { class: 'when' }, at(r.updated_at)), h('td', null, actions(r, tr)));
+      return tr;
+    }));
+    return h('div', { class: 'table-scroll' }, h('table', { id: 'list-table' }, h('thead', null, head), body));
+  }
+
+  function listReservationTable(params, rows) {
+    const head = h('tr', null, sortHeader('Registered', 'reservations', params, 'time'), h('th', null, 'Reservation'),
+      h('th', null, 'Merchant'), h('th', null, 'Order'), h('th', null, 'User'), sortHeader('Amount', 'reservations', params, 'amount'),
+      h('th', null, 'Status'), h('th', null, 'Refunded'), h('th', null, 'In flight'), h('th', null, 'Refunds'));
+    const body = h('tbody', null, rows.map((r) => h('tr', { 'data-reservation': r.id },
+      h('td', { class: 'when' }, at(r.registered_at), h('div', { class: 'muted age' }, ago(r.registered_at))),
+      h('td', { class: 'mono' }, h('a', { href: reservationHash(r.id) }, r.id)), h('td', null, r.merchant),
+      h('td', { class: 'mono' }, r.out_trade_no), h('td', { class: 'mono' }, r.user_id),
+      h('td', { class: 'num' }, yuan(r.amount, r.currency)), h('td', null, r.status),
+      h('td', { class: 'num' }, yuan(r.refunded, r.currency)), h('td', { class: 'num' }, yuan(r.in_flight, r.currency)),
+      h('td', null, (r.refunds || []).map((f, i) => [i ? ' ' : '', stateBadge(f.state)])))));
+    return h('div', { class: 'table-scroll' }, h('table', { id: 'list-table' }, h('thead', null, head), body));
+  }
+
+  // The refunds a bulk reconcile acts on: those selected, or with none
+  // selected every UNKNOWN or PROCESSING refund shown.
+  function bulkTargets() {
+    const boxes = [...document.querySelectorAll('#list input.select')];
+    const chosen = boxes.filter((c) => c.checked);
+    return (chosen.length ? chosen : boxes).map((c) => c.refund);
+  }
+
+  function showBulkCount() {
+    const b = document.getElementById('list-bulk');
+    if (!b) return;
+    const n = bulkTargets().length;
+    b.textContent = 'Reconcile ' + n + '\u2026';
+    b.disabled = n === 0;
+  }
+
+  function bulkReconcile() {
+    const wrap = h('span', { class: 'inline', id: 'list-bulk-box' });
+    const open = h('button', { type: 'button', id: 'list-bulk', title: 'Ask WeChat Pay now about the selected (or every shown) UNKNOWN and PROCESSING refund' });
+    open.addEventListener('click', () => {
+      const targets = bulkTargets();
+      const yes = h('button', { type: 'button', class: 'primary', id: 'list-bulk-confirm' }, 'Reconcile ' + targets.length);
+      yes.addEventListener('click', async () => {
+        yes.disabled = true;
+        let done = 0;
+        const failed = [];
+        for (const r of targets) {
+          say('Reconciling ' + (done + 1) + ' of ' + targets.length + ': ' + r.refund_no + '\u2026', 'info');
+          try {
+            await api('POST', refundPath(r) + '/reconcile');
+          } catch (e) {
+            failed.push(r.refund_no + ' (' + e.message + ')');
+          }
+          done++;
+        }
+        say('Reconciled ' + (done - failed.length) + ' of ' + targets.length + (failed.length ? '; failed: ' + failed.join(', ') : '') + '.',
+          failed.length ? 'error' : 'ok');
+        await refreshView();
+      });
+      wrap.replaceChildren(h('span', { class: 'confirm-box' },
+        h('span', { class: 'confirm' }, 'Reconcile ' + targets.length + ' refund' + (targets.length === 1 ? '' : 's') + ' (asks WeChat Pay about each now)?'),
+        yes, h('button', { type: 'button', onclick: () => { wrap.replaceChildren(open); showBulkCount(); } }, 'Cancel')));
+      yes.focus();
+    });
+    wrap.append(open);
+    return wrap;
+  }
+
+  // csvCell quotes a value for CSV, and keeps a spreadsheet from reading
+  // a cell that starts like a formula as one.
+  function csvCell(v) {
+    let s = v === undefined || v === null ? '' : String(v);
+    if (/^[=+\-@\t\r]/.test(s)) s = "'" + s;
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  const CSV_COLUMNS = {
+    refunds: ['refund_no', 'reservation_id', 'merchant', 'out_trade_no', 'state', 'amount', 'reason_code', 'reason', 'code',
+      'message', 'provider_refund_id', 'attempts', 'created_at', 'updated_at'],
+    reservations: ['id', 'merchant', 'user_id', 'out_trade_no', 'transaction_id', 'status', 'amount', 'currency', 'refunded',
+      'in_flight', 'refundable', 'registered_at'],
+  };
+
+  // exportCSV downloads the rows shown as CSV (amounts in fen, times as
+  // the API gives them, UTC).
+  function exportCSV(kind, rows) {
+    const cols = CSV_COLUMNS[kind];
+    const lines = [cols.join(',')];
+    for (const r of rows) lines.push(cols.map((c) => csvCell(r[c])).join(','));
+    const blob = new Blob([lines.join('\r\n') + '\r\n'], { type: 'text/csv;charset=utf-8' });
+    const url = URL.createObjectURL(blob);
+    const a = h('a', { href: url, download: kind + '.csv', hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    say('Exported ' + rows.length + ' ' + kind + ' as ' + kind + '.csv.', 'ok');
+  }
+
   // --- time zone and auto-refresh ------------------------------------------
 
   // drawnAt is when the current view was last drawn; routing is set while
@@ -1201,11 +1473,12 @@
   const autoRefresh = () => sessionStorage.getItem(AUTO_KEY) !== 'off';
 
   // busy says the operator is in the middle of something a redraw would
-  // throw away: a confirmation open, a reason being typed.
+  // throw away: a confirmation open, a reason being typed, refunds
+  // selected in a list.
   // Without a token there is nothing to refresh, and the 401 hint would
   // take the focus from the token being typed.
   const busy = () => routing || !token() ||
-    !!document.querySelector('.confirm-box, .actions form, input:focus:not([type="checkbox"])');
+    !!document.querySelector('.confirm-box, .actions form, input:focus:not([type="checkbox"]), #list input.select:checked');
 
   function tick() {
     showUpdated();

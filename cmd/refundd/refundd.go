@@ -97,7 +97,7 @@ func (p enginePolicies) of(merchant string) reservation.Policy {
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
 // shared wiring.
 type sharedJournal interface {
-	eventstore.Journal
+	eventstore.BackfillJournal
 	webhook.Journal
 }
 
@@ -200,6 +200,10 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		return fmt.Errorf("journal epoch %d: %w", be.epoch, err)
 	}
 	policies := actors.NewPolicySet(perMerchant)
+	// Before the engine: nothing appends while the rows are written.
+	if _, err := eventstore.BackfillLists(ctx, be.db, m.log); err != nil {
+		return err
+	}
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG
 	engPolicies := enginePolicies{base: policy, merchants: policies}
@@ -209,7 +213,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	m.bg.Go(func() { be.scheduler(bgCtx, c.SchedulerInterval) })
 
 	opts := api.Options{Logger: m.log, Ready: be.ready, Metrics: m.metrics.Handler(), Observer: m.metrics,
-		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
+		Timeline: eventstore.Reader{DB: be.db}, Search: eventstore.Reader{DB: be.db}, List: eventstore.Reader{DB: be.db}, Audit: be.audit, NoAccessLog: !c.AccessLog, Merchants: pre.merchants.names(),
 		RateLimits: c.RateLimit.api(m.metrics), Tally: m.tally, Totals: be.totals, PolicyOf: engPolicies.of}
 	if c.MetricsPublic {
 		opts.PublicRoutes = map[string]bool{"GET /metrics": true}

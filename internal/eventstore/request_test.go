@@ -54,6 +54,9 @@ func referenceRequest(id string, before *reservation.State, events []reservation
 		}
 	}
 	req.Marks = append(req.Marks, search...)
+	// The list rows, after the search marks: the core's own test checks
+	// which rows an append changes.
+	req.Marks = ListMarks(req.Marks, reservation.AppendIndexes(reservation.IndexChanges{}, before, events).Rows)
 	for _, d := range dropped {
 		req.DropDues = append(req.DropDues, journal.Due{At: d.At, Stream: id, Key: d.RefundNo})
 	}

@@ -44,6 +44,7 @@ type Journal interface {
 	DueBefore(ctx context.Context, t time.Time, limit int) ([]journal.Due, error)
 	DeleteDue(ctx context.Context, dues []journal.Due) error
 	Marks(ctx context.Context, prefix, after string, limit int) ([]string, error)
+	MarksDesc(ctx context.Context, prefix, before string, limit int) ([]string, error)
 }
 
 // Activator is implemented by a journal whose appends are fenced by
@@ -243,6 +244,7 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 	for _, k := range ix.Search {
 		req.Marks = append(req.Marks, journal.Mark{Key: SearchMarkKey(k.Kind, k.Value, k.Merchant, id, k.RefundNo)})
 	}
+	req.Marks = ListMarks(req.Marks, ix.Rows)
 	req.Counters = CounterChanges(nil, before, events)
 	// As nil when empty, like a request built by appending from nothing.
 	if len(req.Claims) == 0 {

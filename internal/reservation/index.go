@@ -94,6 +94,10 @@ type IndexChanges struct {
 	// Search are the ids the reservation is found by besides its claims
 	// (GET /v1/search): entries are only ever added.
 	Search []SearchKey
+	// Rows are the list index's changes (GET /v1/refunds, GET
+	// /v1/reservations): the rows of the state decided on that the events
+	// change, cleared, then their new versions (ListRows).
+	Rows []ListRow
 }
 
 // Search kinds: the ids, other than the claimed order and refund numbers,
@@ -168,5 +172,6 @@ func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
 		ix.Marks = appendAttention(ix.Marks, e.Data)
 	}
 	ix.Dropped = appendDroppedDues(ix.Dropped, s, events)
+	ix.Rows = appendRowChanges(ix.Rows, s, events)
 	return ix
 }

@@ -81,11 +81,52 @@ func TestAppendIndexes(t *testing.T) {
 				before = tt.state.Clone()
 			}
 			got := AppendIndexes(tt.prior, tt.state, tt.events)
+			got.Rows = nil // TestAppendIndexes_Rows and the property test check them
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("AppendIndexes =\n %+v\nwant\n %+v", got, tt.want)
 			}
 			if tt.state != nil {
 				assertSameState(t, before, tt.state)
+			}
+		})
+	}
+}
+
+func TestAppendIndexes_Rows(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	s := &State{ID: "r", Merchant: "hotel-sh", Amount: 500, Status: StatusAccepted, RegisteredAt: t0, Version: 2,
+		Refunds: []*Refund{{No: "R-1", State: Processing, Amount: 100, ReasonCode: "stay", CreatedAt: at(1), UpdatedAt: at(1)}}}
+	res := ListRow{Kind: ListReservations, Merchant: "hotel-sh", ReservationID: "r", At: t0, UpdatedAt: at(1),
+		State: "ACCEPTED", Amount: 500, RefundStates: StateBit(Processing)}
+	r1 := ListRow{Kind: ListRefunds, Merchant: "hotel-sh", ReservationID: "r", RefundNo: "R-1", At: at(1), UpdatedAt: at(1),
+		State: "PROCESSING", Amount: 100, ReasonCode: "stay"}
+	cleared := func(r ListRow) ListRow { r.Clear = true; return r }
+	tests := []struct {
+		name   string
+		state  *State
+		events []Event
+		want   []ListRow
+	}{
+		{"a registration adds its row", nil,
+			[]Event{{At: t0, Data: Registered{ReservationID: "r", OutTradeNo: "O", Amount: 500, Merchant: "hotel-sh"}}},
+			[]ListRow{{Kind: ListReservations, Merchant: "hotel-sh", ReservationID: "r", At: t0, UpdatedAt: t0, State: "ACCEPTED", Amount: 500}}},
+		{"an old registration names no merchant: the default one", nil,
+			[]Event{{At: t0, Data: Registered{ReservationID: "r", OutTradeNo: "O", Amount: 500}}},
+			[]ListRow{{Kind: ListReservations, Merchant: DefaultMerchant, ReservationID: "r", At: t0, UpdatedAt: t0, State: "ACCEPTED", Amount: 500}}},
+		{"a result moves the refund's and the reservation's rows", s,
+			[]Event{{At: at(9), Data: ProviderResult{RefundNo: "R-1", From: Processing, To: Unknown}}},
+			[]ListRow{cleared(res), cleared(r1),
+				func() ListRow { r := res; r.UpdatedAt, r.RefundStates = at(9), StateBit(Unknown); return r }(),
+				func() ListRow { r := r1; r.UpdatedAt, r.State = at(9), "UNKNOWN"; return r }()}},
+		{"an event that changes no row writes none", s, []Event{{At: at(9), Data: Canceled{}}},
+			[]ListRow{cleared(res), func() ListRow { r := res; r.State = "CANCELED"; return r }()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AppendIndexes(IndexChanges{}, tt.state, tt.events).Rows
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Rows =\n %+v\nwant\n %+v", got, tt.want)
 			}
 		})
 	}

@@ -191,6 +191,7 @@ type sim struct {
 	attention         map[string]bool    // kept from AttentionOf alone: "KIND/refund_no"
 	dueIndex          map[DueTime]bool   // kept from DueOf and DroppedDues alone, as an adapter keeps it
 	searchIndex       map[SearchKey]bool // kept from AppendIndexes' Search alone
+	listIndex         map[ListRow]bool   // kept from AppendIndexes' Rows alone
 	bodies            map[string]string  // the first bytes journaled for each refund
 	dues              []time.Time        // every due time ever seen, for stale timers
 	lastStart         time.Time          // the latest SubmissionStarted journaled
@@ -993,6 +994,30 @@ func (h *sim) exec(cmd Command, by string) {
 		h.searchIndex[k] = true
 	}
 	ix.Search = nil
+	// The list index, kept from Rows alone (clears first, in order), holds
+	// exactly the rows of the state.
+	for _, r := range ix.Rows {
+		clear := r.Clear
+		r.Clear = false
+		r.At, r.UpdatedAt = r.At.UTC(), r.UpdatedAt.UTC()
+		if clear {
+			if !h.listIndex[r] {
+				t.Fatalf("after %T Rows clears %+v, which the index does not hold", cmd, r)
+			}
+			delete(h.listIndex, r)
+		} else {
+			h.listIndex[r] = true
+		}
+	}
+	ix.Rows = nil
+	wantRows := map[ListRow]bool{}
+	for _, r := range ListRows(nil, h.s) {
+		r.At, r.UpdatedAt = r.At.UTC(), r.UpdatedAt.UTC()
+		wantRows[r] = true
+	}
+	if !maps.Equal(wantRows, h.listIndex) {
+		t.Fatalf("after %T the list index is %+v, the state's rows are %+v", cmd, h.listIndex, wantRows)
+	}
 	if s := h.s; s.Registered() {
 		want := []SearchKey{{SearchUserID, s.UserID, "", s.Merchant}, {SearchTransactionID, s.TransactionID, "", s.Merchant}}
 		for _, r := range s.Refunds {
@@ -1510,7 +1535,7 @@ func TestDecide_Properties(t *testing.T) {
 		h := &sim{
 			t: t, policy: policy, now: t0, s: &State{}, replayed: &State{}, decoded: &State{},
 			m:        model{byKey: map[string]int{}},
-			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{}, searchIndex: map[SearchKey]bool{},
+			terminal: map[string]RefundState{}, attention: map[string]bool{}, dueIndex: map[DueTime]bool{}, searchIndex: map[SearchKey]bool{}, listIndex: map[ListRow]bool{},
 			reg: Register{
 				ReservationID: oneOf(t, "id", propIDs...),
 				Merchant:      oneOf(t, "merchant", propMerchants...),

@@ -26,6 +26,8 @@ type Journal interface {
 	DueBefore(ctx context.Context, t time.Time, limit int) ([]journal.Due, error)
 	DeleteDue(ctx context.Context, dues []journal.Due) error
 	Marks(ctx context.Context, prefix, after string, limit int) ([]string, error)
+	MarksDesc(ctx context.Context, prefix, before string, limit int) ([]string, error)
+	WriteMarks(ctx context.Context, marks []journal.Mark) error
 	Get(ctx context.Context, key string) ([]byte, error)
 	List(ctx context.Context, prefix string) ([]journal.KV, error)
 	Put(ctx context.Context, key string, value []byte) error
@@ -85,6 +87,7 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"Claims", testClaims},
 		{"DuesAndMarksAtomic", testDuesAndMarks},
 		{"DropDues", testDropDues},
+		{"MarksBothWays", testMarksBothWays},
 		{"FailureIsolation", testFailureIsolation},
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
@@ -956,4 +959,56 @@ func testFencingContention(t *testing.T, c Cluster) {
 		}
 	}
 	checkLog(t, c)
+}
+
+// testMarksBothWays: MarksDesc reads the marks index from the other end
+// with the same prefix and bound rules as Marks, and WriteMarks sets and
+// clears marks without a record.
+func testMarksBothWays(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	activate(t, j, "s")
+	mustAppend(t, j, journal.AppendRequest{Stream: "s", Events: []journal.Event{ev("t", "")},
+		Marks: []journal.Mark{{Key: "l/a/1"}, {Key: "l/a/2"}, {Key: "l/a/3"}, {Key: "l/b/1"}, {Key: "l/\xff\xff"}, {Key: "m"}}})
+	desc := func(prefix, before string, limit int) []string {
+		t.Helper()
+		m, err := j.MarksDesc(ctx, prefix, before, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	cases := []struct {
+		prefix, before string
+		limit          int
+		want           []string
+	}{
+		{"l/a/", "", 0, []string{"l/a/3", "l/a/2", "l/a/1"}},
+		{"l/a/", "", 2, []string{"l/a/3", "l/a/2"}},
+		{"l/a/", "l/a/3", 0, []string{"l/a/2", "l/a/1"}},
+		{"l/a/", "l/a/2x", 0, []string{"l/a/2", "l/a/1"}},
+		{"l/a/", "l/a/1", 0, []string{}},
+		{"l/a/", "l/b/", 1, []string{"l/a/3"}},    // a bound past the prefix
+		{"l/a/", "l/", 0, []string{}},             // a bound before it
+		{"l/\xff", "", 0, []string{"l/\xff\xff"}}, // a prefix with no end
+		{"l/", "", 0, []string{"l/\xff\xff", "l/b/1", "l/a/3", "l/a/2", "l/a/1"}},
+		{"", "", 0, []string{"m", "l/\xff\xff", "l/b/1", "l/a/3", "l/a/2", "l/a/1"}},
+		{"n", "", 0, []string{}},
+	}
+	for _, c := range cases {
+		if got := desc(c.prefix, c.before, c.limit); !slices.Equal(got, c.want) {
+			t.Errorf("MarksDesc(%q, %q, %d) = %q, want %q", c.prefix, c.before, c.limit, got, c.want)
+		}
+	}
+	if err := j.WriteMarks(ctx, []journal.Mark{{Key: "l/a/2", Clear: true}, {Key: "l/a/9"}, {Key: "never", Clear: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := desc("l/a/", "", 0); !slices.Equal(got, []string{"l/a/9", "l/a/3", "l/a/1"}) {
+		t.Fatalf("after WriteMarks: %q", got)
+	}
+	if err := j.WriteMarks(ctx, []journal.Mark{{Key: ""}}); !errors.Is(err, journal.ErrInvalid) {
+		t.Fatalf("WriteMarks of an empty key: %v, want ErrInvalid", err)
+	}
+	if last, err := j.LastGlobal(ctx); err != nil || last != 1 {
+		t.Fatalf("WriteMarks appended a record: last global %d, %v", last, err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -313,4 +314,86 @@ func (db *DB) Marks(ctx context.Context, prefix, after string, limit int) ([]str
 		return nil, fmt.Errorf("pgjournal: marks %q: %w", prefix, err)
 	}
 	return keys, nil
+}
+
+// MarksDesc lists the keys in the marks index that start with prefix and
+// sort before before ("" means no bound), in descending key order, at most
+// limit (limit <= 0 means no limit), as the bbolt journal's MarksDesc.
+func (db *DB) MarksDesc(ctx context.Context, prefix, before string, limit int) ([]string, error) {
+	keys := []string{}
+	if err := db.ready(ctx); err != nil {
+		return nil, fmt.Errorf("pgjournal: marks desc %q: %w", prefix, err)
+	}
+	var lim *int64
+	if limit > 0 {
+		l := int64(limit)
+		lim = &l
+	}
+	q := "SELECT key FROM marks WHERE key >= $1"
+	args := []any{b(prefix), lim}
+	if end := prefixEnd(prefix); end != nil {
+		args = append(args, end)
+		q += " AND key < $" + strconv.Itoa(len(args))
+	}
+	if before != "" {
+		args = append(args, b(before))
+		q += " AND key < $" + strconv.Itoa(len(args))
+	}
+	q += " ORDER BY key DESC LIMIT $2"
+	err := func() error {
+		rows, err := db.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k []byte
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			keys = append(keys, string(k))
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: marks desc %q: %w", prefix, err)
+	}
+	return keys, nil
+}
+
+// WriteMarks sets and clears marks in one transaction without appending a
+// record, as the bbolt journal's WriteMarks: for an upgrade that
+// back-fills a marks index. It is not fenced.
+func (db *DB) WriteMarks(ctx context.Context, marks []journal.Mark) error {
+	var set, cleared [][]byte
+	for _, m := range marks {
+		if err := journal.ValidateMark(m); err != nil {
+			return fmt.Errorf("pgjournal: write marks: %w", err)
+		}
+		if m.Clear {
+			cleared = append(cleared, b(m.Key))
+		} else {
+			set = append(set, b(m.Key))
+		}
+	}
+	if err := db.ready(ctx); err != nil {
+		return fmt.Errorf("pgjournal: write marks: %w", err)
+	}
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if len(cleared) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM marks WHERE key = ANY($1::bytea[])`, cleared); err != nil {
+				return err
+			}
+		}
+		if len(set) > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO marks (key) SELECT * FROM unnest($1::bytea[]) ON CONFLICT DO NOTHING`, set); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgjournal: write marks: %w", err)
+	}
+	return nil
 }

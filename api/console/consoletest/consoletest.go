@@ -173,6 +173,12 @@ func (b *Browser) call(session, method string, params any) (json.RawMessage, err
 }
 
 // EventsNamed returns the events received so far with one of the methods
+// Call sends a browser-level DevTools method (no page session), such as
+// Browser.setDownloadBehavior, and returns its result.
+func (b *Browser) Call(method string, params any) (json.RawMessage, error) {
+	return b.call("", method, params)
+}
+
 // (Log.entryAdded, Runtime.exceptionThrown...), in order.
 func (b *Browser) EventsNamed(methods ...string) []Message {
 	b.mu.Lock()
