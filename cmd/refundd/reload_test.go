@@ -125,9 +125,11 @@ refund_prefix = "R"
 		!strings.Contains(line, "private_key") || !strings.Contains(line, `"result":"invalid"`) {
 		t.Fatalf("refusal log line does not name the trigger and the setting: %s", line)
 	}
-	if got := reloads("invalid"); !strings.HasSuffix(got, " 1") {
-		t.Fatalf("metric after the refusal: %q", got)
-	}
+	// The reload logs before it counts: wait for the count.
+	waitFor(t, 10*time.Second, "the refusal counted", func() (bool, string) {
+		got := reloads("invalid")
+		return strings.HasSuffix(got, " 1"), got
+	})
 	refund(2)
 	// The operator route refuses it too, naming the setting.
 	code, body := op.do("POST", "/v1/admin/credentials/reload", "", nil)
@@ -167,9 +169,11 @@ refund_prefix = "R"
 		t.Fatal(err)
 	}
 	refund(3)
-	if got := reloads("ok"); !strings.HasSuffix(got, " 1") {
-		t.Fatalf("metric after the reload: %q", got)
-	}
+	// The reload logs before it counts: wait for the count.
+	waitFor(t, 10*time.Second, "the reload counted", func() (bool, string) {
+		got := reloads("ok")
+		return strings.HasSuffix(got, " 1"), got
+	})
 	if _, v := op.do("GET", "/v1/admin/credentials", "", nil); !strings.Contains(fmt.Sprint(v), newSerial) {
 		t.Fatalf("credentials view after the reload: %v", v)
 	}
