@@ -91,7 +91,7 @@ func newOpsEnv(t *testing.T, o opsOptions) *opsEnv {
 	var provider actors.Provider = m.Provider(sim)
 	if o.counters {
 		var err error
-		if counted, err = tally.Open(context.Background(), db, "test"); err != nil {
+		if counted, err = tally.Open(context.Background(), db, "test", nil); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = counted.Close() })

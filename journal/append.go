@@ -14,9 +14,25 @@ import (
 	"github.com/refundd/refundd/journal/internal/groupcommit"
 )
 
-// pending is one Append in the committer's hands: the committer (commit)
+// pending is one call in the committer's hands: the committer (commit)
 // sets Last and Err, the loop wakes the caller.
-type pending = groupcommit.Call[AppendRequest]
+type pending = groupcommit.Call[request]
+
+// request is an Append, or, when kv is set, a WriteKV: key-value writes
+// ride in the next commit of appends rather than paying a transaction and
+// an fsync of their own. bbolt has one writer, so a WriteKV in its own
+// transaction held every append back for one commit; with the durable
+// counters (package tally) writing after each provider answer, that halved
+// the lifecycle throughput (docs/BENCHMARKS.md, "Key-value writes").
+type request struct {
+	AppendRequest
+	kv *kvWrite
+}
+
+type kvWrite struct {
+	put []KV
+	del []string
+}
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1,
 // req.Expected+2, ..., together with req.Claims, req.Dues, req.DropDues and
@@ -48,7 +64,7 @@ func (db *DB) Append(ctx context.Context, req AppendRequest) (uint64, error) {
 	if db.opts.ReadOnly {
 		return 0, fmt.Errorf("journal: append to %q: %w", req.Stream, ErrReadOnly)
 	}
-	last, err := db.loop.Do(ctx, req)
+	last, err := db.loop.Do(ctx, request{AppendRequest: req})
 	var se *SequenceError
 	var kt *KeyTakenError
 	switch {
@@ -159,7 +175,7 @@ func checkDues(what, stream string, dues []Due) ([]Due, error) {
 // (flushAt) and flushes on its own. After Close, once everything queued
 // before it has been committed, it flushes the whole tail.
 func (db *DB) startLoop() {
-	cfg := groupcommit.Config[AppendRequest]{
+	cfg := groupcommit.Config[request]{
 		Commit:   db.commit,
 		MaxBatch: db.opts.MaxBatch,
 		QueueLen: min(db.opts.MaxBatch, maxQueue),
@@ -265,8 +281,12 @@ func (db *DB) commit(live []*pending) {
 		db.observe(obs, err)
 		var ie *internalError
 		if errors.As(err, &ie) {
-			db.log.Error("journal append failed inside transaction; retrying batch without it",
-				"stream", live[ie.i].Req.Stream, "err", ie.err)
+			if r := live[ie.i].Req; r.kv != nil {
+				db.log.Error("journal kv write failed inside transaction; retrying batch without it", "err", ie.err)
+			} else {
+				db.log.Error("journal append failed inside transaction; retrying batch without it",
+					"stream", r.Stream, "err", ie.err)
+			}
 			p := live[ie.i]
 			p.Last, p.Err = 0, ie.err
 			// A new slice: the loop's batch keeps every request, to wake it.
@@ -319,7 +339,13 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 	var counts counterBatch
 	for i, p := range live {
 		p.Last, p.Err = 0, nil
-		last, verr, err := writeOne(b, idx, &p.Req, &cur)
+		if p.Req.kv != nil {
+			if err := writeKV(tx, p.Req.kv); err != nil {
+				return tip{}, nil, nil, 0, &internalError{i: i, err: err}
+			}
+			continue
+		}
+		last, verr, err := writeOne(b, idx, &p.Req.AppendRequest, &cur)
 		if err != nil {
 			return tip{}, nil, nil, 0, &internalError{i: i, err: err}
 		}

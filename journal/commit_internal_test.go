@@ -248,3 +248,35 @@ func TestCommit_ManyWaitersOneBatch(t *testing.T) {
 		t.Fatalf("write transactions for the batch = %d, want 2 (warm-up + one group commit)", got)
 	}
 }
+
+// TestCommit_KVWriteRidesWithAppends: a WriteKV queued behind a running
+// commit goes out in the next commit of appends, not in a transaction of
+// its own (each of which cost an fsync while holding appends back).
+func TestCommit_KVWriteRidesWithAppends(t *testing.T) {
+	db := openInternal(t)
+	bg := context.Background()
+	release := holdCommitter(t, db)
+	a := appendAsync(db, bg, AppendRequest{Stream: "a", Events: []Event{ev("x")}})
+	waitFor(t, "a queued", func() bool { return db.loop.Queued() == 1 })
+	kv := make(chan error, 1)
+	go func() { kv <- db.WriteKV(bg, []KV{{Key: "tally/n", Value: []byte("1")}}, nil) }()
+	waitFor(t, "kv write queued", func() bool { return db.loop.Queued() == 2 })
+	b := appendAsync(db, bg, AppendRequest{Stream: "b", Events: []Event{ev("y")}})
+	waitFor(t, "b queued", func() bool { return db.loop.Queued() == 3 })
+	txBefore := db.commits.Load()
+	release()
+	for _, ch := range []<-chan result{a, b} {
+		if r := <-ch; r.err != nil {
+			t.Fatalf("append: %v", r.err)
+		}
+	}
+	if err := <-kv; err != nil {
+		t.Fatalf("WriteKV: %v", err)
+	}
+	if got := db.commits.Load() - txBefore; got != 2 {
+		t.Fatalf("write transactions = %d, want 2 (warm-up + one commit of a, the kv write and b)", got)
+	}
+	if v, err := db.Get(bg, "tally/n"); err != nil || string(v) != "1" {
+		t.Fatalf("kv after the commit = %q, %v; want 1", v, err)
+	}
+}

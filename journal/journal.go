@@ -168,7 +168,7 @@ type DB struct {
 
 	// loop is the group committer (append.go); its Committed signal is
 	// broadcast after every commit and stopped at Close (kv.go).
-	loop    *groupcommit.Loop[AppendRequest]
+	loop    *groupcommit.Loop[request]
 	commits atomic.Uint64 // bbolt write transactions run by the committer, for tests
 
 	// tip is the chain's end as of the last successful commit; only the

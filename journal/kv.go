@@ -3,11 +3,10 @@ package journal
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The kv bucket is a small durable key-value area beside the log, for
@@ -99,9 +98,8 @@ func (db *DB) Delete(ctx context.Context, key string) error {
 // of it is durable or none. Deletes run after puts, so a key in both ends up
 // removed. Value may be empty but not over 1 MiB.
 //
-// It runs its own bbolt write transaction, not the append group commit:
-// bbolt has one writer at a time, so a WriteKV delays concurrent appends by
-// one commit. Callers that write often should batch their changes.
+// It rides in the append group commit: a write queued while a commit runs
+// goes out with the appends of the next one, and costs no fsync of its own.
 func (db *DB) WriteKV(ctx context.Context, put []KV, del []string) error {
 	for _, e := range put {
 		if err := checkKVKey(e.Key); err != nil {
@@ -126,30 +124,37 @@ func (db *DB) WriteKV(ctx context.Context, put []KV, del []string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: kv write: %w", err)
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketKV)
-		if err != nil {
+	// bbolt keeps the slices until commit, and the commit runs after the
+	// caller may have reused its buffers: hand it copies.
+	w := &kvWrite{put: make([]KV, len(put)), del: slices.Clone(del)}
+	for i, e := range put {
+		w.put[i] = KV{Key: e.Key, Value: slices.Clone(e.Value)}
+	}
+	if _, err := db.loop.Do(ctx, request{kv: w}); err != nil {
+		return fmt.Errorf("journal: kv write: %w", err)
+	}
+	return nil
+}
+
+// writeKV writes w in tx, the committer's transaction.
+func writeKV(tx *bolt.Tx, w *kvWrite) error {
+	b, err := tx.CreateBucketIfNotExists(bucketKV)
+	if err != nil {
+		return err
+	}
+	for _, e := range w.put {
+		v := e.Value
+		if v == nil {
+			v = []byte{} // an empty value is a value, not a missing one
+		}
+		if err := b.Put([]byte(e.Key), v); err != nil {
 			return err
 		}
-		for _, e := range put {
-			// bbolt keeps the slices until commit: hand it copies so the
-			// caller may reuse its buffers at once.
-			if err := b.Put([]byte(e.Key), append([]byte{}, e.Value...)); err != nil {
-				return err
-			}
-		}
-		for _, k := range del {
-			if err := b.Delete([]byte(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		err = ErrClosed
 	}
-	if err != nil {
-		return fmt.Errorf("journal: kv write: %w", err)
+	for _, k := range w.del {
+		if err := b.Delete([]byte(k)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

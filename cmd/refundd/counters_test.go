@@ -55,7 +55,7 @@ func journalCounts(t *testing.T, data string) (map[string]int64, map[string]int6
 	}
 	defer db.Close()
 	ctx := context.Background()
-	s, err := tally.Open(ctx, db, "single")
+	s, err := tally.Open(ctx, db, "single", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	if err != nil {
 		return err
 	}
-	if m.tally, err = tally.Open(ctx, be.db, be.owner); err != nil {
+	if m.tally, err = tally.Open(ctx, be.db, be.owner, nil); err != nil {
 		return err
 	}
 	// Before the provider: it needs our notification URL.

@@ -17,13 +17,19 @@
 // every owner's entry (Values).
 //
 // Writes are grouped: changes queued while a write runs go out together in
-// the next one, so a burst costs one fsync per write, not one per change.
-// Add returns after the write that holds its change is fsynced (for an
-// answer that must follow it: an acknowledged notification); Note queues a
-// change without waiting (a provider answer or a webhook POST, where nothing
-// is answered on the strength of the count), and Close writes what is
-// queued. A crash loses at most the changes of the write in flight and
-// those queued behind it.
+// the next one, so a burst costs one write, not one per change. Add returns
+// after the write that holds its change is fsynced (for an answer that must
+// follow it: an acknowledged notification); Note queues a change without
+// waiting (a provider answer or a webhook POST, where nothing is answered on
+// the strength of the count) and is written with the next Add, or at most
+// Options.NoteEvery after the last write, and Close writes what is queued. A
+// crash loses the noted changes of the last NoteEvery, those of the write in
+// flight and those queued behind it.
+//
+// Why pace the notes: every provider answer notes a change, so under load
+// an unpaced writer wrote back to back, one journal commit after another;
+// each write it made alone was a commit the appends waited behind
+// (docs/BENCHMARKS.md, "Key-value writes").
 package tally
 
 import (
@@ -53,13 +59,29 @@ const Prefix = "tally/"
 // change queued by a request that gave up is still someone's count.
 const writeTimeout = 10 * time.Second
 
+// DefaultNoteEvery is Options.NoteEvery's default: a second of provider and
+// webhook counts is what a crash may lose.
+const DefaultNoteEvery = time.Second
+
+// Options are a Store's settings; the zero value (or nil) takes the
+// defaults.
+type Options struct {
+	// NoteEvery is the longest a change queued by Note waits for a write
+	// when no Add comes (0: DefaultNoteEvery; negative: no wait, each Note
+	// starts a write unless one runs).
+	NoteEvery time.Duration
+}
+
 // ErrClosed is returned by Add after Close.
 var ErrClosed = errors.New("tally: closed")
 
 // Store is one process's counters. Its methods are safe for concurrent use.
 type Store struct {
-	kv  KV
-	key string
+	kv    KV
+	key   string
+	every time.Duration                        // Options.NoteEvery, resolved
+	wake  chan struct{}                        // an Add or Close for a writer waiting out NoteEvery
+	after func(time.Duration) <-chan time.Time // time.After; tests see the writer wait
 
 	mu      sync.Mutex
 	values  map[string]int64 // as last written
@@ -68,17 +90,22 @@ type Store struct {
 	writeOf map[string]int64 // the changes of the write in flight, nil between writes
 	waiters []chan error     // Adds whose changes are in pending
 	writing bool             // a writer goroutine runs
+	lastAt  time.Time        // when the last write started
 	closed  bool
 	idle    *sync.Cond // signalled when writing turns false
 }
 
 // Open reads owner's counters (1..256 bytes: a node id, say). The caller
-// keeps kv open until after Close.
-func Open(ctx context.Context, kv KV, owner string) (*Store, error) {
+// keeps kv open until after Close. opts may be nil.
+func Open(ctx context.Context, kv KV, owner string, opts *Options) (*Store, error) {
 	if owner == "" || len(owner) > 256 {
 		return nil, fmt.Errorf("tally: owner must be 1..256 bytes, got %d", len(owner))
 	}
-	s := &Store{kv: kv, key: Prefix + owner, values: map[string]int64{}, pending: map[string]int64{}, notes: map[string]int64{}}
+	s := &Store{kv: kv, key: Prefix + owner, every: DefaultNoteEvery, wake: make(chan struct{}, 1), after: time.After,
+		values: map[string]int64{}, pending: map[string]int64{}, notes: map[string]int64{}}
+	if opts != nil && opts.NoteEvery != 0 {
+		s.every = opts.NoteEvery
+	}
 	s.idle = sync.NewCond(&s.mu)
 	entries, err := kv.List(ctx, s.key)
 	if err != nil {
@@ -109,6 +136,7 @@ func (s *Store) Add(ctx context.Context, changes map[string]int64) error {
 	s.queueLocked(changes, nil)
 	s.waiters = append(s.waiters, done)
 	s.startLocked()
+	s.wakeLocked()
 	s.mu.Unlock()
 	select {
 	case err := <-done:
@@ -152,9 +180,31 @@ func (s *Store) startLocked() {
 	go s.write()
 }
 
+// wakeLocked tells a writer waiting out NoteEvery that a write is wanted
+// now.
+func (s *Store) wakeLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (s *Store) write() {
 	s.mu.Lock()
 	for len(s.pending) > 0 || len(s.waiters) > 0 {
+		if len(s.waiters) == 0 && !s.closed {
+			// Only notes: they wait for an Add, Close or NoteEvery.
+			if wait := time.Until(s.lastAt.Add(s.every)); wait > 0 {
+				s.mu.Unlock()
+				select {
+				case <-s.after(wait):
+				case <-s.wake:
+				}
+				s.mu.Lock()
+				continue
+			}
+		}
+		s.lastAt = time.Now()
 		next := maps.Clone(s.values)
 		for k, n := range s.pending {
 			next[k] += n
@@ -248,6 +298,7 @@ func (s *Store) Close() error {
 		done = make(chan error, 1)
 		s.waiters = append(s.waiters, done)
 		s.startLocked()
+		s.wakeLocked()
 	}
 	for s.writing {
 		s.idle.Wait()

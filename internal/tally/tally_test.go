@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/tally"
@@ -31,7 +33,7 @@ func TestStore_SurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
 	db := openDB(t, path)
-	s, err := tally.Open(ctx, db, "node-a")
+	s, err := tally.Open(ctx, db, "node-a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestStore_SurvivesReopen(t *testing.T) {
 	}
 	db = openDB(t, path)
 	defer db.Close()
-	s2, err := tally.Open(ctx, db, "node-a")
+	s2, err := tally.Open(ctx, db, "node-a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +100,11 @@ func TestStore_ValuesSumOwners(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, filepath.Join(t.TempDir(), "j.db"))
 	defer db.Close()
-	a, err := tally.Open(ctx, db, "n1")
+	a, err := tally.Open(ctx, db, "n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tally.Open(ctx, db, "n12")
+	b, err := tally.Open(ctx, db, "n12", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestStore_ValuesSumOwners(t *testing.T) {
 	if want := map[string]int64{"x": 3, "y": 5}; !equal(got, want) {
 		t.Fatalf("Values = %v, want %v", got, want)
 	}
-	a2, err := tally.Open(ctx, db, "n1")
+	a2, err := tally.Open(ctx, db, "n1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +141,11 @@ func TestStore_ValuesSumOwners(t *testing.T) {
 func TestStore_PostgresNodes(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Open(t)
-	a, err := tally.Open(ctx, db, "host-a/127.0.0.1:8080")
+	a, err := tally.Open(ctx, db, "host-a/127.0.0.1:8080", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tally.Open(ctx, db, "host-b/127.0.0.1:8080")
+	b, err := tally.Open(ctx, db, "host-b/127.0.0.1:8080", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestStore_PostgresNodes(t *testing.T) {
 	if want := map[string]int64{"notify/applied": 3, "provider/submit/SUCCEEDED": 1}; !equal(got, want) {
 		t.Fatalf("Values = %v, want %v", got, want)
 	}
-	b2, err := tally.Open(ctx, db, "host-b/127.0.0.1:8080")
+	b2, err := tally.Open(ctx, db, "host-b/127.0.0.1:8080", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func TestStore_NotesOutliveAFailedWrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	db := openDB(t, path)
 	kv := &flakyKV{KV: db, down: true}
-	s, err := tally.Open(ctx, kv, "n")
+	s, err := tally.Open(ctx, kv, "n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func TestStore_NotesOutliveAFailedWrite(t *testing.T) {
 	}
 	db = openDB(t, path)
 	defer db.Close()
-	s2, err := tally.Open(ctx, db, "n")
+	s2, err := tally.Open(ctx, db, "n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestStore_AddFailsWithItsWrite(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, filepath.Join(t.TempDir(), "j.db"))
 	defer db.Close()
-	s, err := tally.Open(ctx, failingKV{db}, "n")
+	s, err := tally.Open(ctx, failingKV{db}, "n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestOpen_RefusesBadOwner(t *testing.T) {
 	db := openDB(t, filepath.Join(t.TempDir(), "j.db"))
 	defer db.Close()
 	for _, owner := range []string{"", string(make([]byte, 257))} {
-		if _, err := tally.Open(context.Background(), db, owner); err == nil {
+		if _, err := tally.Open(context.Background(), db, owner, nil); err == nil {
 			t.Errorf("Open(%q) succeeded", owner)
 		}
 	}
@@ -285,7 +287,7 @@ func TestCountProvider(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, filepath.Join(t.TempDir(), "j.db"))
 	defer db.Close()
-	s, err := tally.Open(ctx, db, "n")
+	s, err := tally.Open(ctx, db, "n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +323,74 @@ func equal(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// recordingKV records what each write holds.
+type recordingKV struct {
+	tally.KV
+	mu     sync.Mutex
+	writes []string
+}
+
+func (r *recordingKV) WriteKV(ctx context.Context, put []journal.KV, del []string) error {
+	r.mu.Lock()
+	for _, e := range put {
+		r.writes = append(r.writes, string(e.Value))
+	}
+	r.mu.Unlock()
+	return r.KV.WriteKV(ctx, put, del)
+}
+
+func (r *recordingKV) written() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.writes)
+}
+
+// TestStore_NotesWaitForAnAdd: a change noted after a write is not written
+// on its own at once (a journal commit of its own, one per provider answer
+// under load): the writer waits out NoteEvery, and an Add takes the note
+// with it.
+func TestStore_NotesWaitForAnAdd(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, filepath.Join(t.TempDir(), "j.db"))
+	defer db.Close()
+	kv := &recordingKV{KV: db}
+	s, err := tally.Open(ctx, kv, "n", &tally.Options{NoteEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := make(chan time.Duration, 10)
+	tally.SetAfter(s, func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return nil // never fires: only an Add or Close ends the wait
+	})
+	if err := s.Add(ctx, map[string]int64{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Note(map[string]int64{"b": 1})
+	select {
+	case d := <-waits:
+		if d <= 0 || d > time.Hour {
+			t.Fatalf("writer waits %s, want up to NoteEvery (1h)", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the writer never waited; writes %q", kv.written())
+	}
+	if got, want := kv.written(), []string{`{"a":1}`}; !slices.Equal(got, want) {
+		t.Fatalf("writes while the note waits %q, want %q", got, want)
+	}
+	if err := s.Add(ctx, map[string]int64{"d": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kv.written(), []string{`{"a":1}`, `{"a":1,"b":1,"d":1}`}; !slices.Equal(got, want) {
+		t.Fatalf("writes %q, want %q", got, want)
+	}
+	s.Note(map[string]int64{"e": 1})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kv.written(), []string{`{"a":1}`, `{"a":1,"b":1,"d":1}`, `{"a":1,"b":1,"d":1,"e":1}`}; !slices.Equal(got, want) {
+		t.Fatalf("writes after Close %q, want %q", got, want)
+	}
 }
