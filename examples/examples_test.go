@@ -22,6 +22,7 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // prometheusOwn are series Prometheus makes itself for every target.
@@ -61,8 +62,13 @@ func exported(t *testing.T) map[string]bool {
 			return []webhook.EndpointLag{{Name: "orders"}}, nil
 		},
 		// One configured platform certificate: without one the expiry
-		// gauge has no series.
-		PlatformCertificates: func() map[string]time.Time { return map[string]time.Time{"5157F09E": time.Unix(1940587200, 0)} },
+		// gauges have no series.
+		AccountKeys: func() map[string][]wechatpay.KeyInfo {
+			return map[string][]wechatpay.KeyInfo{"1900000100": {{Serial: "5157F09E", Certificate: true, NotAfter: time.Unix(1940587200, 0)}}}
+		},
+		CertificateDownloads: func() map[string]metrics.CertificateDownloads {
+			return map[string]metrics.CertificateDownloads{"1900000100": {}}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +94,7 @@ func exported(t *testing.T) map[string]bool {
 	// exercise above has gone stale.
 	for _, want := range []string{"refundd_refunds_attention", "refundd_webhook_parked", "refundd_journal_commit_duration_seconds_bucket",
 		"refundd_notifications_total", "refundd_provider_calls_total", "process_resident_memory_bytes",
-		"refundd_wechatpay_certificate_expiry_timestamp_seconds"} {
+		"refundd_wechatpay_certificate_expiry_timestamp_seconds", "refundd_wechatpay_certificate_expiring"} {
 		if !out[want] {
 			t.Fatalf("the registry does not serve %s; exported: %v", want, keys(out))
 		}

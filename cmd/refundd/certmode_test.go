@@ -156,6 +156,8 @@ func TestMain_CertificateModeRestartWithoutNetwork(t *testing.T) {
 	for _, want := range []string{
 		`refundd_wechatpay_certificate_expiry_timestamp_seconds{kind="platform",serial="` + serial + `"}`,
 		`refundd_wechatpay_certificate_download_consecutive_failures{mchid="` + keys.MchID + `"} 1`,
+		// The sandbox's certificate is good for years: not expiring.
+		`refundd_wechatpay_certificate_expiring{mchid="` + keys.MchID + `"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s", want)

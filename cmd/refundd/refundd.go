@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/version"
 	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/wechatpay"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -236,12 +236,14 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
 	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
-		sources.PlatformCertificates = func() map[string]time.Time {
-			all := map[string]time.Time{} // serials are WeChat Pay's: unique across accounts
+		sources.AccountKeys = func() map[string][]wechatpay.KeyInfo {
+			out := make(map[string][]wechatpay.KeyInfo, len(n.Accounts))
 			for _, a := range n.Accounts {
-				maps.Copy(all, a.Verifier.CertificateExpiries())
+				if a.Verifier != nil {
+					out[a.MchID] = append(out[a.MchID], a.Verifier.Keys()...)
+				}
 			}
-			return all
+			return out
 		}
 	}
 	opts.Credentials = m.provider.credentials

@@ -65,7 +65,9 @@ func TestWatch_PlatformCertificateExpiry(t *testing.T) {
 				}
 			}
 			m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
-			if err := m.Watch(metrics.Sources{PlatformCertificates: v.CertificateExpiries}); err != nil {
+			if err := m.Watch(metrics.Sources{AccountKeys: func() map[string][]wechatpay.KeyInfo {
+				return map[string][]wechatpay.KeyInfo{"1900000100": v.Keys()}
+			}}); err != nil {
 				t.Fatal(err)
 			}
 			text := scrape(t, m)
@@ -78,6 +80,52 @@ func TestWatch_PlatformCertificateExpiry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCertificateExpiring: an account is expiring when it verifies with
+// certificates only and the last of them ends within the warning window; a
+// public key (which does not expire) clears it, and an account without a
+// certificate has no series.
+func TestCertificateExpiring(t *testing.T) {
+	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	cert := func(serial string, left time.Duration) wechatpay.KeyInfo {
+		return wechatpay.KeyInfo{Serial: serial, Certificate: true, NotAfter: now.Add(left)}
+	}
+	pub := wechatpay.KeyInfo{Serial: "PUB_KEY_ID_0114232134912410000000000012345678"}
+	for _, tc := range []struct {
+		name string
+		keys []wechatpay.KeyInfo
+		want float64 // -1: no series
+	}{
+		{"far from expiry", []wechatpay.KeyInfo{cert("A1", 200*day)}, 0},
+		{"within 30 days", []wechatpay.KeyInfo{cert("A1", 29*day)}, 1},
+		{"a day past the window", []wechatpay.KeyInfo{cert("A1", 31*day)}, 0},
+		{"already expired", []wechatpay.KeyInfo{cert("A1", -day)}, 1},
+		{"old one expiring, its successor downloaded", []wechatpay.KeyInfo{cert("A1", 10*day), cert("A2", 190*day)}, 0},
+		{"expiring, but a public key is held", []wechatpay.KeyInfo{cert("A1", 10*day), pub}, 0},
+		{"public key only", []wechatpay.KeyInfo{pub}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet()})
+			if err := m.Watch(metrics.Sources{Now: func() time.Time { return now },
+				AccountKeys: func() map[string][]wechatpay.KeyInfo { return map[string][]wechatpay.KeyInfo{"1900000100": tc.keys} }}); err != nil {
+				t.Fatal(err)
+			}
+			want(t, scrape(t, m), `refundd_wechatpay_certificate_expiring{mchid="1900000100"}`, tc.want)
+		})
+	}
+	// The window is a setting.
+	m := metrics.New(metrics.Options{NoRuntime: true, Logger: quiet(), CertificateWarning: 7 * day})
+	if err := m.Watch(metrics.Sources{Now: func() time.Time { return now },
+		AccountKeys: func() map[string][]wechatpay.KeyInfo {
+			return map[string][]wechatpay.KeyInfo{"1900000100": {cert("A1", 10*day)}, "1900000200": {cert("B1", 6*day)}}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	text := scrape(t, m)
+	want(t, text, `refundd_wechatpay_certificate_expiring{mchid="1900000100"}`, 0)
+	want(t, text, `refundd_wechatpay_certificate_expiring{mchid="1900000200"}`, 1)
 }
 
 // TestCertificateDownloadMetrics: a failing download is visible by mchid;

@@ -31,6 +31,7 @@
 //	webhook_delivered_total{endpoint}                    counter
 //	webhook_failed_attempts_total{endpoint}              counter
 //	wechatpay_certificate_expiry_timestamp_seconds{serial,kind} gauge; NotAfter of each platform certificate (kind="platform"); none for a public key
+//	wechatpay_certificate_expiring{mchid}                gauge; 1: the account verifies with certificates only and the last expires within 30 days (Options.CertificateWarning): alert on 1
 //	wechatpay_certificate_download_failures_total{mchid} counter; failed platform certificate downloads (--wechatpay-download-certificates)
 //	wechatpay_certificate_download_consecutive_failures{mchid} gauge; failed downloads since the last success: alert above zero
 //	wechatpay_certificate_download_last_success_timestamp_seconds{mchid} gauge; last successful download

@@ -36,6 +36,13 @@ type Options struct {
 	// OverdueAfter is how late a due time must be to count as overdue;
 	// zero means 1 minute.
 	OverdueAfter time.Duration
+	// CertificateWarning is how long before its last platform certificate
+	// expires an account counts as expiring
+	// (wechatpay_certificate_expiring); zero means 30 days. WeChat Pay
+	// offers a new certificate for download 180 days before the old one
+	// expires (PARTNER.md §3.4): an account still without one 30 days
+	// before is not downloading.
+	CertificateWarning time.Duration
 	// NoRuntime leaves out the Go runtime and process collectors (tests).
 	NoRuntime bool
 	// Merchants are the configured merchants' names: the values the
@@ -123,6 +130,9 @@ func New(opts Options) *Metrics {
 	}
 	if opts.AttentionCap <= 0 {
 		opts.AttentionCap = 100000
+	}
+	if opts.CertificateWarning <= 0 {
+		opts.CertificateWarning = 30 * 24 * time.Hour
 	}
 	if opts.OverdueAfter <= 0 {
 		opts.OverdueAfter = time.Minute

@@ -11,6 +11,7 @@ import (
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/webhook"
+	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 // Sources are read at every scrape. Method values of the engine, the API
@@ -31,10 +32,11 @@ type Sources struct {
 	NotificationsByMerchant func() map[string]map[string]int64
 	// Webhooks returns each webhook endpoint's lag (webhook.Dispatcher.Lag).
 	Webhooks func(ctx context.Context) ([]webhook.EndpointLag, error)
-	// PlatformCertificates returns the NotAfter of each WeChat Pay platform
-	// certificate refundd verifies with, by serial
-	// (wechatpay.Verifier.CertificateExpiries).
-	PlatformCertificates func() map[string]time.Time
+	// AccountKeys returns the keys each WeChat Pay account verifies
+	// answers and notifications with, by mchid (wechatpay.Verifier.Keys):
+	// the expiry of each platform certificate, and whether the account's
+	// certificates are due for renewal.
+	AccountKeys func() map[string][]wechatpay.KeyInfo
 	// CertificateDownloads returns the platform certificate download state
 	// of each account that downloads its certificates, by mchid
 	// (from wechatpay.CertificateManager.Status).
@@ -85,6 +87,11 @@ var (
 		"NotAfter of each WeChat Pay certificate refundd verifies with, as Unix seconds, by serial and kind (platform). "+
 			"A WeChat Pay public key (PUB_KEY_ID_...) does not expire and has no series.",
 		[]string{"serial", "kind"}, nil)
+	descCertExpiring = prometheus.NewDesc(namespace+"_wechatpay_certificate_expiring",
+		"1 when the WeChat Pay account verifies with platform certificates only and the last of them expires within "+
+			"the warning window (30 days unless configured), else 0; by mchid. Alert on 1: renew, or move to the WeChat Pay public key. "+
+			"An account with a public key has 0 (the key does not expire); one with no certificate has no series.",
+		[]string{"mchid"}, nil)
 	descCertDLFailures = prometheus.NewDesc(namespace+"_wechatpay_certificate_download_failures_total",
 		"Platform certificate downloads that failed since start, by mchid.", []string{"mchid"}, nil)
 	descCertDLFailing = prometheus.NewDesc(namespace+"_wechatpay_certificate_download_consecutive_failures",
@@ -105,7 +112,7 @@ type sourceCollector struct {
 
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descAttn, descOverdue, descNotify,
-		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures, descCertExpiry,
+		descHookBehind, descHookAge, descHookParked, descHookDeliver, descHookFailures, descCertExpiry, descCertExpiring,
 		descCertDLFailures, descCertDLFailing, descCertDLSuccess} {
 		ch <- d
 	}
@@ -147,9 +154,31 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descNotify, prometheus.CounterValue, float64(counts[k]), k.merchant, k.outcome)
 		}
 	}
-	if c.src.PlatformCertificates != nil {
-		for serial, notAfter := range c.src.PlatformCertificates() {
-			ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(notAfter.Unix()), serial, "platform")
+	if c.src.AccountKeys != nil {
+		now := c.src.Now()
+		for mchid, keys := range c.src.AccountKeys() {
+			var last time.Time
+			certs, pub := 0, false
+			for _, k := range keys {
+				if !k.Certificate {
+					pub = true
+					continue
+				}
+				certs++
+				// Serials are WeChat Pay's, unique across accounts.
+				ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(k.NotAfter.Unix()), k.Serial, "platform")
+				if k.NotAfter.After(last) {
+					last = k.NotAfter
+				}
+			}
+			if certs == 0 {
+				continue
+			}
+			expiring := 0.0
+			if !pub && last.Sub(now) < c.m.opts.CertificateWarning {
+				expiring = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descCertExpiring, prometheus.GaugeValue, expiring, mchid)
 		}
 	}
 	if c.src.CertificateDownloads != nil {

@@ -319,21 +319,6 @@ func (v *Verifier) Serials() []string {
 	return out
 }
 
-// CertificateExpiries returns the NotAfter of every platform certificate
-// held, by serial, for monitoring. Public keys are left out: they do not
-// expire.
-func (v *Verifier) CertificateExpiries() map[string]time.Time {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	out := make(map[string]time.Time)
-	for s, k := range v.keys {
-		if k.cert != nil {
-			out[s] = k.cert.NotAfter
-		}
-	}
-	return out
-}
-
 // PreferredSerial returns what a merchant should send in Wechatpay-Serial
 // on requests, which tells WeChat Pay which key to sign responses with: the
 // most recently added public key id if there is one, else the serial of the

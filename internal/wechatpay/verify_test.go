@@ -335,9 +335,9 @@ func TestVerifier_ConcurrentRotation(t *testing.T) {
 	}
 }
 
-// Monitoring reads each certificate's NotAfter; a public key has no expiry
-// and is left out rather than given a made-up date.
-func TestVerifierCertificateExpiries(t *testing.T) {
+// Monitoring reads each certificate's NotAfter from Keys; a public key has
+// no expiry and is listed without a made-up date.
+func TestVerifierKeys_Expiries(t *testing.T) {
 	notAfter := time.Date(2031, 6, 30, 12, 0, 0, 0, time.UTC)
 	cert := selfSigned(t, v5Key(t), big.NewInt(0x1234), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), notAfter)
 	for _, c := range []struct {
@@ -362,7 +362,15 @@ func TestVerifierCertificateExpiries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := v.CertificateExpiries()
+			got := map[string]time.Time{}
+			for _, k := range v.Keys() {
+				switch {
+				case k.Certificate:
+					got[k.Serial] = k.NotAfter
+				case !k.NotAfter.IsZero() || !k.NotBefore.IsZero():
+					t.Fatalf("public key %s has dates %v..%v", k.Serial, k.NotBefore, k.NotAfter)
+				}
+			}
 			if len(got) != len(c.want) {
 				t.Fatalf("expiries = %v, want %v", got, c.want)
 			}
