@@ -51,6 +51,8 @@ func commands() []command {
 	return []command{
 		verifyCommand(), showCommand(), stateCommand(), exportCommand(), statsCommand(), headCommand(),
 		backupCommand(), restoreCommand(), reconcileCommand(), keygenCommand(), probeCommand(),
+		// "credentials reload" before "credentials": the first command whose words lead the arguments runs.
+		credentialsReloadCommand(), credentialsCommand(),
 	}
 }
 

@@ -157,25 +157,17 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.AccountKeys != nil {
 		now := c.src.Now()
 		for mchid, keys := range c.src.AccountKeys() {
-			var last time.Time
-			certs, pub := 0, false
 			for _, k := range keys {
-				if !k.Certificate {
-					pub = true
-					continue
-				}
-				certs++
-				// Serials are WeChat Pay's, unique across accounts.
-				ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(k.NotAfter.Unix()), k.Serial, "platform")
-				if k.NotAfter.After(last) {
-					last = k.NotAfter
+				if k.Certificate { // serials are WeChat Pay's, unique across accounts
+					ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(k.NotAfter.Unix()), k.Serial, "platform")
 				}
 			}
-			if certs == 0 {
+			due, certs := wechatpay.RenewalDue(keys, now, c.m.opts.CertificateWarning)
+			if !certs {
 				continue
 			}
 			expiring := 0.0
-			if !pub && last.Sub(now) < c.m.opts.CertificateWarning {
+			if due {
 				expiring = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descCertExpiring, prometheus.GaugeValue, expiring, mchid)

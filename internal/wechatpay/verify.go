@@ -319,6 +319,27 @@ func (v *Verifier) Serials() []string {
 	return out
 }
 
+// RenewalDue reports whether an account that verifies with keys must get a
+// new certificate: it holds platform certificates only (a public key does
+// not expire) and the last of them ends before now+window. certs is false
+// when keys hold no certificate. Monitoring (the expiring gauge) and
+// refundctl credentials both decide by it.
+func RenewalDue(keys []KeyInfo, now time.Time, window time.Duration) (due, certs bool) {
+	var last time.Time
+	pub := false
+	for _, k := range keys {
+		if !k.Certificate {
+			pub = true
+			continue
+		}
+		certs = true
+		if k.NotAfter.After(last) {
+			last = k.NotAfter
+		}
+	}
+	return certs && !pub && last.Sub(now) < window, certs
+}
+
 // PreferredSerial returns what a merchant should send in Wechatpay-Serial
 // on requests, which tells WeChat Pay which key to sign responses with: the
 // most recently added public key id if there is one, else the serial of the
