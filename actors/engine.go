@@ -102,14 +102,7 @@ func (c *Config) validate() error {
 // policyOf returns the policy of merchant's reservations, and whether
 // the merchant is configured (Policies).
 func (c *Config) policyOf(merchant string) (reservation.Policy, bool) {
-	if c.Policies == nil {
-		return c.Policy, true
-	}
-	p, ok := c.Policies.Get(merchant)
-	if !ok {
-		return c.Policy, false
-	}
-	return p, true
+	return PolicyOf(c.Policies, c.Policy, merchant)
 }
 
 const shardCount = 64

@@ -31,6 +31,19 @@ func NewPolicySet(policies map[string]reservation.Policy) *PolicySet {
 	return s
 }
 
+// PolicyOf is the policy merchant's reservations are decided under: its
+// own from s, else base, with false when s (not nil) does not configure
+// merchant. The engine and the API's next_step both decide by it.
+func PolicyOf(s *PolicySet, base reservation.Policy, merchant string) (reservation.Policy, bool) {
+	if s == nil {
+		return base, true
+	}
+	if p, ok := s.Get(merchant); ok {
+		return p, true
+	}
+	return base, false
+}
+
 // Get returns the policy of merchant, and whether it is configured.
 func (s *PolicySet) Get(merchant string) (reservation.Policy, bool) {
 	p, ok := (*s.m.Load())[merchant]

@@ -86,12 +86,8 @@ type enginePolicies struct {
 // of is the policy the engine decides merchant's reservations under
 // (actors.Config.Policies, else Policy), for the API's next_step.
 func (p enginePolicies) of(merchant string) reservation.Policy {
-	if p.merchants != nil {
-		if mp, ok := p.merchants.Get(merchant); ok {
-			return mp
-		}
-	}
-	return p.base
+	policy, _ := actors.PolicyOf(p.merchants, p.base, merchant)
+	return policy
 }
 
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
