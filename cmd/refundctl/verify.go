@@ -285,6 +285,9 @@ func printVerify(c *cli, path string, rep *audit.Report) {
 	if rep.Counters != "" {
 		fmt.Fprintf(w, "  counters     %s\n", rep.Counters)
 	}
+	if rep.Lists != "" {
+		fmt.Fprintf(w, "  list rows    %s\n", rep.Lists)
+	}
 	for _, p := range j.Problems {
 		if p.Global != 0 {
 			fmt.Fprintf(w, "PROBLEM global %d [%s] %s\n", p.Global, p.Kind, p.Message)

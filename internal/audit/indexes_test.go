@@ -122,3 +122,92 @@ func indexedRequest(t *testing.T, id string, st *reservation.State, e reservatio
 	req.Counters = eventstore.CounterChanges(nil, st, []reservation.Event{e})
 	return req
 }
+
+// TestVerify_ListRows: Verify holds the list index to the rows the
+// reservations' states imply, both ways: a row missing (a list does not
+// show a refund as it is) and a row no state implies (a list shows what is
+// not so). A journal without the list index is said to lack it.
+func TestVerify_ListRows(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	history := []reservation.EventData{
+		reservation.Registered{ReservationID: "x", UserID: "u", OutTradeNo: "ORD-x", Amount: 1000, Currency: "CNY"},
+		reservation.RefundRequested{RefundNo: "T-x-1", Number: 1, IdempotencyKey: "k1", Fingerprint: "f", Amount: 500},
+		reservation.SubmissionStarted{RefundNo: "T-x-1", Attempt: 1, Request: []byte("{}"), DueAt: at.Add(time.Minute)},
+		failed,
+		reservation.RefundRecovered{RefundNo: "T-x-3", Number: 3, Amount: 100, State: reservation.Processing, ProviderID: "wx3", DueAt: at.Add(2 * time.Minute)},
+	}
+	isRow := func(m journal.Mark) bool { return strings.HasPrefix(m.Key, eventstore.ListPrefix) }
+	tests := []struct {
+		name   string
+		noList bool                                    // the journal predates the list index
+		edit   func(i int, req *journal.AppendRequest) // the i-th append; nil keeps all
+		want   []string                                // the index problems, in order
+		lists  string                                  // the start of Report.Lists
+	}{
+		{"every row", false, nil, nil, "match"},
+		{"the last append's rows withheld", false, func(i int, r *journal.AppendRequest) {
+			if i == len(history)-1 {
+				r.Marks = slices.DeleteFunc(r.Marks, isRow)
+			}
+		}, []string{"is missing: lists do not show the reservation as it is", "is missing: lists do not show the refund T-x-3 as it is",
+			"matches no reservation's state"}, "3 differ"},
+		{"a refund's old row left behind", false, func(i int, r *journal.AppendRequest) {
+			if i == 3 { // FAILED: the SUBMITTING row stays
+				r.Marks = slices.DeleteFunc(r.Marks, func(m journal.Mark) bool { return isRow(m) && m.Clear && strings.Contains(m.Key, "/T-x-1/") })
+			}
+		}, []string{"matches no reservation's state"}, "1 differ"},
+		{"no list index", true, nil, nil, "not kept"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if !tt.noList {
+				if err := db.Put(bg, eventstore.ListIndexKey, []byte("1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := &reservation.State{}
+			for i, d := range history {
+				e := reservation.Event{At: at.Add(time.Duration(i) * time.Second), By: "test", Data: d}
+				req := indexedRequest(t, "x", st, e)
+				if !tt.noList {
+					ix := reservation.AppendIndexes(reservation.IndexChanges{}, st, []reservation.Event{e})
+					req.Marks = eventstore.ListMarks(req.Marks, ix.Rows)
+				}
+				if tt.edit != nil {
+					tt.edit(i, &req)
+				}
+				if _, err := db.Append(bg, req); err != nil {
+					t.Fatal(err)
+				}
+				reservation.Apply(st, e)
+			}
+			rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var index []string
+			for _, p := range rep.Problems {
+				if p.Kind != "index" {
+					t.Fatalf("the history is not legal: %v", rep.Problems)
+				}
+				index = append(index, p.Message)
+			}
+			if len(index) != len(tt.want) {
+				t.Fatalf("index problems %q, want %d like %q", index, len(tt.want), tt.want)
+			}
+			for _, w := range tt.want {
+				if !slices.ContainsFunc(index, func(m string) bool { return strings.Contains(m, w) }) {
+					t.Errorf("no index problem mentions %q: %q", w, index)
+				}
+			}
+			if !strings.HasPrefix(rep.Lists, tt.lists) {
+				t.Errorf("Report.Lists = %q, want it to start %q", rep.Lists, tt.lists)
+			}
+		})
+	}
+}

@@ -36,6 +36,11 @@ type Report struct {
 	// a Problem of kind "counter". Empty with Check.Since: totals need
 	// every event.
 	Counters string `json:"counters,omitempty"`
+	// Lists says whether the list index (GET /v1/refunds, GET
+	// /v1/reservations) holds exactly the rows the reservations' states
+	// imply; a difference is a Problem of kind "index". Empty with
+	// Check.Since.
+	Lists string `json:"lists,omitempty"`
 }
 
 // Range is the part of the chain a Verify checked.

@@ -62,6 +62,12 @@ func verifyWith(ctx context.Context, db *journal.DB, opts VerifyOptions, streams
 	}
 	v := &verifier{db: db, problems: problemList{max: opts.MaxProblems}, streams: streams}
 	rep := &Report{}
+	switch _, err := db.Get(ctx, eventstore.ListIndexKey); {
+	case err == nil:
+		v.lists = true
+	case !errors.Is(err, journal.ErrNotFound):
+		return nil, err
+	}
 	if opts.Check.Since != nil {
 		if err := v.since(ctx, opts.Check, rep); err != nil {
 			return nil, err
@@ -90,6 +96,11 @@ type verifier struct {
 	// that the journal holds: fewer entries in the journal than that means
 	// it holds some no event implies.
 	claimsOwned, marksFound int
+	// lists says the journal keeps the list index (eventstore.ListIndexKey);
+	// listsFound counts the rows the states imply that it holds, and
+	// listProblems the rows missing or extra.
+	lists                    bool
+	listsFound, listProblems int
 	// misclaimed are keys already reported as claimed by another stream.
 	misclaimed map[string]bool
 	// counts are the journal's counters as the replayed events make them;
@@ -137,6 +148,14 @@ func (v *verifier) full(ctx context.Context, check journal.CheckOptions, rep *Re
 	rep.Range.Streams = v.reservations
 	if err := v.extras(ctx); err != nil {
 		return err
+	}
+	switch {
+	case !v.lists:
+		rep.Lists = "not kept: the journal predates the list index (refundd writes it at its next start)"
+	case v.listProblems > 0:
+		rep.Lists = fmt.Sprintf("%d differ from the reservations' states", v.listProblems)
+	default:
+		rep.Lists = "match the reservations' states"
 	}
 	return v.checkCounters(ctx, rep)
 }
@@ -303,7 +322,7 @@ func (v *verifier) newWorker(checkFrom uint64) *worker {
 // batch replays each stream of the batch and checks its index entries in
 // one read transaction.
 func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error {
-	var reservations, refunds, claims, marks, brokenN int
+	var reservations, refunds, claims, marks, rows, missingRows, brokenN int
 	var misclaimed []string
 	if w.counts == nil {
 		w.counts = map[string]int64{}
@@ -323,6 +342,11 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 			c, m, mis := w.checkIndexes(rd, sr.Stream, st, broken)
 			claims += c
 			marks += m
+			if w.v.lists && st != nil && !broken {
+				r, miss := w.checkListRows(rd, sr.Stream, st)
+				rows += r
+				missingRows += miss
+			}
 			misclaimed = append(misclaimed, mis...)
 		}
 		return nil
@@ -337,6 +361,8 @@ func (w *worker) batch(ctx context.Context, batch []journal.StreamRecords) error
 	v.refunds += refunds
 	v.claimsOwned += claims
 	v.marksFound += marks
+	v.listsFound += rows
+	v.listProblems += missingRows
 	v.broken += brokenN
 	if v.counts == nil {
 		v.counts = map[string]int64{}
@@ -435,14 +461,39 @@ func (w *worker) checkIndexes(rd *journal.Reader, id string, st *reservation.Sta
 	return claims, marks, misclaimed
 }
 
+// checkListRows looks up the list index rows st implies (one per
+// reservation and per refund, keyed by every field a list filters by): a
+// missing one is a reservation or refund a list does not show as it is.
+// It returns how many were found and how many are missing.
+func (w *worker) checkListRows(rd *journal.Reader, id string, st *reservation.State) (found, missing int) {
+	for _, row := range reservation.ListRows(nil, st) {
+		k := eventstore.ListMarkKey(row)
+		if rd.HasMark(k) {
+			found++
+			continue
+		}
+		missing++
+		what := "reservation"
+		if row.RefundNo != "" {
+			what = "refund " + row.RefundNo
+		}
+		w.found = append(w.found, Problem{Stream: id, Kind: "index",
+			Message: fmt.Sprintf("list row %s is missing: lists do not show the %s as it is (%s)", k, what, row.State)})
+	}
+	return found, missing
+}
+
 // extras finds claims and attention marks no event implies. The workers
 // found the implied ones; when the journal holds more, the extra ones are
 // looked for entry by entry (only then: a sound journal costs two counts).
 func (v *verifier) extras(ctx context.Context) error {
-	var claims, marks int
+	var claims, marks, rows int
 	if err := v.db.Read(ctx, func(rd *journal.Reader) error {
 		claims = rd.CountClaims(reservation.ClaimOutTradeNo) + rd.CountClaims(reservation.ClaimRefundNo)
 		marks = rd.CountMarks(eventstore.AttentionPrefix)
+		if v.lists {
+			rows = rd.CountMarks(eventstore.ListPrefix)
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -508,6 +559,46 @@ func (v *verifier) extras(ctx context.Context) error {
 				}
 				extra--
 				v.problems.add(Problem{Kind: "index", Message: fmt.Sprintf("attention mark %s does not match the refund's state", k)})
+			}
+			if len(keys) < 1024 {
+				break
+			}
+			after = keys[len(keys)-1]
+		}
+	}
+	if extra := rows - v.listsFound; v.lists && extra > 0 {
+		var implied map[string]bool // the rows of owner's state
+		impliedOf := ""
+		after := ""
+		for extra > 0 {
+			keys, err := v.db.Marks(ctx, eventstore.ListPrefix, after, 1024)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				id, ok := eventstore.ListKeyReservation(k)
+				if ok {
+					if err := replayOwner(id); err != nil {
+						return err
+					}
+					if ownerBroken {
+						continue // its state is unknown: so are its rows
+					}
+					if impliedOf != id {
+						implied, impliedOf = map[string]bool{}, id
+						if ownerState != nil {
+							for _, row := range reservation.ListRows(nil, ownerState) {
+								implied[eventstore.ListMarkKey(row)] = true
+							}
+						}
+					}
+					if implied[k] {
+						continue
+					}
+				}
+				extra--
+				v.listProblems++
+				v.problems.add(Problem{Stream: id, Kind: "index", Message: fmt.Sprintf("list row %s matches no reservation's state: lists show what is not so", k)})
 			}
 			if len(keys) < 1024 {
 				break

@@ -109,6 +109,19 @@ func ListMarks(dst []journal.Mark, rows []reservation.ListRow) []journal.Mark {
 	return dst
 }
 
+// ListKeyReservation is the reservation a list index key belongs to, or
+// false for a key that is not a well-formed list row (journal verify
+// finds the owner of a row no state implies by it).
+func ListKeyReservation(key string) (string, bool) {
+	for _, kind := range []string{reservation.ListRefunds, reservation.ListReservations} {
+		if strings.HasPrefix(key, ListPrefix+kind+"/") {
+			r, _, err := parseListKey(kind, key)
+			return r.ReservationID, err == nil
+		}
+	}
+	return "", false
+}
+
 // parseListKey is the row of a list key of kind, and its position. The
 // row's strings and the position are parts of key: a page reads thousands
 // of keys, and parsing one allocates nothing.
