@@ -195,8 +195,9 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 
 	// The search box: a refund number and WeChat's refund_id land on the
-	// reservation with that refund marked; a user id with two
-	// reservations lists both, its markup as text; an unknown id says so.
+	// refund's own page; an out_trade_no on the reservation's; a user id
+	// with two reservations lists both, its markup as text; an unknown id
+	// says so.
 	find := func(q string) {
 		t.Helper()
 		page.eval(t, `document.getElementById('lookup-id').value = ''`)
@@ -204,17 +205,25 @@ func TestConsole_InBrowser(t *testing.T) {
 		page.insertText(t, q)
 		page.click(t, `#lookup button[type="submit"]`)
 	}
-	focused := `#reservation tr.focus[data-refund-no="` + stuck.RefundNo + `"]`
+	refundPage := `location.hash === '#/refund/hotel-42/` + stuck.RefundNo + `' && !document.getElementById('refund').hidden && ` +
+		`document.querySelector('#refund h1') !== null && document.querySelector('#refund h1').textContent === 'Refund ` + stuck.RefundNo + `'`
 	page.navigate(t, e.srv.URL+"/console/")
 	find(stuck.RefundNo)
-	page.waitTrue(t, "landing on the refund by its number", `!!document.querySelector('`+focused+`') && !document.getElementById('reservation').hidden`)
+	page.waitTrue(t, "landing on the refund's page by its number", refundPage)
 	st, err := e.engine.Get(t.Context(), "hotel-42")
 	if err != nil || st.Refund(stuck.RefundNo).ProviderID == "" {
 		t.Fatalf("no WeChat refund_id for %s: %v", stuck.RefundNo, err)
 	}
 	page.navigate(t, e.srv.URL+"/console/")
 	find(st.Refund(stuck.RefundNo).ProviderID)
-	page.waitTrue(t, "landing on the refund by WeChat's refund_id", `!!document.querySelector('`+focused+`') && location.hash.includes('/refund/')`)
+	page.waitTrue(t, "landing on the refund's page by WeChat's refund_id", refundPage)
+	// The search is replaced in the history: Back returns to where it began.
+	page.eval(t, `history.back()`)
+	page.waitTrue(t, "back on the overview", `!document.getElementById('overview').hidden && !location.hash.startsWith('#/search/')`)
+	find("ORD-tour-7")
+	page.waitTrue(t, "landing on the reservation's page by its out_trade_no",
+		`location.hash === '#/reservation/tour-7' && !document.getElementById('reservation').hidden && `+
+			`!!document.querySelector('#reservation tr[data-refund-no="`+rejected.RefundNo+`"]')`)
 	const hostileUser = `<img src=x onerror=alert(2)>`
 	for _, id := range []string{"trip-1", "trip-2"} {
 		body, _ := json.Marshal(map[string]any{"id": id, "user_id": hostileUser, "out_trade_no": "ORD-" + id, "amount": 100, "currency": "CNY"})
@@ -224,8 +233,12 @@ func TestConsole_InBrowser(t *testing.T) {
 	}
 	find(hostileUser)
 	page.waitTrue(t, "both of the user's reservations listed", `document.querySelectorAll('#search-results tbody tr').length === 2`)
-	if got := page.eval(t, `[...document.querySelectorAll('#search-results tbody tr')].map((tr) => tr.dataset.reservation + ' ' + tr.cells[6].textContent).join('|')`); got != "trip-1 "+hostileUser+"|trip-2 "+hostileUser {
+	if got := page.eval(t, `[...document.querySelectorAll('#search-results tbody tr')].map((tr) => tr.dataset.reservation + ' ' + tr.cells[7].textContent).join('|')`); got != "trip-1 "+hostileUser+"|trip-2 "+hostileUser {
 		t.Fatalf("search results read %q", got)
+	}
+	// Each row leads to the page of what it names: here a reservation.
+	if got := page.eval(t, `[...document.querySelectorAll('#search-results tbody tr a.search-open')].map((a) => a.getAttribute('href')).join('|')`); got != "#/reservation/trip-1|#/reservation/trip-2" {
+		t.Fatalf("search results open %q", got)
 	}
 	if n := page.eval(t, `document.querySelectorAll('img, [onerror]').length`); n != float64(0) {
 		t.Fatalf("%v injected elements on the search page", n)

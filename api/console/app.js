@@ -526,9 +526,14 @@
 
   // --- search ------------------------------------------------------------
 
+  // matchHash is where a search match leads: the refund's own page when
+  // the id named a refund (refund number, WeChat refund_id), else the
+  // reservation's page (its id, out_trade_no, transaction_id, user id).
+  const matchHash = (m) => (m.refund_no ? refundHash(m.reservation.id, m.refund_no) : reservationHash(m.reservation.id));
+
   // showSearch looks q up as every kind of id (GET /v1/search, and the
-  // reservation's own id): one match lands on its reservation, with the
-  // refund it names marked; several are listed; none says so.
+  // reservation's own id): one match lands on the page of what it names
+  // (matchHash); several are listed, each row leading there; none says so.
   async function showSearch(q, g) {
     show('search');
     document.title = 'Find ' + q + ' \u2013 refundd console';
@@ -558,7 +563,7 @@
     matches.push(...found.matches);
     if (matches.length === 1) {
       // Replace the search in the history: Back returns to where it began.
-      location.replace(reservationHash(matches[0].reservation.id, matches[0].refund_no));
+      location.replace(matchHash(matches[0]));
       return;
     }
     const title = h('div', { class: 'title-row' }, h('h1', null, 'Find ', h('span', { class: 'mono' }, q)));
@@ -568,12 +573,13 @@
         'out_trade_no, user id, transaction_id or WeChat refund_id.'));
       return;
     }
-    const cols = ['Found by', 'Reservation', 'Refund', 'State', 'Reason', 'Merchant', 'User', 'Order (out_trade_no)', 'Paid', 'Refunded'];
+    const cols = ['Open', 'Found by', 'Reservation', 'Refund', 'State', 'Reason', 'Merchant', 'User', 'Order (out_trade_no)', 'Paid', 'Refunded'];
     const body = h('tbody');
     for (const m of matches) {
       const res = m.reservation;
       const r = m.refund_no ? res.refunds.find((x) => x.refund_no === m.refund_no) : null;
       body.append(h('tr', { 'data-reservation': res.id, 'data-refund-no': m.refund_no || undefined },
+        h('td', null, h('a', { href: matchHash(m), class: 'search-open' }, m.refund_no ? 'Refund' : 'Reservation')),
         h('td', null, FOUND_BY[m.by] || m.by),
         h('td', { class: 'mono' }, h('a', { href: reservationHash(res.id) }, res.id)),
         h('td', { class: 'mono' }, m.refund_no ? h('a', { href: refundHash(res.id, m.refund_no) }, m.refund_no) : ''),
