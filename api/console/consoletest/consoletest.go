@@ -59,8 +59,8 @@ type Message struct {
 // Browser is a running headless chromium; Launch stops it when the test ends.
 type Browser struct {
 	cmd    *exec.Cmd
-	w      *os.File // the browser reads fd 3
-	stderr *bytes.Buffer
+	w      *os.File    // the browser reads fd 3
+	stderr *syncBuffer // written by exec's copier while the browser runs
 
 	mu      sync.Mutex
 	next    int64
@@ -82,7 +82,7 @@ func Launch(t testing.TB, path string) *Browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Browser{w: toW, stderr: &bytes.Buffer{}, waiting: map[int64]chan Message{}, done: make(chan struct{})}
+	b := &Browser{w: toW, stderr: &syncBuffer{}, waiting: map[int64]chan Message{}, done: make(chan struct{})}
 	b.cmd = exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-dev-shm-usage", "--window-size=1280,960",
@@ -209,6 +209,32 @@ func (b *Browser) close(t testing.TB) {
 	if t.Failed() && b.stderr.Len() > 0 {
 		t.Logf("chromium stderr (tail):\n%s", tail(b.stderr.String(), 2000))
 	}
+}
+
+// syncBuffer is the browser's stderr: exec's copying goroutine writes it
+// until the process and its helpers close the pipe, and a failing NewPage
+// reads it meanwhile, so its methods lock.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Len()
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func tail(s string, n int) string {
