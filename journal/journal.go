@@ -285,7 +285,11 @@ func Open(path string, opts *Options) (*DB, error) {
 		if err != nil {
 			return err
 		}
-		return loadMarkTail(tx, db.marks, time.Now())
+		skipped, err = loadMarkTail(tx, db.marks, time.Now(), !o.ReadOnly)
+		if skipped > 0 {
+			db.log.Warn("journal: pending marks and counter changes are damaged; reads skip them (run a check)", "skipped", skipped)
+		}
+		return err
 	})
 	if err != nil {
 		_ = bdb.Close()

@@ -256,25 +256,33 @@ func markedInTx(tx *bolt.Tx) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-// loadMarkTail reads the pending bucket into t at Open.
-func loadMarkTail(tx *bolt.Tx, t *markTail, now time.Time) error {
+// loadMarkTail reads the pending bucket into t at Open. A writer refuses a
+// value that does not decode (its marks and counters would be lost); a
+// read-only open, which is how damaged files are examined, skips it and
+// counts it.
+func loadMarkTail(tx *bolt.Tx, t *markTail, now time.Time, strict bool) (skipped int, err error) {
 	base, err := markedInTx(tx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t.base, t.tip = base, max(base, tx.Bucket(bucketLog).Sequence())
 	b := tx.Bucket(bucketPending)
 	if b == nil {
-		return nil
+		return 0, nil
 	}
-	return b.ForEach(func(k, v []byte) error {
+	err = b.ForEach(func(k, v []byte) error {
 		p, err := decodePending(v)
-		if err != nil {
+		switch {
+		case err == nil:
+			t.apply(p, now)
+		case strict:
 			return fmt.Errorf("pending %x: %w", k, err)
+		default:
+			skipped++
 		}
-		t.apply(p, now)
 		return nil
 	})
+	return skipped, err
 }
 
 // markFlushDue reports whether the mark tail should be written now. Only
