@@ -188,8 +188,11 @@ func (db *DB) startLoop() {
 		Log:   db.log,
 	}
 	if !db.opts.ReadOnly {
-		cfg.Idle, cfg.Tick = db.flushAt, db.maybeFlush
-		cfg.Drained = func() { _ = db.flushAll() }
+		cfg.Idle, cfg.Tick = db.nextFlush, db.maybeFlush
+		cfg.Drained = func() {
+			_ = db.flushAll()
+			_ = db.flushMarks()
+		}
 	}
 	db.loop = groupcommit.Start(cfg)
 }
@@ -207,6 +210,20 @@ func (db *DB) flushAt() (time.Time, bool) {
 	return since.Add(db.opts.IndexFlushDelay), true
 }
 
+// nextFlush is the earlier of the index tail's and the mark tail's flush
+// times, for the idle committer.
+func (db *DB) nextFlush() (time.Time, bool) {
+	at, ok := db.flushAt()
+	mat, mok := db.markFlushAt()
+	if mok && (!ok || mat.Before(at)) {
+		if mat.Before(db.flushRetry) {
+			mat = db.flushRetry
+		}
+		return mat, true
+	}
+	return at, ok
+}
+
 func (db *DB) maybeFlush() {
 	now := time.Now()
 	if now.Before(db.flushRetry) {
@@ -216,8 +233,41 @@ func (db *DB) maybeFlush() {
 		if err := db.flushIndex(n); err != nil {
 			// Logged by flushIndex. Appends go on; the tail waits.
 			db.flushRetry = now.Add(time.Second)
+			return
 		}
 	}
+	if db.markFlushDue(now) {
+		if err := db.flushMarks(); err != nil {
+			db.flushRetry = now.Add(time.Second) // logged by flushMarks
+		}
+	}
+}
+
+// batchMarks is what a commit did to the mark tail, for the committer to
+// apply once it has committed.
+type batchMarks struct {
+	flushed bool   // the whole tail was written to the buckets,
+	base    uint64 // up to this global
+	change  *pendingChange
+}
+
+// applyBatchMarks brings the mark tail up to a commit that ended at global
+// end, before any waiter wakes: a read after Append returns sees its
+// marks. The caller holds markMu.
+func (db *DB) applyBatchMarks(end uint64) {
+	bm := db.batchMarks
+	db.batchMarks = batchMarks{}
+	t := db.marks
+	t.mu.Lock()
+	if bm.flushed {
+		t.reset(bm.base)
+		db.markFlushes.Add(1)
+	}
+	if bm.change != nil {
+		t.apply(bm.change, time.Now())
+	}
+	t.tip = max(t.tip, end)
+	t.mu.Unlock()
 }
 
 // internalError marks a failure inside the transaction that is specific to
@@ -246,12 +296,17 @@ func (db *DB) commit(live []*pending) {
 		var adds []tailAdd
 		var flushed int
 		obs := db.startCommit(len(live))
+		db.markMu.Lock()
 		err := db.bolt.Update(func(tx *bolt.Tx) error {
 			var err error
 			end, cp, adds, flushed, err = db.writeBatch(tx, live)
 			return obs.wrote(tx, err)
 		})
 		db.commits.Add(1)
+		if err == nil {
+			db.applyBatchMarks(end.global)
+		}
+		db.markMu.Unlock()
 		if err == nil {
 			db.tip = end
 			// The streams this commit wrote to the index leave the tail
@@ -314,6 +369,7 @@ func (db *DB) commit(live []*pending) {
 // it returns is adopted only after the commit succeeds, so the transaction
 // may run again.
 func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint, adds []tailAdd, flushed int, err error) {
+	db.batchMarks = batchMarks{}
 	b := txBuckets(tx)
 	// The log only ever grows at its end: full pages waste nothing. The
 	// setting lasts for this transaction's bucket handle only.
@@ -335,8 +391,18 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 		}
 		flushed = n
 	}
+	// So does the mark tail, all of it: written before this batch's
+	// changes, which join the tail after the commit.
+	if db.markFlushDue(time.Now()) && db.marks.tip == cur.global {
+		w, err := db.writeMarkTail(tx, true)
+		if err != nil {
+			return tip{}, nil, nil, 0, err
+		}
+		db.batchMarks.flushed, db.batchMarks.base = true, w
+	}
 	idx := &indexState{tail: db.tail, heads: b.heads, batch: map[string]uint64{}}
-	var counts counterBatch
+	change := &pendingChange{}
+	counts := &change.counts
 	for i, p := range live {
 		p.Last, p.Err = 0, nil
 		if p.Req.kv != nil {
@@ -345,7 +411,7 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 			}
 			continue
 		}
-		last, verr, err := writeOne(b, idx, &p.Req.AppendRequest, &cur)
+		last, verr, err := writeOne(b, idx, &p.Req.AppendRequest, &cur, &change.marks)
 		if err != nil {
 			return tip{}, nil, nil, 0, &internalError{i: i, err: err}
 		}
@@ -354,8 +420,11 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 			counts.put(p.Req.Counters)
 		}
 	}
-	if err := counts.write(tx.Bucket(bucketCounters)); err != nil {
-		return tip{}, nil, nil, 0, err
+	if change.tip = cur.global; !change.empty() {
+		if err := putPending(tx, change); err != nil {
+			return tip{}, nil, nil, 0, err
+		}
+		db.batchMarks.change = change
 	}
 	db.cpMu.Lock()
 	last := db.lastCP
@@ -375,7 +444,7 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 }
 
 type buckets struct {
-	log, heads, streams, claims, due, marks *bolt.Bucket
+	log, heads, streams, claims, due *bolt.Bucket
 }
 
 func txBuckets(tx *bolt.Tx) buckets {
@@ -385,14 +454,13 @@ func txBuckets(tx *bolt.Tx) buckets {
 		streams: tx.Bucket(bucketStreams),
 		claims:  tx.Bucket(bucketClaims),
 		due:     tx.Bucket(bucketDue),
-		marks:   tx.Bucket(bucketMarks),
 	}
 }
 
 // writeOne validates req against the stored state and, if it passes, writes
 // it. verr is a validation failure (nothing written); err is an unexpected
 // failure after writing may have started (the transaction must be dropped).
-func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip) (last uint64, verr, err error) {
+func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks *[]Mark) (last uint64, verr, err error) {
 	head, err := idx.head(req.Stream)
 	if err != nil {
 		return 0, nil, err
@@ -447,15 +515,8 @@ func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip) (last 
 			return 0, nil, err
 		}
 	}
-	for _, m := range req.Marks { // in order: a later mark of the same key wins
-		if m.Clear {
-			err = b.marks.Delete([]byte(m.Key))
-		} else {
-			err = b.marks.Put([]byte(m.Key), []byte{})
-		}
-		if err != nil {
-			return 0, nil, err
-		}
-	}
+	// The marks wait in the mark tail (marktail.go), in order: a later
+	// mark of the same key wins.
+	*marks = append(*marks, req.Marks...)
 	return seq, nil, nil
 }

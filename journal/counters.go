@@ -157,28 +157,7 @@ func counterValue(bk *bolt.Bucket, k string) (int64, error) {
 // Counters returns the counters and the last global they include, read in
 // one transaction.
 func (db *DB) Counters(ctx context.Context) (Counts, error) {
-	cs := Counts{Values: map[string]int64{}}
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		cs.LastGlobal = tx.Bucket(bucketLog).Sequence()
-		counted := tx.Bucket(bucketMeta).Get(metaCountedKey)
-		cs.Complete, cs.Generation = counted != nil, countedGeneration(counted)
-		bk := tx.Bucket(bucketCounters)
-		if bk == nil {
-			cs.Complete, cs.Generation = false, 0
-			return nil
-		}
-		return bk.ForEach(func(k, v []byte) error {
-			if len(v) != 8 {
-				return fmt.Errorf("%w: counter %q is %d bytes, want 8", ErrCorrupt, k, len(v))
-			}
-			cs.Values[string(k)] = int64(binary.BigEndian.Uint64(v))
-			return nil
-		})
-	})
-	if err != nil {
-		return Counts{}, fmt.Errorf("journal: counters: %w", err)
-	}
-	return cs, nil
+	return db.countersBetween(ctx, "", "")
 }
 
 // CountersBetween returns the counters whose keys are in [from, to) (to ""
@@ -186,9 +165,28 @@ func (db *DB) Counters(ctx context.Context) (Counts, error) {
 // LastGlobal as Counters sets them: a range of keys that sort by time (per-
 // hour totals) reads only its span.
 func (db *DB) CountersBetween(ctx context.Context, from, to string) (Counts, error) {
-	cs := Counts{Values: map[string]int64{}}
-	err := db.view(ctx, func(tx *bolt.Tx) error {
-		cs.LastGlobal = tx.Bucket(bucketLog).Sequence()
+	return db.countersBetween(ctx, from, to)
+}
+
+func (db *DB) countersBetween(ctx context.Context, from, to string) (Counts, error) {
+	in := func(k string) bool { return k >= from && (to == "" || k < to) }
+	var tail counterBatch
+	copyTail := func(t *markTail) {
+		tail = counterBatch{add: map[string]int64{}, max: map[string]int64{}}
+		for k, d := range t.add {
+			if in(k) {
+				tail.add[k] = d
+			}
+		}
+		for k, m := range t.max {
+			if in(k) {
+				tail.max[k] = m
+			}
+		}
+	}
+	var cs Counts
+	err := db.viewMarked(ctx, copyTail, func(tx *bolt.Tx, tip uint64) error {
+		cs = Counts{Values: map[string]int64{}, LastGlobal: tip}
 		counted := tx.Bucket(bucketMeta).Get(metaCountedKey)
 		cs.Complete, cs.Generation = counted != nil, countedGeneration(counted)
 		bk := tx.Bucket(bucketCounters)
@@ -202,6 +200,17 @@ func (db *DB) CountersBetween(ctx context.Context, from, to string) (Counts, err
 				return fmt.Errorf("%w: counter %q is %d bytes, want 8", ErrCorrupt, k, len(v))
 			}
 			cs.Values[string(k)] = int64(binary.BigEndian.Uint64(v))
+		}
+		// What the tail adds, as its flush will write it (counterBatch.write).
+		for k, d := range tail.add {
+			if d != 0 {
+				cs.Values[k] += d
+			}
+		}
+		for k, m := range tail.max {
+			if v, ok := cs.Values[k]; !ok || m > v {
+				cs.Values[k] = m
+			}
 		}
 		return nil
 	})
@@ -229,11 +238,20 @@ func (db *DB) SetCounters(ctx context.Context, at uint64, values map[string]int6
 		}
 	}
 	// The committer's own transactions are serialised with this one by
-	// bbolt: an append either commits before (and moves the log) or after
-	// (and adds to the new totals).
+	// markMu: an append either commits before (and moves the log) or after
+	// (and adds to the new totals). The mark tail's marks are written and
+	// its counter changes dropped: the new totals hold them.
+	db.markMu.Lock()
+	defer db.markMu.Unlock()
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
 		if last := tx.Bucket(bucketLog).Sequence(); last != at {
 			return fmt.Errorf("%w: the totals are as of global %d, the log ends at %d", ErrMoved, at, last)
+		}
+		if _, err := db.writeMarkTail(tx, false); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketMeta).Put(metaMarkedKey, be64(at)); err != nil {
+			return err
 		}
 		if tx.Bucket(bucketCounters) != nil {
 			if err := tx.DeleteBucket(bucketCounters); err != nil {
@@ -251,6 +269,9 @@ func (db *DB) SetCounters(ctx context.Context, at uint64, values map[string]int6
 		}
 		return tx.Bucket(bucketMeta).Put(metaCountedKey, countedValue(at))
 	})
+	if err == nil {
+		db.resetMarks(at)
+	}
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		err = ErrClosed
 	}

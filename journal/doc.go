@@ -60,8 +60,9 @@
 // A few large buckets, never one bucket per stream (bbolt copies whole
 // pages per commit; one shared append-only bucket keeps that cost flat):
 //
-//	meta         "format" -> be32 file format (4); "epoch" -> be64;
+//	meta         "format" -> be32 file format (5); "epoch" -> be64;
 //	             "indexed" -> be64 index watermark (index.go);
+//	             "marked" -> be64 mark watermark (marktail.go);
 //	             "counted" -> be64: the counters cover every record (counters.go);
 //	             "restore", "reconcile" -> JSON RestoreInfo
 //	log          be64(global) -> encoded record (format byte, fields,
@@ -72,8 +73,9 @@
 //	due          be64(unix nanos) stream 0x00 key -> empty
 //	marks        key -> empty
 //	checkpoints  be64(global) -> JSON Checkpoint
-//	counters     key -> be64 running total, changed in the commit of the
-//	             appends that carry the change (counters.go)
+//	counters     key -> be64 running total
+//	pending      be64(n) -> one commit's marks and counter changes, until
+//	             a mark flush writes them to marks and counters (marktail.go)
 //	kv           key -> value (kv.go; not part of the history)
 //
 // # Group commit
@@ -92,7 +94,7 @@
 // # Index tail
 //
 // The commit that acknowledges an append writes the log, claims, dues and
-// marks; the streams index and heads of its records are written later, a
+// one pending value of its marks and counter changes; the streams index and heads of its records are written later, a
 // stream's entries of many commits at once, riding in a later commit of
 // appends (or in a transaction of their own when no append comes): a
 // stream-keyed index dirties a page per stream per commit, the log does
@@ -102,6 +104,17 @@
 // re-reads the log after it, so a crash loses nothing and boot reads only
 // the unflushed tail (Options.IndexFlushEntries, IndexFlushDelay). Format 3
 // files are refused by builds that predate the tail.
+//
+// # Mark tail
+//
+// Marks (list rows, attention keys) and counters are keyed by merchant and
+// state, so with many merchants a commit dirtied a page per merchant. The
+// commit writes them as one value at the end of the pending bucket and keeps
+// them in memory, where reads of marks and counters merge them; a later
+// flush writes the whole tail in key order (Options.MarkFlushEntries,
+// MarkFlushDelay) and records "marked". The pending bucket is durable with
+// the commit, so Open reads it back and a crash loses nothing. Format 5
+// files are refused by builds that predate it.
 //
 // # Concurrency
 //

@@ -202,8 +202,8 @@ func TestOpen_UpgradesFormat1(t *testing.T) {
 	}
 	defer bdb.Close()
 	_ = bdb.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 4 {
-			t.Errorf("meta format %x after upgrade, want 4", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 5 {
+			t.Errorf("meta format %x after upgrade, want 5", v)
 		}
 		return nil
 	})

@@ -67,6 +67,16 @@ type Options struct {
 	// flush by count only.
 	IndexFlushEntries int
 	IndexFlushDelay   time.Duration
+	// MarkFlushEntries and MarkFlushDelay bound the mark tail: the marks
+	// and counter changes of committed appends that are kept in the
+	// pending bucket and in memory, not yet in the marks and counters
+	// buckets (marktail.go). The committer writes the whole tail once it
+	// holds MarkFlushEntries changes or its oldest is MarkFlushDelay old,
+	// and at Close. Larger means fewer, larger flushes and a longer pending
+	// bucket to read at Open. Zero means 65536 changes and 1 s; a negative
+	// delay means flush by count only.
+	MarkFlushEntries int
+	MarkFlushDelay   time.Duration
 	// OnCommit, when set, is called by the committer after each
 	// transaction with its size and timings (metrics). It must return
 	// quickly: the next commit waits for it. Nil means none.
@@ -101,6 +111,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if v.IndexFlushDelay == 0 {
 		v.IndexFlushDelay = defaultIndexFlushDelay
+	}
+	if v.MarkFlushEntries <= 0 {
+		v.MarkFlushEntries = defaultMarkFlushEntries
+	}
+	if v.MarkFlushDelay == 0 {
+		v.MarkFlushDelay = defaultMarkFlushDelay
 	}
 	return v
 }
@@ -181,6 +197,14 @@ type DB struct {
 	flushRetry   time.Time
 	flushStreams int           // streams per ordinary flush; tests lower it
 	indexFlushes atomic.Uint64 // index flushes (own transactions or in a commit), for tests
+	// marks holds the marks and counter changes not yet in their buckets
+	// (marktail.go). markMu serialises its writers: the committer from the
+	// start of a commit until the tail matches it, WriteMarks and
+	// SetCounters.
+	marks       *markTail
+	markMu      sync.Mutex
+	markFlushes atomic.Uint64 // mark flushes (own transactions or in a commit), for tests
+	batchMarks  batchMarks    // the commit in progress's; only the committer uses it
 	// lastCP is the newest stored checkpoint, guarded by cpMu.
 	cpMu   sync.Mutex
 	lastCP Checkpoint
@@ -238,6 +262,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		bolt:         bdb,
 		tail:         newTail(),
 		flushStreams: indexFlushStreams,
+		marks:        newMarkTail(),
 	}
 	// The committer chains new records onto the current end, and counts
 	// checkpoints from the last one. Records the streams index does not
@@ -256,6 +281,13 @@ func Open(path string, opts *Options) (*DB, error) {
 		skipped, _, err := loadTail(tx, db.tail, time.Now(), !o.ReadOnly)
 		if skipped > 0 {
 			db.log.Warn("journal: records after the index watermark are damaged; reads skip them (run a check)", "skipped", skipped)
+		}
+		if err != nil {
+			return err
+		}
+		skipped, err = loadMarkTail(tx, db.marks, time.Now(), !o.ReadOnly)
+		if skipped > 0 {
+			db.log.Warn("journal: pending marks and counter changes are damaged; reads skip them (run a check)", "skipped", skipped)
 		}
 		return err
 	})
@@ -317,7 +349,7 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if err != nil {
 			return err
 		}
-		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints, bucketCounters} {
+		for _, name := range [][]byte{bucketLog, bucketHeads, bucketStreams, bucketClaims, bucketDue, bucketMarks, bucketCheckpoints, bucketCounters, bucketPending} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -33,23 +34,31 @@ func ValidateMark(m Mark) error {
 // most limit (limit <= 0 means no limit).
 func (db *DB) Marks(ctx context.Context, prefix, after string, limit int) ([]string, error) {
 	keys := []string{}
-	err := db.view(ctx, func(tx *bolt.Tx) error {
+	var tail []markEntry
+	copyTail := func(t *markTail) { tail = t.tailMarks(prefix, after, "") }
+	err := db.viewMarked(ctx, copyTail, func(tx *bolt.Tx, _ uint64) error {
+		if len(tail) > 0 && tail[0].key == after {
+			tail = tail[1:]
+		}
 		b := tx.Bucket(bucketMarks)
 		if b == nil {
 			return nil
 		}
 		c := b.Cursor()
 		p := []byte(prefix)
-		k, _ := c.Seek(p)
-		if after != "" {
-			k, _ = c.Seek([]byte(after))
-			if k != nil && string(k) == after {
-				k, _ = c.Next()
+		// From the prefix or after it, whichever is later (an after
+		// before the prefix used to end the list at once).
+		k, _ := c.Seek([]byte(max(prefix, after)))
+		if after != "" && k != nil && string(k) == after {
+			k, _ = c.Next()
+		}
+		next := func() []byte {
+			if k == nil || !bytes.HasPrefix(k, p) {
+				return nil
 			}
+			return k
 		}
-		for ; k != nil && bytes.HasPrefix(k, p) && (limit <= 0 || len(keys) < limit); k, _ = c.Next() {
-			keys = append(keys, string(k))
-		}
+		keys = mergeMarks(keys, next, func() { k, _ = c.Next() }, tail, limit, func(a, b string) bool { return a < b })
 		return nil
 	})
 	if err != nil {
@@ -58,13 +67,41 @@ func (db *DB) Marks(ctx context.Context, prefix, after string, limit int) ([]str
 	return keys, nil
 }
 
+// mergeMarks appends to keys, up to limit in all, the bucket's keys (cur
+// the current one or nil, advance to the next) merged with the tail's
+// marks in the same order (less), a tail mark replacing the bucket's key.
+func mergeMarks(keys []string, cur func() []byte, advance func(), tail []markEntry, limit int, less func(a, b string) bool) []string {
+	for limit <= 0 || len(keys) < limit {
+		k := cur()
+		if k == nil && len(tail) == 0 {
+			break
+		}
+		if len(tail) > 0 && (k == nil || !less(string(k), tail[0].key)) {
+			if k != nil && string(k) == tail[0].key {
+				advance()
+			}
+			if tail[0].set {
+				keys = append(keys, tail[0].key)
+			}
+			tail = tail[1:]
+			continue
+		}
+		keys = append(keys, string(k))
+		advance()
+	}
+	return keys
+}
+
 // MarksDesc lists the keys in the marks index that start with prefix and
 // sort before before ("" means no bound), in descending key order, at most
 // limit (limit <= 0 means no limit): Marks read from the other end, for a
 // list that pages through an index both ways (GET /v1/refunds?order=asc).
 func (db *DB) MarksDesc(ctx context.Context, prefix, before string, limit int) ([]string, error) {
 	keys := []string{}
-	err := db.view(ctx, func(tx *bolt.Tx) error {
+	var tail []markEntry
+	copyTail := func(t *markTail) { tail = t.tailMarks(prefix, "", before) }
+	err := db.viewMarked(ctx, copyTail, func(tx *bolt.Tx, _ uint64) error {
+		slices.Reverse(tail)
 		b := tx.Bucket(bucketMarks)
 		if b == nil {
 			return nil
@@ -84,9 +121,13 @@ func (db *DB) MarksDesc(ctx context.Context, prefix, before string, limit int) (
 		} else {
 			k, _ = c.Prev()
 		}
-		for ; k != nil && bytes.HasPrefix(k, p) && (limit <= 0 || len(keys) < limit); k, _ = c.Prev() {
-			keys = append(keys, string(k))
+		next := func() []byte {
+			if k == nil || !bytes.HasPrefix(k, p) {
+				return nil
+			}
+			return k
 		}
+		keys = mergeMarks(keys, next, func() { k, _ = c.Prev() }, tail, limit, func(a, b string) bool { return a > b })
 		return nil
 	})
 	if err != nil {
@@ -124,11 +165,17 @@ func (db *DB) WriteMarks(ctx context.Context, marks []Mark) error {
 			return fmt.Errorf("journal: write marks: %w", err)
 		}
 	}
+	// The mark tail goes first, in the same transaction, so that these
+	// marks are not undone by older pending ones.
+	db.markMu.Lock()
+	defer db.markMu.Unlock()
+	var w uint64
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketMarks)
-		if err != nil {
+		var err error
+		if w, err = db.writeMarkTail(tx, true); err != nil {
 			return err
 		}
+		b := tx.Bucket(bucketMarks)
 		for _, m := range marks {
 			if m.Clear {
 				err = b.Delete([]byte(m.Key))
@@ -141,6 +188,9 @@ func (db *DB) WriteMarks(ctx context.Context, marks []Mark) error {
 		}
 		return nil
 	})
+	if err == nil {
+		db.resetMarks(w)
+	}
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		err = ErrClosed
 	}

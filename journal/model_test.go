@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,8 @@ type model struct {
 	heads  map[string]uint64        // stream -> last seq
 	claims map[journal.Claim]string // key -> owner
 	dues   map[journal.Due]struct{} // At in UTC
+	marks  map[string]bool          // the keys set
+	counts map[string]int64         // counters
 }
 
 // apply returns what Append must return for req, and records it if it
@@ -52,8 +56,34 @@ func (m *model) apply(req journal.AppendRequest) (uint64, error) {
 		d.At = d.At.UTC()
 		m.dues[d] = struct{}{}
 	}
+	m.mark(req.Marks)
+	for _, c := range req.Counters {
+		if v, ok := m.counts[c.Key]; c.Max && (!ok || c.Add > v) {
+			m.counts[c.Key] = c.Add
+		} else if !c.Max && c.Add != 0 {
+			m.counts[c.Key] = v + c.Add
+		}
+	}
 	return seq, nil
 }
+
+func (m *model) mark(marks []journal.Mark) {
+	for _, k := range marks {
+		if k.Clear {
+			delete(m.marks, k.Key)
+		} else {
+			m.marks[k.Key] = true
+		}
+	}
+}
+
+// The marks and counters an append may carry: few keys, so that sets,
+// clears and sums of one key meet across commits and flushes.
+var (
+	modelMarks    = []string{"a/1", "a/2", "a/3", "ab/1", "b/1", "b/2", "c"}
+	modelPrefixes = []string{"", "a", "a/", "ab", "b/", "c", "d"}
+	modelCounters = []string{"n", "m/x", "m/y", "t/1", "t/2"}
+)
 
 var (
 	modelStreams = []string{"a", "b", "c", "d"}
@@ -93,7 +123,18 @@ func genRequest(t *rapid.T, m *model, stream string, claims []journal.Claim) jou
 			Key: rapid.SampledFrom([]string{"expire", "query"}).Draw(t, "dueKey"),
 		})
 	}
-	return journal.AppendRequest{Stream: stream, Expected: expected, Events: events, Claims: claims, Dues: dues}
+	var marks []journal.Mark
+	for range rapid.IntRange(0, 3).Draw(t, "marks") {
+		marks = append(marks, journal.Mark{Key: rapid.SampledFrom(modelMarks).Draw(t, "mark"), Clear: rapid.Bool().Draw(t, "clear")})
+	}
+	var counters []journal.Counter
+	for range rapid.IntRange(0, 3).Draw(t, "counters") {
+		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
+		max := k == "n" // one kept as a maximum, like "latest"
+		counters = append(counters, journal.Counter{Key: k, Add: int64(rapid.IntRange(-3, 5).Draw(t, "add")), Max: max})
+	}
+	return journal.AppendRequest{Stream: stream, Expected: expected, Events: events, Claims: claims, Dues: dues,
+		Marks: marks, Counters: counters}
 }
 
 func checkResult(t *rapid.T, req journal.AppendRequest, gotLast uint64, gotErr error, wantLast uint64, wantErr error) {
@@ -125,14 +166,19 @@ func TestJournal_MatchesModel(t *testing.T) {
 		// The index tail flushed after every commit, every few entries, or
 		// (by count only, never reached) only at Close: reads must not
 		// depend on where the index stands.
+		// So is the mark tail (marks and counters), and reads must not
+		// depend on where it stands either.
 		opts := &journal.Options{NoSync: true, IndexFlushDelay: -1,
-			IndexFlushEntries: rapid.SampledFrom([]int{1, 3, 1 << 20}).Draw(rt, "indexFlushEntries")}
+			IndexFlushEntries: rapid.SampledFrom([]int{1, 3, 1 << 20}).Draw(rt, "indexFlushEntries"),
+			MarkFlushDelay:    -1,
+			MarkFlushEntries:  rapid.SampledFrom([]int{1, 4, 1 << 20}).Draw(rt, "markFlushEntries")}
 		db, err := journal.Open(path, opts)
 		if err != nil {
 			rt.Fatal(err)
 		}
 		defer func() { _ = db.Close() }()
-		m := &model{heads: map[string]uint64{}, claims: map[journal.Claim]string{}, dues: map[journal.Due]struct{}{}}
+		m := &model{heads: map[string]uint64{}, claims: map[journal.Claim]string{}, dues: map[journal.Due]struct{}{},
+			marks: map[string]bool{}, counts: map[string]int64{}}
 
 		rt.Repeat(map[string]func(*rapid.T){
 			"append": func(t *rapid.T) {
@@ -193,6 +239,31 @@ func TestJournal_MatchesModel(t *testing.T) {
 					wantLast, wantErr := m.apply(reqs[i])
 					checkResult(t, reqs[i], got[i].last, got[i].err, wantLast, wantErr)
 				}
+			},
+			// WriteMarks writes past the mark tail: a later read must see
+			// its marks over older pending ones of the same keys.
+			"writeMarks": func(t *rapid.T) {
+				var marks []journal.Mark
+				for range rapid.IntRange(1, 3).Draw(t, "n") {
+					marks = append(marks, journal.Mark{Key: rapid.SampledFrom(modelMarks).Draw(t, "mark"), Clear: rapid.Bool().Draw(t, "clear")})
+				}
+				if err := db.WriteMarks(bg, marks); err != nil {
+					t.Fatal(err)
+				}
+				m.mark(marks)
+			},
+			// SetCounters replaces the counters, pending changes included.
+			"setCounters": func(t *rapid.T) {
+				values := map[string]int64{}
+				for _, k := range modelCounters {
+					if rapid.Bool().Draw(t, "has") {
+						values[k] = int64(rapid.IntRange(-5, 5).Draw(t, "value"))
+					}
+				}
+				if err := db.SetCounters(bg, uint64(len(m.log)), values); err != nil {
+					t.Fatal(err)
+				}
+				m.counts = values
 			},
 			"deleteDue": func(t *rapid.T) {
 				var all []journal.Due
@@ -268,6 +339,7 @@ func sortDues(d []journal.Due) {
 
 func checkAgainstModel(t *rapid.T, db *journal.DB, m *model) {
 	t.Helper()
+	checkMarksAgainstModel(t, db, m)
 	if g, err := db.LastGlobal(bg); err != nil || g != uint64(len(m.log)) {
 		t.Fatalf("LastGlobal = %d, %v; model %d", g, err, len(m.log))
 	}
@@ -338,4 +410,100 @@ func recordsEqual(a, b []journal.Record) bool {
 		}
 	}
 	return true
+}
+
+// checkMarksAgainstModel reads the marks and counters every way there is,
+// whether they are in their buckets, in the mark tail, or both.
+func checkMarksAgainstModel(t *rapid.T, db *journal.DB, m *model) {
+	t.Helper()
+	var all []string
+	for k := range m.marks {
+		all = append(all, k)
+	}
+	slices.Sort(all)
+	for _, prefix := range modelPrefixes {
+		var want []string
+		for _, k := range all {
+			if strings.HasPrefix(k, prefix) {
+				want = append(want, k)
+			}
+		}
+		for _, bound := range append([]string{""}, modelMarks...) {
+			for _, limit := range []int{0, 1, 2} {
+				got, err := db.Marks(bg, prefix, bound, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var asc []string
+				for _, k := range want {
+					if (bound == "" || k > bound) && (limit <= 0 || len(asc) < limit) {
+						asc = append(asc, k)
+					}
+				}
+				if !slices.Equal(got, asc) && len(got)+len(asc) > 0 {
+					t.Fatalf("Marks(%q, %q, %d) = %q; model %q", prefix, bound, limit, got, asc)
+				}
+				got, err = db.MarksDesc(bg, prefix, bound, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var desc []string
+				for _, k := range slices.Backward(want) {
+					if (bound == "" || k < bound) && (limit <= 0 || len(desc) < limit) {
+						desc = append(desc, k)
+					}
+				}
+				if !slices.Equal(got, desc) && len(got)+len(desc) > 0 {
+					t.Fatalf("MarksDesc(%q, %q, %d) = %q; model %q", prefix, bound, limit, got, desc)
+				}
+			}
+		}
+		err := db.Read(bg, func(r *journal.Reader) error {
+			if n := r.CountMarks(prefix); n != len(want) {
+				t.Fatalf("CountMarks(%q) = %d; model %d", prefix, n, len(want))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := db.Read(bg, func(r *journal.Reader) error {
+		for _, k := range modelMarks {
+			if r.HasMark(k) != m.marks[k] {
+				t.Fatalf("HasMark(%q) = %v; model %v", k, r.HasMark(k), m.marks[k])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := db.Counters(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A counter at 0 may be stored or absent (a commit's sum of 0 is not
+	// written): the same to every reader.
+	nonZero := func(c map[string]int64) map[string]int64 {
+		out := maps.Clone(c)
+		maps.DeleteFunc(out, func(_ string, v int64) bool { return v == 0 })
+		return out
+	}
+	if !maps.Equal(nonZero(cs.Values), nonZero(m.counts)) || cs.LastGlobal != uint64(len(m.log)) {
+		t.Fatalf("Counters = %v at %d; model %v at %d", cs.Values, cs.LastGlobal, m.counts, len(m.log))
+	}
+	between, err := db.CountersBetween(bg, "m/", "t/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for k, v := range m.counts {
+		if k >= "m/" && k < "t/2" {
+			want[k] = v
+		}
+	}
+	if !maps.Equal(nonZero(between.Values), nonZero(want)) {
+		t.Fatalf("CountersBetween(m/, t/2) = %v; model %v", between.Values, want)
+	}
 }

@@ -22,8 +22,10 @@ const formatVersion = 2
 // up to meta "indexed", which a build reading only format 2 would take for
 // the whole truth, so such a build must refuse the file. Format 4 added the
 // counters (counters.go), which a build that does not keep them would leave
-// behind the log.
-const fileFormat = 4
+// behind the log. Format 5 added the mark tail (marktail.go): marks and
+// counter changes may wait in the pending bucket, which a build of format 4
+// would not see.
+const fileFormat = 5
 
 // format1 is the first record format, without a stored chain hash. Its
 // records are still read, and their chain hash is computed.

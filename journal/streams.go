@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -234,14 +235,26 @@ func (sc *StreamScan) HeadsAt(globals []uint64) []string {
 // Reader looks keys up in one consistent snapshot of the indexes.
 type Reader struct {
 	claims, marks, due *bolt.Bucket
+	tail               []markEntry // the mark tail's marks, in key order
 }
 
 // Read calls fn with a Reader over one read transaction; fn must not keep
 // it.
 func (db *DB) Read(ctx context.Context, fn func(*Reader) error) error {
-	return db.view(ctx, func(tx *bolt.Tx) error {
-		return fn(&Reader{claims: tx.Bucket(bucketClaims), marks: tx.Bucket(bucketMarks), due: tx.Bucket(bucketDue)})
+	var tail []markEntry
+	copyTail := func(t *markTail) { tail = t.tailMarks("", "", "") }
+	return db.viewMarked(ctx, copyTail, func(tx *bolt.Tx, _ uint64) error {
+		return fn(&Reader{claims: tx.Bucket(bucketClaims), marks: tx.Bucket(bucketMarks), due: tx.Bucket(bucketDue), tail: tail})
 	})
+}
+
+// tailMark finds key among the mark tail's marks.
+func (r *Reader) tailMark(key string) (markEntry, bool) {
+	i, ok := slices.BinarySearchFunc(r.tail, key, func(e markEntry, k string) int { return strings.Compare(e.key, k) })
+	if !ok {
+		return markEntry{}, false
+	}
+	return r.tail[i], true
 }
 
 // Owner returns the stream owning the claim (namespace, key), or "".
@@ -251,6 +264,9 @@ func (r *Reader) Owner(namespace, key string) string {
 
 // HasMark reports whether the marks index holds key.
 func (r *Reader) HasMark(key string) bool {
+	if e, ok := r.tailMark(key); ok {
+		return e.set
+	}
 	return r.marks != nil && r.marks.Get([]byte(key)) != nil
 }
 
@@ -281,6 +297,20 @@ func (r *Reader) CountMarks(prefix string) int {
 	c := r.marks.Cursor()
 	for k, _ := c.Seek(p); k != nil && hasPrefix(k, p); k, _ = c.Next() {
 		n++
+	}
+	// The tail's marks of the prefix: a set one the bucket lacks adds one,
+	// a cleared one it holds takes one away.
+	i, _ := slices.BinarySearchFunc(r.tail, prefix, func(e markEntry, k string) int { return strings.Compare(e.key, k) })
+	for _, e := range r.tail[i:] {
+		if !strings.HasPrefix(e.key, prefix) {
+			break
+		}
+		switch in := r.marks.Get([]byte(e.key)) != nil; {
+		case e.set && !in:
+			n++
+		case !e.set && in:
+			n--
+		}
 	}
 	return n
 }
