@@ -60,3 +60,16 @@ func (s *Server) AddMerchants(names ...string) {
 		s.notify.stats.addMerchants(added...)
 	}
 }
+
+// AddNotifyAccounts serves the notification routes of WeChat Pay accounts
+// added to the merchants file while the server runs (a reload): from now
+// on a notification to /v1/notify/wechatpay/accounts/{name}/... is
+// verified with that account's keys, as for the accounts the server
+// started with. The wiring calls it before AddMerchants for the account's
+// merchants. No-op when the server takes no notifications (Options.Notify
+// nil: no account at start, which a reload does not change).
+func (s *Server) AddNotifyAccounts(accounts ...NotifyAccount) {
+	if s.notify != nil {
+		s.notify.addAccounts(accounts...)
+	}
+}

@@ -220,9 +220,12 @@ func snapshotCounts(c *[8]atomic.Int64) map[string]int64 {
 }
 
 type notifier struct {
-	cfg      NotifyConfig
-	accounts map[string]*NotifyAccount // by name
-	engine   Engine                    // the server's
+	cfg NotifyConfig
+	// accounts are the accounts by name: those of cfg, then those a
+	// reload added (Server.AddNotifyAccounts). Copied on write under mu.
+	accounts atomic.Pointer[map[string]*NotifyAccount]
+	mu       sync.Mutex
+	engine   Engine // the server's
 	log      *slog.Logger
 	limiter  *logLimiter
 	stats    *NotifyStats
@@ -235,18 +238,38 @@ func newNotifier(cfg NotifyConfig, s *Server) *notifier {
 	if cfg.Deadline <= 0 {
 		cfg.Deadline = 4 * time.Second
 	}
-	n := &notifier{cfg: cfg, accounts: make(map[string]*NotifyAccount, len(cfg.Accounts)), engine: s.engine, log: s.log,
+	n := &notifier{cfg: cfg, engine: s.engine, log: s.log,
 		limiter: newLogLimiter(10 * time.Second), stats: newNotifyStats(s.merchants.sorted(), s.opts.Tally), merchants: s.merchants}
+	accounts := make(map[string]*NotifyAccount, len(cfg.Accounts))
 	for i := range n.cfg.Accounts {
 		a := &n.cfg.Accounts[i]
 		if a.Keys == nil {
 			a.Keys = NewNotifyKeys(a.APIv3Key, a.APIv2Key)
 		}
-		if _, dup := n.accounts[a.Name]; !dup {
-			n.accounts[a.Name] = a
+		if _, dup := accounts[a.Name]; !dup {
+			accounts[a.Name] = a
 		}
 	}
+	n.accounts.Store(&accounts)
 	return n
+}
+
+// addAccounts serves the routes of accounts added by a reload from now
+// on; a name already served keeps its account.
+func (n *notifier) addAccounts(accounts ...NotifyAccount) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	next := maps.Clone(*n.accounts.Load())
+	for _, a := range accounts {
+		if _, dup := next[a.Name]; dup {
+			continue
+		}
+		if a.Keys == nil {
+			a.Keys = NewNotifyKeys(a.APIv3Key, a.APIv2Key)
+		}
+		next[a.Name] = &a
+	}
+	n.accounts.Store(&next)
 }
 
 // notifyFailure is a notification we do not accept: WeChat must retry.
@@ -276,10 +299,6 @@ const (
 )
 
 func (n *notifier) routes(s *Server) {
-	v2 := false
-	for _, a := range n.cfg.Accounts {
-		v2 = v2 || len(a.Keys.APIv2Key()) > 0
-	}
 	if len(n.cfg.Accounts) > 0 {
 		// The legacy routes are the first account's, as they were the
 		// one account's before there were several.
@@ -289,10 +308,11 @@ func (n *notifier) routes(s *Server) {
 		if len(first.Keys.APIv2Key()) > 0 {
 			s.router.HandleFunc("/v1/notify/wechatpay/v2/refund", n.serve("v2", fixed, n.handleV2, answerV2)).Methods(http.MethodPost)
 		}
+		// The account v2 route is served even when no account has an
+		// APIv2 key yet: an account a reload adds may have one. An account
+		// without one is answered as no account.
 		s.router.HandleFunc(accountNotifyV3, n.serve("v3", n.accountOf(false), n.handleV3, answerV3)).Methods(http.MethodPost)
-		if v2 {
-			s.router.HandleFunc(accountNotifyV2, n.serve("v2", n.accountOf(true), n.handleV2, answerV2)).Methods(http.MethodPost)
-		}
+		s.router.HandleFunc(accountNotifyV2, n.serve("v2", n.accountOf(true), n.handleV2, answerV2)).Methods(http.MethodPost)
 	}
 	s.router.HandleFunc("/v1/notify/stats", func(w http.ResponseWriter, _ *http.Request) {
 		out := map[string]any{"notifications": n.stats.Snapshot(), "by_merchant": n.stats.ByMerchant()}
@@ -331,7 +351,7 @@ func (n *notifier) routes(s *Server) {
 // fixed: the name is the sender's, and labels key the log limiter.
 func (n *notifier) accountOf(v2 bool) func(*http.Request) (*NotifyAccount, string) {
 	return func(r *http.Request) (*NotifyAccount, string) {
-		a, ok := n.accounts[pathVars(r)["account"]]
+		a, ok := (*n.accounts.Load())[pathVars(r)["account"]]
 		if !ok || v2 && len(a.Keys.APIv2Key()) == 0 {
 			return nil, "account ?"
 		}

@@ -384,3 +384,52 @@ func TestNotify_AccountsChangeOnlyTheirOwnMerchantsRefunds(t *testing.T) {
 }
 
 func ptrTo[V any](v V) *V { return &v }
+
+// TestNotify_AccountAddedWhileRunning: an account added while the server
+// runs (Server.AddNotifyAccounts, then AddMerchants: a reload) has its
+// routes from then on, verified with its keys only: before, its route
+// answers no such account; after, its own notification is applied, one
+// signed by another account is refused, and an account name already
+// served keeps its keys.
+func TestNotify_AccountAddedWhileRunning(t *testing.T) {
+	e := newAcEnv(t)
+	d, err := sandbox.GenerateKeys("1900000004")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := e.refund("d1", "hotel-d")
+	own := acV3{keys: d, mchID: d.MchID, id: "d1", no: no, status: "SUCCESS"}
+	if code, body := e.postV3(acRoute+"direct-d/refund", own); code != http.StatusNotFound {
+		t.Fatalf("route of an account not added yet: %d %s", code, body)
+	}
+	e.api.AddNotifyAccounts(api.NotifyAccount{Name: "direct-d", MchID: d.MchID, Verifier: v, Keys: api.NewNotifyKeys(d.APIv3Key, d.APIv2Key),
+		Merchant: func(mch, sub string) (string, bool) { return "hotel-d", mch == d.MchID && sub == "" }},
+		// Already served: keeps direct-a's keys.
+		api.NotifyAccount{Name: "direct-a", MchID: d.MchID, Verifier: v, APIv3Key: d.APIv3Key})
+	e.api.AddMerchants("hotel-d")
+
+	foreign := own
+	foreign.keys = acKeys.a
+	if code, body := e.postV3(acRoute+"direct-d/refund", foreign); code != http.StatusUnauthorized {
+		t.Fatalf("D's refund signed by A at D's route: %d %s", code, body)
+	}
+	if code, body := e.postV3(acRoute+"direct-a/refund", own); code != http.StatusUnauthorized {
+		t.Fatalf("D's keys at A's route after A was added again: %d %s", code, body)
+	}
+	if s := e.refundState("d1", no); s != reservation.Processing {
+		t.Fatalf("refused notifications changed the refund to %s", s)
+	}
+	if code, body := e.postV3(acRoute+"direct-d/refund", own); code != http.StatusNoContent {
+		t.Fatalf("D's refund signed by D at D's route: %d %s", code, body)
+	}
+	if s := e.refundState("d1", no); s != reservation.Succeeded {
+		t.Fatalf("refund is %s after its account's notification, want SUCCEEDED", s)
+	}
+	if got := e.api.NotifyStats().ByMerchant()["hotel-d"]["applied"]; got != 1 {
+		t.Fatalf("applied under hotel-d: %d", got)
+	}
+}

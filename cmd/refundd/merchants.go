@@ -145,28 +145,31 @@ func accountNotifyPath(account string) string {
 const legacyNotifyPath = "/v1/notify/wechatpay/refund"
 
 // notifyAccounts are the notification settings of every account, in file
-// order (the first also serves the legacy routes): the account's keys, and
-// the merchant a notification names, among this account's merchants only,
-// in the registry reg returns at the time (the one in use: reloads add
-// merchants). This is the one place they are built.
+// order (the first also serves the legacy routes): notifyAccount of each.
 func notifyAccounts(reg func() *merchant.Registry, creds map[string]*merchant.Credentials) []api.NotifyAccount {
 	var out []api.NotifyAccount
 	for _, a := range reg().Accounts() {
-		c := creds[a.Name]
-		if c == nil {
-			continue
+		if c := creds[a.Name]; c != nil {
+			out = append(out, notifyAccount(reg, a.Name, c))
 		}
-		name := a.Name
-		out = append(out, api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, Keys: api.NewNotifyKeys(c.APIv3Key, c.APIv2Key),
-			Merchant: func(mchID, subMchID string) (string, bool) {
-				m, ok := reg().ByMchID(mchID, subMchID)
-				if !ok || m.Account == nil || m.Account.Name != name {
-					return "", false
-				}
-				return m.Name, true
-			}})
 	}
 	return out
+}
+
+// notifyAccount is the notification settings of one account: its keys,
+// and the merchant a notification names, among this account's merchants
+// only, in the registry reg returns at the time (the one in use: reloads
+// add merchants). This is the one place they are built, for the accounts
+// refundd starts with and those a reload adds.
+func notifyAccount(reg func() *merchant.Registry, name string, c *merchant.Credentials) api.NotifyAccount {
+	return api.NotifyAccount{Name: name, MchID: c.MchID, Verifier: c.Verifier, Keys: api.NewNotifyKeys(c.APIv3Key, c.APIv2Key),
+		Merchant: func(mchID, subMchID string) (string, bool) {
+			m, ok := reg().ByMchID(mchID, subMchID)
+			if !ok || m.Account == nil || m.Account.Name != name {
+				return "", false
+			}
+			return m.Name, true
+		}}
 }
 
 // notifyConfig serves every account's notifications on its own routes;
@@ -188,37 +191,44 @@ type merchantParts struct {
 	api         *api.Server
 }
 
-// merchantAdder is the reload's ReloaderConfig.Add: it makes each added
-// merchant's provider (its account's client, behind its account's pacer),
+// merchantAdder checks what a reload adds (wiredProvider.add): it makes
+// each added merchant's provider (forMerchant: its account's client, an
+// account running or being added), behind its account's pacer, its
 // policy and routes, and checks its refund-number prefixes, in every
 // epoch, against the running ones; nothing changes until the commit.
-// The commit makes it known in this order: routes, engine policy,
-// metrics labels, then the API, so that by the time a registration may
-// name it every refund of it has a route.
-func (m *Main) merchantAdder(parts merchantParts) func([]*merchant.Merchant) (func(), error) {
+// The commit makes them known in this order: routes, engine policy,
+// metrics labels, the added accounts' notification routes, then the
+// merchants to the API, so that by the time a registration may name one
+// every refund of it has a route and its notifications are taken.
+func (m *Main) merchantAdder(parts merchantParts) func([]*merchant.Merchant, []api.NotifyAccount,
+	func(*merchant.Merchant) (merchant.Provider, error)) (func(), error) {
 	w := m.provider
-	return func(added []*merchant.Merchant) (func(), error) {
-		per := make(map[string]merchant.Provider, len(added))
+	return func(added []*merchant.Merchant, notify []api.NotifyAccount, forMerchant func(*merchant.Merchant) (merchant.Provider, error)) (func(), error) {
+		raw := make(map[string]merchant.Provider, len(added))
 		pols := make(map[string]reservation.Policy, len(added))
 		names := make([]string, 0, len(added))
 		for _, mc := range added {
-			p, err := w.forMerchant(mc)
+			p, err := forMerchant(mc)
 			if err != nil {
 				return nil, err
 			}
-			if per[mc.Name], err = w.pacers.Wrap(mc, p); err != nil {
-				return nil, err
-			}
+			raw[mc.Name] = p
 			if pols[mc.Name], err = mc.EpochPolicy(parts.base, parts.epochPrefix); err != nil {
 				return nil, err
 			}
 			names = append(names, mc.Name)
+		}
+		// An added account's pacer is kept from the commit on.
+		per, pace, err := w.pacers.Stage(added, raw)
+		if err != nil {
+			return nil, err
 		}
 		route, err := w.router.Extend(added, per, parts.prefixes)
 		if err != nil {
 			return nil, err
 		}
 		return func() {
+			pace()
 			route()
 			for _, name := range names {
 				// Checked above, and new: the Reloader adds only merchants
@@ -228,6 +238,7 @@ func (m *Main) merchantAdder(parts merchantParts) func([]*merchant.Merchant) (fu
 				}
 			}
 			m.metrics.AddMerchants(names...)
+			parts.api.AddNotifyAccounts(notify...)
 			parts.api.AddMerchants(names...)
 		}, nil
 	}

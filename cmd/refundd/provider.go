@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/refundd/refundd/actors"
@@ -46,9 +48,11 @@ type wiredProvider struct {
 	sandbox   *sandbox.Server     // the in-process sandbox, for tests; nil otherwise
 	mchID     string              // the one account's mchid, for the logs; "" otherwise
 	push      *simprovider.Pusher // the memory stand-in's outcome pusher; nil otherwise
-	// certs keeps each account's downloaded platform certificates current
-	// (download_certificates, --wechatpay-download-certificates), by mchid.
-	certs map[string]*wechatpay.CertificateManager
+	// accounts are the WeChat Pay accounts running (their certificate
+	// managers keep downloaded platform certificates current:
+	// download_certificates, --wechatpay-download-certificates); nil for
+	// the sandbox and memory providers.
+	accounts *wechatpayAccounts
 	// credentials describes the keys held (GET /v1/admin/credentials);
 	// nil for the memory provider.
 	credentials func() api.CredentialsView
@@ -66,9 +70,13 @@ type wiredProvider struct {
 	// forMerchant makes the provider of a merchant on a running account;
 	// nil when the provider takes no merchant while it runs.
 	forMerchant func(*merchant.Merchant) (merchant.Provider, error)
-	// add is the reload's ReloaderConfig.Add, set once the engine and the
-	// API it must reach exist (Main.start); nil until then.
-	add func([]*merchant.Merchant) (commit func(), err error)
+	// add checks the merchants and the notification routes of the
+	// accounts a reload adds (their providers from forMerchant, which
+	// knows the accounts being added) and returns the commit that makes
+	// them usable (merchantAdder). Set once the engine and the API it
+	// must reach exist (Main.start); nil until then.
+	add func(added []*merchant.Merchant, notify []api.NotifyAccount,
+		forMerchant func(*merchant.Merchant) (merchant.Provider, error)) (commit func(), err error)
 }
 
 // merchant is the merchant id refunds are made under, for the logs: the
@@ -206,90 +214,53 @@ func (m *Main) wireSandbox(notifyBase string, reg *merchant.Registry) (*wiredPro
 // account's route, or, for the --wechatpay-* merchant, at
 // --wechatpay-notify-url or the route it always had. An account in
 // certificate mode has its certificates downloaded before this returns.
+// A reload that adds an account builds it the same way (wireAccount).
 func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider, _ map[string]merchant.Provider, err error) {
-	w := &wiredProvider{certs: map[string]*wechatpay.CertificateManager{}}
-	var stops []func()
-	w.close = func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}
+	accts := &wechatpayAccounts{byName: map[string]*wiredAccount{}}
+	w := &wiredProvider{close: accts.close, accounts: accts}
 	defer func() {
 		if err != nil {
 			w.close()
 		}
 	}()
-	clients := map[string]*wechatpay.Client{}
-	live := map[string]merchant.Live{}
 	var rl *merchant.Reloader // the credentials in use, after any reload
+	// Notifications find their merchant in the registry in use, which
+	// names the merchants reloads added (before the reloader exists, the
+	// one read at start).
+	registry := func() *merchant.Registry {
+		if rl == nil {
+			return ms.reg
+		}
+		return rl.Registry()
+	}
+	current := func(name string) *merchant.Credentials { return rl.Credentials(name) }
 	var describe string
-	var views []func() api.AccountCredentials
 	for _, a := range ms.reg.Accounts() {
 		creds := ms.creds[a.Name]
-		var certs *wechatpay.CertificateManager
-		if a.DownloadCertificates {
-			c, stop, err := m.startCertificates(creds)
-			if err != nil {
-				return nil, nil, fmt.Errorf("account %q: %w", a.Name, err)
-			}
-			certs, stops = c, append(stops, stop)
-			w.certs[creds.MchID] = c
-		}
-		cfg := creds.ClientConfig()
-		cfg.Logger = m.log.With("component", "wechatpay", "account", a.Name)
-		cfg.NotifyURL = notifyBase + accountNotifyPath(a.Name)
-		if !ms.fromFile {
-			cfg.NotifyURL = notifyBase + legacyNotifyPath
-		}
-		client, err := wechatpay.NewClient(cfg)
+		wa, err := m.wireAccount(notifyBase, a, creds, ms.fromFile, registry, current)
 		if err != nil {
 			return nil, nil, fmt.Errorf("account %q: %w", a.Name, err)
 		}
-		clients[a.Name] = client
-		live[a.Name] = merchant.Live{Client: client, Certs: certs}
+		accts.add(wa)
 		if describe != "" {
 			describe += ", "
 		}
 		describe += creds.BaseURL + " (mchid " + creds.MchID + ")"
-		name := a.Name
-		views = append(views, func() api.AccountCredentials {
-			creds := rl.Credentials(name)
-			return accountView(creds.Account, creds.MchID, creds.Signer.SerialNo, creds.Verifier, len(creds.APIv3Key) > 0,
-				len(creds.APIv2Key) > 0, api.KeySourceFile, certs, m.Config.CertificateRefresh)
-		})
 	}
 	// A merchant refunds through its account's client (its keys sign for
 	// all its merchants) with its own sub_mchid and notify_url.
-	w.forMerchant = func(mc *merchant.Merchant) (merchant.Provider, error) {
-		client, ok := clients[mc.Account.Name]
-		if !ok {
-			return nil, fmt.Errorf("merchant %q: account %q is not running", mc.Name, mc.Account.Name)
-		}
-		p, err := client.For(wechatpay.Target{SubMchID: mc.SubMchID, NotifyURL: mc.NotifyURL})
-		if err != nil {
-			return nil, fmt.Errorf("merchant %q: %w", mc.Name, err)
-		}
-		return p, nil
-	}
+	w.forMerchant = func(mc *merchant.Merchant) (merchant.Provider, error) { return accts.provider(mc, nil) }
 	per := map[string]merchant.Provider{}
 	for _, mc := range ms.reg.Merchants() {
 		if per[mc.Name], err = w.forMerchant(mc); err != nil {
 			return nil, nil, err
 		}
 	}
-	// Notifications find their merchant in the registry in use, which
-	// names the merchants reloads added (before the reloader exists, the
-	// one read at start).
-	accounts := notifyAccounts(func() *merchant.Registry {
-		if rl == nil {
-			return ms.reg
-		}
-		return rl.Registry()
-	}, ms.creds)
-	for _, a := range accounts {
-		l := live[a.Name]
-		l.Notify = a.Keys
-		live[a.Name] = l
+	live := map[string]merchant.Live{}
+	var accounts []api.NotifyAccount
+	for _, wa := range accts.all() {
+		live[wa.name] = wa.live()
+		accounts = append(accounts, wa.notify)
 	}
 	rl, err = merchant.NewReloader(merchant.ReloaderConfig{Registry: ms.reg, Credentials: ms.creds, Live: live,
 		Read: func() (*merchant.Registry, map[string]*merchant.Credentials, error) {
@@ -300,11 +271,38 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 			return again.reg, again.creds, nil
 		},
 		Grace: m.Config.APIv3KeyGrace, Logger: m.log.With("component", "credentials"), Observe: m.metrics.ObserveReload,
-		Add: func(added []*merchant.Merchant) (func(), error) {
+		Add: func(add merchant.Addition) (merchant.Staged, error) {
 			if w.add == nil {
-				return nil, fmt.Errorf("refundd is still starting: add merchants once it is ready")
+				return merchant.Staged{}, fmt.Errorf("refundd is still starting: add accounts and merchants once it is ready")
 			}
-			return w.add(added)
+			// The added accounts are built as at the start, but run
+			// (certificate refreshes, routes, credentials views) only
+			// from the commit.
+			staged := map[string]*wiredAccount{}
+			var notify []api.NotifyAccount
+			for _, a := range add.Accounts {
+				wa, err := m.wireAccount(notifyBase, a, add.Credentials[a.Name], ms.fromFile, registry, current)
+				if err != nil {
+					return merchant.Staged{}, fmt.Errorf("account %q: %w", a.Name, err)
+				}
+				staged[a.Name], notify = wa, append(notify, wa.notify)
+			}
+			commit, err := w.add(add.Merchants, notify, func(mc *merchant.Merchant) (merchant.Provider, error) {
+				return accts.provider(mc, staged)
+			})
+			if err != nil {
+				return merchant.Staged{}, err
+			}
+			out := merchant.Staged{Live: map[string]merchant.Live{}, Commit: func() {
+				for _, a := range add.Accounts {
+					accts.add(staged[a.Name])
+				}
+				commit()
+			}}
+			for name, wa := range staged {
+				out.Live[name] = wa.live()
+			}
+			return out, nil
 		}})
 	if err != nil {
 		return nil, nil, err
@@ -316,12 +314,148 @@ func (m *Main) wireWechatpay(notifyBase string, ms *merchants) (_ *wiredProvider
 	}
 	w.credentials = func() api.CredentialsView {
 		v := api.CredentialsView{Accounts: []api.AccountCredentials{}}
-		for _, view := range views {
-			v.Accounts = append(v.Accounts, view())
+		for _, wa := range accts.all() {
+			v.Accounts = append(v.Accounts, wa.view())
 		}
 		return v
 	}
 	return w, per, nil
+}
+
+// wiredAccount is one WeChat Pay account's running parts.
+type wiredAccount struct {
+	name   string
+	mchID  string
+	client *wechatpay.Client             // signs for all the account's merchants
+	certs  *wechatpay.CertificateManager // certificate mode; nil otherwise
+	// run starts refreshing certs until the returned stop; nil without.
+	run    func() (stop func())
+	notify api.NotifyAccount // its notification route's keys
+	view   func() api.AccountCredentials
+}
+
+// live are the parts a reload swaps the account's credentials in.
+func (wa *wiredAccount) live() merchant.Live {
+	return merchant.Live{Client: wa.client, Certs: wa.certs, Notify: wa.notify.Keys}
+}
+
+// wireAccount builds account a's running parts on creds, at the start and
+// for an account a reload adds: in certificate mode its stored
+// certificates are loaded and a download is made (the account verifies
+// nothing before), then its client, its notification route (merchants of
+// the registry reg returns, keys swapped by reloads) and its credentials
+// view (of the credentials current returns). Nothing runs until run.
+func (m *Main) wireAccount(notifyBase string, a *merchant.Account, creds *merchant.Credentials, fromFile bool,
+	reg func() *merchant.Registry, current func(string) *merchant.Credentials) (*wiredAccount, error) {
+	wa := &wiredAccount{name: a.Name, mchID: creds.MchID}
+	if a.DownloadCertificates {
+		c, run, err := m.prepareCertificates(creds)
+		if err != nil {
+			return nil, err
+		}
+		wa.certs, wa.run = c, run
+	}
+	cfg := creds.ClientConfig()
+	cfg.Logger = m.log.With("component", "wechatpay", "account", a.Name)
+	cfg.NotifyURL = notifyBase + accountNotifyPath(a.Name)
+	if !fromFile {
+		cfg.NotifyURL = notifyBase + legacyNotifyPath
+	}
+	client, err := wechatpay.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	wa.client = client
+	wa.notify = notifyAccount(reg, a.Name, creds)
+	certs, name := wa.certs, a.Name
+	wa.view = func() api.AccountCredentials {
+		creds := current(name)
+		return accountView(creds.Account, creds.MchID, creds.Signer.SerialNo, creds.Verifier, len(creds.APIv3Key) > 0,
+			len(creds.APIv2Key) > 0, api.KeySourceFile, certs, m.Config.CertificateRefresh)
+	}
+	return wa, nil
+}
+
+// wechatpayAccounts are the running accounts, in order: those refundd
+// started with, then those reloads added. Safe for concurrent use.
+type wechatpayAccounts struct {
+	mu     sync.Mutex
+	list   []*wiredAccount
+	byName map[string]*wiredAccount
+	stops  []func()
+	closed bool
+}
+
+// add puts wa in use: its certificates start refreshing.
+func (s *wechatpayAccounts) add(wa *wiredAccount) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, wa)
+	s.byName[wa.name] = wa
+	if wa.run != nil && !s.closed {
+		s.stops = append(s.stops, wa.run())
+	}
+}
+
+// all returns the running accounts in order.
+func (s *wechatpayAccounts) all() []*wiredAccount {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.list)
+}
+
+// provider is mc's provider: its account's client (running, or among
+// staged: accounts a reload is adding) with mc's sub_mchid and
+// notify_url.
+func (s *wechatpayAccounts) provider(mc *merchant.Merchant, staged map[string]*wiredAccount) (merchant.Provider, error) {
+	s.mu.Lock()
+	wa, ok := s.byName[mc.Account.Name]
+	s.mu.Unlock()
+	if !ok {
+		if wa, ok = staged[mc.Account.Name]; !ok {
+			return nil, fmt.Errorf("merchant %q: account %q is not running", mc.Name, mc.Account.Name)
+		}
+	}
+	p, err := wa.client.For(wechatpay.Target{SubMchID: mc.SubMchID, NotifyURL: mc.NotifyURL})
+	if err != nil {
+		return nil, fmt.Errorf("merchant %q: %w", mc.Name, err)
+	}
+	return p, nil
+}
+
+// certificates are the certificate managers of the accounts in
+// certificate mode, by mchid.
+func (s *wechatpayAccounts) certificates() map[string]*wechatpay.CertificateManager {
+	out := map[string]*wechatpay.CertificateManager{}
+	for _, wa := range s.all() {
+		if wa.certs != nil {
+			out[wa.mchID] = wa.certs
+		}
+	}
+	return out
+}
+
+// keys are the keys each account verifies with, by mchid.
+func (s *wechatpayAccounts) keys() map[string][]wechatpay.KeyInfo {
+	out := map[string][]wechatpay.KeyInfo{}
+	for _, wa := range s.all() {
+		if v := wa.notify.Verifier; v != nil {
+			out[wa.mchID] = append(out[wa.mchID], v.Keys()...)
+		}
+	}
+	return out
+}
+
+// close stops every certificate refresh; an account added afterwards
+// starts none.
+func (s *wechatpayAccounts) close() {
+	s.mu.Lock()
+	stops := s.stops
+	s.stops, s.closed = nil, true
+	s.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 }
 
 // accountView describes one account's keys: those the certificate manager
@@ -359,13 +493,14 @@ func accountView(account, mchid, serial string, v *wechatpay.Verifier, apiv3, ap
 // ready.
 const certificateStartTimeout = 30 * time.Second
 
-// startCertificates puts the default account in platform certificate
-// mode: the stored certificates are loaded, a download is made before
-// refundd is ready, and a goroutine refreshes them until stop. A failed
-// download is fatal only when nothing is held afterwards (no stored
-// certificate, no public key or certificate file): a restart while WeChat
-// Pay is unreachable keeps verifying with what was stored.
-func (m *Main) startCertificates(creds *merchant.Credentials) (*wechatpay.CertificateManager, func(), error) {
+// prepareCertificates puts an account in platform certificate mode: the
+// stored certificates are loaded and a download is made before refundd
+// (or an account a reload adds) is ready; run starts a goroutine that
+// refreshes them until its stop. A failed download is fatal only when
+// nothing is held afterwards (no stored certificate, no public key or
+// certificate file): a restart while WeChat Pay is unreachable keeps
+// verifying with what was stored.
+func (m *Main) prepareCertificates(creds *merchant.Credentials) (*wechatpay.CertificateManager, func() (stop func()), error) {
 	dir := filepath.Join(m.Config.DataDir, "wechatpay-certificates", creds.MchID)
 	certs, err := wechatpay.NewCertificateManager(wechatpay.CertificateManagerConfig{
 		BaseURL: creds.BaseURL, Signer: creds.Signer, APIv3Key: creds.APIv3Key, Verifier: creds.Verifier, Dir: dir,
@@ -374,26 +509,27 @@ func (m *Main) startCertificates(creds *merchant.Credentials) (*wechatpay.Certif
 	if err != nil {
 		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := certs.Load(ctx); err != nil {
-		cancel()
+	if _, err := certs.Load(context.Background()); err != nil {
 		return nil, nil, fmt.Errorf("--wechatpay-download-certificates: stored certificates in %s: %w", dir, err)
 	}
-	dctx, dcancel := context.WithTimeout(ctx, certificateStartTimeout)
+	dctx, dcancel := context.WithTimeout(context.Background(), certificateStartTimeout)
 	err = certs.Refresh(dctx)
 	dcancel()
 	if err != nil {
 		if len(creds.Verifier.Serials()) == 0 {
-			cancel()
 			return nil, nil, fmt.Errorf("--wechatpay-download-certificates: no platform certificate stored and the download failed: %w", err)
 		}
 		m.log.Warn("platform certificate download failed at start; verifying with the certificates held",
 			"mchid", creds.MchID, "held", len(creds.Verifier.Serials()), "err", err.Error())
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		certs.Run(ctx)
-	}()
-	return certs, func() { cancel(); <-done }, nil
+	run := func() func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			certs.Run(ctx)
+		}()
+		return func() { cancel(); <-done }
+	}
+	return certs, run, nil
 }

@@ -231,7 +231,10 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	m.feedDone = make(chan struct{})
 	opts.Events = &api.EventsConfig{Feed: feed.New(be.db), Done: m.feedDone}
 	sources := be.sources
-	if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
+	if accts := m.provider.accounts; accts != nil {
+		// Accounts a reload adds are watched from then on.
+		sources.AccountKeys = accts.keys
+	} else if n := m.provider.notify; n != nil { // the sandbox's verifier holds a public key only: no series
 		sources.AccountKeys = func() map[string][]wechatpay.KeyInfo {
 			out := make(map[string][]wechatpay.KeyInfo, len(n.Accounts))
 			for _, a := range n.Accounts {
@@ -247,8 +250,9 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 		opts.ReloadCredentials = func(ctx context.Context) error { return m.ReloadCredentials(ctx, "api") }
 	}
 	opts.EncryptSensitive = m.provider.encrypt
-	if certs := m.provider.certs; len(certs) > 0 {
+	if accts := m.provider.accounts; accts != nil {
 		sources.CertificateDownloads = func() map[string]metrics.CertificateDownloads {
+			certs := accts.certificates()
 			out := make(map[string]metrics.CertificateDownloads, len(certs))
 			for mchid, c := range certs {
 				st := c.Status()

@@ -66,64 +66,9 @@ func TestReload_AddMerchant(t *testing.T) {
 	}
 	write(without)
 
-	data := filepath.Join(dir, "data")
-	rd := &refunddProc{bin: refunddBin, data: data, addr: addr, logs: &lockedWriter{}, flags: []string{
-		"--listen", addr, "--data", data, "--provider", "wechatpay", "--merchants-file", file,
-		// Only a notification settles a refund: queries wait an hour.
-		"--reconcile-after", "1h", "--retry-backoff", "30ms", "--retry-backoff-max", "200ms", "--refund-spacing", "0",
-		"--scheduler-interval", "20ms", "--lock-timeout", "5s", "--shutdown-timeout", "10s"}}
-	d := rd.start(t)
-	c := client{t: t, base: "http://" + addr}
-	op := client{t: t, base: c.base, token: testOperatorToken}
-
-	register := func(m *merchant.Merchant, id string) (int, map[string]any) {
-		t.Helper()
-		order := "O-" + id
-		if _, err := sim.admin("POST", "/sandbox/books/"+book(m)+"/orders", map[string]any{"out_trade_no": order, "total": 10000}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return c.do("POST", "/v1/reservations", "", map[string]any{"id": id, "user_id": "u", "out_trade_no": order,
-			"amount": 10000, "currency": "CNY", "merchant": m.Name})
-	}
-	refund := func(m *merchant.Merchant, id string) {
-		t.Helper()
-		if code, body := register(m, id); code != http.StatusCreated {
-			t.Fatalf("register %s on %s: %d %v", id, m.Name, code, body)
-		}
-		code, body := c.do("POST", "/v1/reservations/"+id+"/refunds", id, map[string]any{"user_id": "u", "amount": 100})
-		if code != http.StatusAccepted {
-			t.Fatalf("refund %s: %d %v; logs:\n%s", id, code, body, tail(rd.logs.String(), 30))
-		}
-		no, _ := body["refund_no"].(string)
-		if !strings.HasPrefix(no, m.RefundNoPrefix+"-") {
-			t.Fatalf("refund %s of %s numbered %q, want prefix %s", id, m.Name, no, m.RefundNoPrefix)
-		}
-		waitFor(t, 30*time.Second, "refund "+no+" settled by its notification", func() (bool, string) {
-			_, r := c.do("GET", "/v1/reservations/"+id+"/refunds/"+no+"?wait=500ms", "", nil)
-			var rec simRefund
-			_, err := sim.admin("GET", "/sandbox/books/"+book(m)+"/refunds/"+no, nil, &rec)
-			return err == nil && r["state"] == "SUCCEEDED" && rec.Refund.Status == "SUCCESS",
-				fmtAny("refundd", r, "wechat", rec.Refund, "err", err, "logs", "\n"+grepLines(rd.logs.String(), no, 20))
-		})
-	}
-	metricsText := func() string {
-		t.Helper()
-		req, _ := http.NewRequest("GET", c.base+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer "+testOperatorToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return string(body)
-	}
-	logged := func(what, sub string, n int) {
-		t.Helper()
-		waitFor(t, 10*time.Second, what, func() (bool, string) {
-			return strings.Count(rd.logs.String(), sub) >= n, tail(rd.logs.String(), 10)
-		})
-	}
+	h := startReloadHarness(t, refunddBin, dir, addr, file, sim)
+	d, rd, op := h.d, h.rd, h.op
+	register, refund, metricsText, logged := h.register, h.refund, h.metricsText, h.logged
 
 	refund(a, "a-1")
 	if code, body := register(b, "b-early"); code != http.StatusBadRequest {
@@ -173,4 +118,92 @@ func TestReload_AddMerchant(t *testing.T) {
 	}
 	checkNoRefusals(t, sim, rd)
 	d.stop(t)
+}
+
+// reloadHarness is refundd on a merchants file next to wxpaysim, for the
+// reload tests: merchants are registered and refunded by name, and only
+// a notification settles a refund (queries wait an hour).
+type reloadHarness struct {
+	t     *testing.T
+	sim   *wxsim
+	rd    *refunddProc
+	d     *daemon
+	c, op client
+	base  string
+}
+
+// startReloadHarness starts refundd at addr on the merchants file.
+func startReloadHarness(t *testing.T, bin, dir, addr, file string, sim *wxsim) *reloadHarness {
+	t.Helper()
+	data := filepath.Join(dir, "data")
+	rd := &refunddProc{bin: bin, data: data, addr: addr, logs: &lockedWriter{}, flags: []string{
+		"--listen", addr, "--data", data, "--provider", "wechatpay", "--merchants-file", file,
+		// Only a notification settles a refund: queries wait an hour.
+		"--reconcile-after", "1h", "--retry-backoff", "30ms", "--retry-backoff-max", "200ms", "--refund-spacing", "0",
+		"--scheduler-interval", "20ms", "--lock-timeout", "5s", "--shutdown-timeout", "10s"}}
+	h := &reloadHarness{t: t, sim: sim, rd: rd, base: "http://" + addr}
+	h.d = rd.start(t)
+	h.c = client{t: t, base: h.base}
+	h.op = client{t: t, base: h.base, token: testOperatorToken}
+	return h
+}
+
+// register pays order O-id in m's books at the sandbox and registers
+// reservation id for it under m.
+func (h *reloadHarness) register(m *merchant.Merchant, id string) (int, map[string]any) {
+	h.t.Helper()
+	order := "O-" + id
+	if _, err := h.sim.admin("POST", "/sandbox/books/"+book(m)+"/orders", map[string]any{"out_trade_no": order, "total": 10000}, nil); err != nil {
+		h.t.Fatal(err)
+	}
+	return h.c.do("POST", "/v1/reservations", "", map[string]any{"id": id, "user_id": "u", "out_trade_no": order,
+		"amount": 10000, "currency": "CNY", "merchant": m.Name})
+}
+
+// refund registers id under m, refunds 100 fen of it and waits until
+// both refundd and the sandbox say it succeeded; it returns the refund
+// number, which carries m's prefix.
+func (h *reloadHarness) refund(m *merchant.Merchant, id string) string {
+	h.t.Helper()
+	if code, body := h.register(m, id); code != http.StatusCreated {
+		h.t.Fatalf("register %s on %s: %d %v", id, m.Name, code, body)
+	}
+	code, body := h.c.do("POST", "/v1/reservations/"+id+"/refunds", id, map[string]any{"user_id": "u", "amount": 100})
+	if code != http.StatusAccepted {
+		h.t.Fatalf("refund %s: %d %v; logs:\n%s", id, code, body, tail(h.rd.logs.String(), 30))
+	}
+	no, _ := body["refund_no"].(string)
+	if !strings.HasPrefix(no, m.RefundNoPrefix+"-") {
+		h.t.Fatalf("refund %s of %s numbered %q, want prefix %s", id, m.Name, no, m.RefundNoPrefix)
+	}
+	waitFor(h.t, 30*time.Second, "refund "+no+" settled by its notification", func() (bool, string) {
+		_, r := h.c.do("GET", "/v1/reservations/"+id+"/refunds/"+no+"?wait=500ms", "", nil)
+		var rec simRefund
+		_, err := h.sim.admin("GET", "/sandbox/books/"+book(m)+"/refunds/"+no, nil, &rec)
+		return err == nil && r["state"] == "SUCCEEDED" && rec.Refund.Status == "SUCCESS",
+			fmtAny("refundd", r, "wechat", rec.Refund, "err", err, "logs", "\n"+grepLines(h.rd.logs.String(), no, 20))
+	})
+	return no
+}
+
+// metricsText is refundd's /metrics.
+func (h *reloadHarness) metricsText() string {
+	h.t.Helper()
+	req, _ := http.NewRequest("GET", h.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testOperatorToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return string(body)
+}
+
+// logged waits until refundd logged sub at least n times.
+func (h *reloadHarness) logged(what, sub string, n int) {
+	h.t.Helper()
+	waitFor(h.t, 10*time.Second, what, func() (bool, string) {
+		return strings.Count(h.rd.logs.String(), sub) >= n, tail(h.rd.logs.String(), 10)
+	})
 }

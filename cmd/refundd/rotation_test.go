@@ -143,7 +143,7 @@ func TestCertificateMode_RotationUnderLoad(t *testing.T) {
 		}
 		refused += bad
 	}
-	st := m.provider.certs[keys.MchID].Status()
+	st := m.provider.accounts.certificates()[keys.MchID].Status()
 	if st.Downloads != 2 || st.OnDemand != 1 || len(st.Certificates) != 2 {
 		t.Fatalf("downloads %d, on demand %d, certificates %d; want 2, 1, 2 (%+v)", st.Downloads, st.OnDemand, len(st.Certificates), st)
 	}

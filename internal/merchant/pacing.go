@@ -176,18 +176,70 @@ func (ps *Pacers) Wrap(m *Merchant, prov Provider) (Provider, error) {
 	defer ps.mu.Unlock()
 	pc, ok := ps.pacers[account]
 	if !ok {
-		p := PacingOf(m.Account, ps.base)
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("merchant: account %q: %w", account, err)
-		}
-		pc = &pacer{account: account, creates: newGate(p.Creates), queries: newGate(p.Queries),
-			obs: ps.obs, clock: ps.clock}
-		if p.FailedCreates > 0 {
-			pc.failures = rate.NewLimiter(rate.Limit(p.FailedCreates), 1)
+		var err error
+		if pc, err = ps.newPacer(account, m.Account); err != nil {
+			return nil, err
 		}
 		ps.pacers[account] = pc
 	}
 	return &pacedProvider{Provider: prov, pacer: pc}, nil
+}
+
+// Stage wraps the providers of merchants added while the service runs
+// (provs, by merchant name) as Wrap does, behind their accounts' pacers.
+// The pacer of an account that has none yet (an account added with them)
+// is made here but kept by the Pacers only from commit on, so a refused
+// addition leaves no pacer behind (one kept would pace the account, added
+// later, at the settings it had then). Stages are not run concurrently
+// with each other (reloads run one at a time).
+func (ps *Pacers) Stage(ms []*Merchant, provs map[string]Provider) (map[string]Provider, func(), error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	made := map[string]*pacer{}
+	out := make(map[string]Provider, len(ms))
+	for _, m := range ms {
+		prov := provs[m.Name]
+		if prov == nil {
+			return nil, nil, fmt.Errorf("merchant: no provider for merchant %q", m.Name)
+		}
+		account := DefaultName
+		if m.Account != nil {
+			account = m.Account.Name
+		}
+		pc, ok := ps.pacers[account]
+		if !ok {
+			if pc, ok = made[account]; !ok {
+				var err error
+				if pc, err = ps.newPacer(account, m.Account); err != nil {
+					return nil, nil, err
+				}
+				made[account] = pc
+			}
+		}
+		out[m.Name] = &pacedProvider{Provider: prov, pacer: pc}
+	}
+	return out, func() {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		for account, pc := range made {
+			if _, ok := ps.pacers[account]; !ok {
+				ps.pacers[account] = pc
+			}
+		}
+	}, nil
+}
+
+// newPacer makes the pacer of account a (nil: the default merchant's).
+func (ps *Pacers) newPacer(name string, a *Account) (*pacer, error) {
+	p := PacingOf(a, ps.base)
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("merchant: account %q: %w", name, err)
+	}
+	pc := &pacer{account: name, creates: newGate(p.Creates), queries: newGate(p.Queries), obs: ps.obs, clock: ps.clock}
+	if p.FailedCreates > 0 {
+		pc.failures = rate.NewLimiter(rate.Limit(p.FailedCreates), 1)
+	}
+	return pc, nil
 }
 
 // gate paces one operation of one account at r calls per second, two

@@ -398,3 +398,59 @@ func TestPaceQueries(t *testing.T) {
 		t.Fatalf("second query at 20/s waited %v (deferred %v), want a turn's wait", got, deferred)
 	}
 }
+
+// TestPacers_Stage: merchants on an account added while the service runs
+// share one pacer from their stage on, but the Pacers keep it only from
+// the commit: a stage never committed (a refused reload) leaves nothing,
+// and the next stage of that account makes a fresh pacer; once committed,
+// later merchants of the account take their turns with it.
+func TestPacers_Stage(t *testing.T) {
+	log := &paceLog{}
+	clk := &fakeClock{now: time.Now()}
+	ps, err := NewPacers(Pacing{Creates: 2, Queries: 2}, log, clk.clock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bar := &Account{Name: "bar", Kind: AccountServiceProvider}
+	m1 := &Merchant{Name: "bar-1", Account: bar, RefundNoPrefix: "B1"}
+	m2 := &Merchant{Name: "bar-2", Account: bar, RefundNoPrefix: "B2"}
+	m3 := &Merchant{Name: "bar-3", Account: bar, RefundNoPrefix: "B3"}
+	provs := map[string]Provider{}
+	for _, m := range []*Merchant{m1, m2, m3} {
+		provs[m.Name] = countingProvider{recorder{m.Name}, log}
+	}
+	ctx := context.Background()
+	submit := func(p Provider, no string) time.Duration {
+		t.Helper()
+		p.Submit(ctx, no, nil, 1)
+		got, _ := log.last()
+		return got
+	}
+
+	refused, _, err := ps.Stage([]*Merchant{m1, m2}, provs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if submit(refused["bar-1"], "B1-a-1") != 0 || submit(refused["bar-2"], "B2-a-1") != 500*time.Millisecond {
+		t.Fatal("merchants of one staged account do not share its pacer")
+	}
+	// Not committed: the next stage paces bar afresh.
+	staged, commit, err := ps.Stage([]*Merchant{m1, m2}, provs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := submit(staged["bar-1"], "B1-a-2"); got != 0 {
+		t.Fatalf("a stage never committed left its pacer: the next waited %v", got)
+	}
+	commit()
+	later, _, err := ps.Stage([]*Merchant{m3}, provs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := submit(later["bar-3"], "B3-a-1"); got != 500*time.Millisecond {
+		t.Fatalf("a merchant staged after the commit waited %v, want 500ms (the committed pacer's turn)", got)
+	}
+	if _, _, err := ps.Stage([]*Merchant{{Name: "none", Account: bar}}, provs); err == nil {
+		t.Fatal("a merchant without a provider was staged")
+	}
+}

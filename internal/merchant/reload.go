@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -19,10 +20,11 @@ var (
 	// ErrReloadInvalid: a file or setting read again is missing or wrong.
 	ErrReloadInvalid = errors.New("credentials not reloaded")
 	// ErrRestartRequired: the files changed something a reload does not
-	// apply (an account added or removed, a merchant removed, a kind,
-	// mchid, base_url, download_certificates, account, prefix, sub_mchid,
+	// apply (an account removed, a merchant removed, a kind, mchid,
+	// base_url, download_certificates, account, prefix, sub_mchid,
 	// sub_appid, notify_url or policy changed, an APIv2 key added or
-	// removed, a merchant added when ReloaderConfig.Add is nil).
+	// removed, an account or merchant added when ReloaderConfig.Add is
+	// nil).
 	ErrRestartRequired = errors.New("a restart is needed")
 )
 
@@ -70,14 +72,36 @@ type ReloaderConfig struct {
 	Logger *slog.Logger
 	// Observe, if set, counts every reload by result (ReloadOK, ...).
 	Observe func(result string)
-	// Add, if set, takes the merchants the files name that the running
-	// registry has not (each on an account it has): it checks them
-	// against the running ones and returns the commit that makes them
-	// usable, which cannot fail; nothing may change before commit. The
-	// reload swaps the credentials in between the two, so an error
-	// leaves everything as it was. Nil: adding a merchant needs a
-	// restart.
-	Add func(added []*Merchant) (commit func(), err error)
+	// Add, if set, takes the accounts and merchants the files name that
+	// the running registry has not: it checks them against the running
+	// ones, builds each added account's running parts (a certificate
+	// mode account downloads its certificates here) and returns them
+	// with the commit that makes it all usable, which cannot fail;
+	// nothing running may change before commit. The reload swaps the
+	// credentials in between the two, so an error leaves everything as it
+	// was. Nil: adding an account or a merchant needs a restart.
+	Add func(Addition) (Staged, error)
+}
+
+// Addition is what a reload adds to the running service.
+type Addition struct {
+	// Accounts are the accounts the running registry has not, in file
+	// order, and Credentials their credentials as read, by name.
+	Accounts    []*Account
+	Credentials map[string]*Credentials
+	// Merchants are the merchants the running registry has not, in file
+	// order, each on a running account or on one of Accounts.
+	Merchants []*Merchant
+}
+
+// Staged is an Addition checked and built, not yet in use.
+type Staged struct {
+	// Live are the running parts of each added account, by name; each
+	// needs a Client.
+	Live map[string]Live
+	// Commit makes the added accounts and merchants usable; it cannot
+	// fail. Nil: nothing to do.
+	Commit func()
 }
 
 // Reloader swaps in credentials read again from their files while
@@ -87,7 +111,8 @@ type ReloaderConfig struct {
 // use; reloads run one at a time.
 type Reloader struct {
 	cfg   ReloaderConfig
-	mu    sync.Mutex // one reload at a time
+	mu    sync.Mutex      // one reload at a time
+	live  map[string]Live // by account name; grows with added accounts, under mu
 	reg   atomic.Pointer[Registry]
 	creds atomic.Pointer[map[string]*Credentials]
 }
@@ -105,7 +130,7 @@ func NewReloader(cfg ReloaderConfig) (*Reloader, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloader{cfg: cfg}
+	r := &Reloader{cfg: cfg, live: maps.Clone(cfg.Live)}
 	r.reg.Store(cfg.Registry)
 	creds := cfg.Credentials
 	r.creds.Store(&creds)
@@ -151,22 +176,34 @@ func (r *Reloader) reload(trigger string) error {
 		return fmt.Errorf("%w: %w", ErrReloadInvalid, err)
 	}
 	old := *r.creds.Load()
-	added, err := sameShape(r.reg.Load(), reg, old, creds, r.cfg.Add != nil)
+	add, err := sameShape(r.reg.Load(), reg, old, creds, r.cfg.Add != nil)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRestartRequired, err)
 	}
-	commit := func() {}
-	if len(added) > 0 {
-		// Checked before any credential is swapped: a refusal changes
-		// nothing.
-		if commit, err = r.cfg.Add(added); err != nil {
+	var staged Staged
+	if len(add.Accounts)+len(add.Merchants) > 0 {
+		// Checked and built before any credential is swapped: a refusal
+		// changes nothing.
+		if staged, err = r.cfg.Add(add); err != nil {
 			return fmt.Errorf("%w: %w", ErrReloadInvalid, err)
+		}
+		for _, a := range add.Accounts {
+			if staged.Live[a.Name].Client == nil {
+				return fmt.Errorf("%w: account %q: no client was built for it", ErrReloadInvalid, a.Name)
+			}
 		}
 	}
 	next := make(map[string]*Credentials, len(creds))
 	for _, a := range reg.Accounts() {
-		was, now := old[a.Name], *creds[a.Name]
-		live := r.cfg.Live[a.Name]
+		was, running := old[a.Name]
+		if !running {
+			// Added: its client, certificates and notification route
+			// were built on these credentials (its Verifier is theirs).
+			next[a.Name] = creds[a.Name]
+			continue
+		}
+		now := *creds[a.Name]
+		live := r.live[a.Name]
 		// The signer is the one swap that can refuse (a serial that is not
 		// header-safe, which reading the files already refuses): first, so
 		// a refusal leaves this account as it was.
@@ -201,13 +238,23 @@ func (r *Reloader) reload(trigger string) error {
 		}
 		r.cfg.Logger.Info("credentials reloaded", attrs...)
 	}
-	// The new merchants use the credentials just swapped in; the registry
-	// that names them (notifications find their merchant in it) follows
-	// their routes.
+	// The new accounts and merchants use the credentials just swapped in;
+	// the registry that names them (notifications find their merchant in
+	// it) follows their routes.
 	r.creds.Store(&next)
-	commit()
+	for _, a := range add.Accounts {
+		r.live[a.Name] = staged.Live[a.Name]
+	}
+	if staged.Commit != nil {
+		staged.Commit()
+	}
 	r.reg.Store(reg)
-	for _, m := range added {
+	for _, a := range add.Accounts {
+		c := creds[a.Name]
+		r.cfg.Logger.Info("account added", "trigger", trigger, "account", a.Name, "kind", a.Kind, "mchid", c.MchID,
+			"merchant_serial", c.Signer.SerialNo, "keys", c.FileSerials, "download_certificates", a.DownloadCertificates)
+	}
+	for _, m := range add.Merchants {
 		r.cfg.Logger.Info("merchant added", "trigger", trigger, "merchant", m.Name, "kind", m.Kind, "account", m.Account.Name,
 			"sub_mchid", m.SubMchID, "refund_prefix", m.RefundNoPrefix)
 	}
@@ -216,10 +263,10 @@ func (r *Reloader) reload(trigger string) error {
 
 // sameShape says what in the files changed that a reload does not apply,
 // naming the merchant or account and the setting. It returns the
-// merchants now has that was has not, in file order; they are allowed
-// only when adding (ReloaderConfig.Add is set) and only on an account
-// that was has.
-func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, adding bool) ([]*Merchant, error) {
+// accounts and merchants now has that was has not, in file order; they
+// are allowed only when adding (ReloaderConfig.Add is set).
+func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, adding bool) (Addition, error) {
+	add := Addition{Credentials: map[string]*Credentials{}}
 	var ps []error
 	for _, a := range was.Accounts() {
 		b, ok := now.Account(a.Name)
@@ -241,9 +288,15 @@ func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, a
 		}
 	}
 	for _, b := range now.Accounts() {
-		if _, ok := was.Account(b.Name); !ok {
-			ps = append(ps, fmt.Errorf("account %q added (a new account needs a restart; a merchant on an account already running does not)", b.Name))
+		if _, ok := was.Account(b.Name); ok {
+			continue
 		}
+		if !adding {
+			ps = append(ps, fmt.Errorf("account %q added (this provider takes new accounts at a restart only)", b.Name))
+			continue
+		}
+		add.Accounts = append(add.Accounts, b)
+		add.Credentials[b.Name] = nowCreds[b.Name]
 	}
 	accountOf := func(m *Merchant) string {
 		if m.Account == nil {
@@ -273,7 +326,6 @@ func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, a
 			ps = append(ps, fmt.Errorf("merchant %q: a policy setting changed", m.Name))
 		}
 	}
-	var added []*Merchant
 	for _, m := range now.Merchants() {
 		if _, ok := was.ByName(m.Name); ok {
 			continue
@@ -284,15 +336,13 @@ func sameShape(was, now *Registry, wasCreds, nowCreds map[string]*Credentials, a
 		case m.Account == nil:
 			ps = append(ps, fmt.Errorf("merchant %q added without an account", m.Name))
 		default:
-			if _, ok := was.Account(m.Account.Name); ok {
-				added = append(added, m)
-			} // else: its account's addition is reported above
+			add.Merchants = append(add.Merchants, m)
 		}
 	}
 	if err := errors.Join(ps...); err != nil {
-		return nil, err
+		return Addition{}, err
 	}
-	return added, nil
+	return add, nil
 }
 
 // diff is what b has that a has not, and the other way round.

@@ -169,28 +169,11 @@ func mustKeys(t *testing.T) keyFiles {
 
 // TestReloader_AddMerchant: with an Add hook, a merchant added on a
 // running account is checked by the hook before any credential is
-// swapped, committed after, and named by Registry; a hook's refusal, an
-// account added, a merchant removed, renamed or changed are refused
-// naming what changed, and leave the running registry and credentials.
+// swapped, committed after, and named by Registry; a hook's refusal, a
+// merchant removed, renamed or changed are refused naming what changed,
+// and leave the running registry and credentials.
 func TestReloader_AddMerchant(t *testing.T) {
 	const cafe = "\n[[merchants]]\nname = \"cafe\"\nkind = \"sub_merchant\"\naccount = \"sp\"\nsub_mchid = \"1900000202\"\nrefund_prefix = \"CF\"\n"
-	const newAccount = `
-[[accounts]]
-name = "bar"
-kind = "direct"
-mchid = "1900000301"
-serial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
-private_key = "file:/k/shop.pem"
-apiv3_key = "env:SHOP_APIV3_KEY"
-public_key_id = "PUB_KEY_ID_0100000000000003"
-public_key_file = "/k/pub.pem"
-
-[[merchants]]
-name = "bar"
-kind = "direct"
-account = "bar"
-refund_prefix = "BA"
-`
 	for _, tt := range []struct {
 		name     string
 		file     string
@@ -202,7 +185,6 @@ refund_prefix = "BA"
 		{name: "merchant added on a running account", file: credFile + cafe, added: []string{"cafe"}},
 		{name: "the hook refuses", file: credFile + cafe, refuse: errors.New("prefix CF clashes"), want: ErrReloadInvalid,
 			contains: "prefix CF clashes"},
-		{name: "account added", file: credFile + newAccount, want: ErrRestartRequired, contains: `account "bar" added`},
 		{name: "merchant removed", file: strings.Replace(credFile, "name = \"inn\"", "name = \"inn2\"", 1) + cafe,
 			want: ErrRestartRequired, contains: `merchant "inn" removed (or renamed)`},
 		{name: "prefix changed with an addition", file: strings.Replace(credFile, `"IN"`, `"IX"`, 1) + cafe,
@@ -230,22 +212,25 @@ refund_prefix = "BA"
 					c, err := r.LoadCredentials(w.sources())
 					return r, c, err
 				},
-				Add: func(added []*Merchant) (func(), error) {
-					for _, m := range added {
+				Add: func(add Addition) (Staged, error) {
+					for _, m := range add.Merchants {
 						got = append(got, m.Name)
+					}
+					if len(add.Accounts) != 0 {
+						t.Errorf("accounts added: %v", add.Accounts)
 					}
 					if len(live["sp"].signers) != 0 {
 						t.Error("the hook ran after the credentials were swapped")
 					}
 					if tt.refuse != nil {
-						return nil, tt.refuse
+						return Staged{}, tt.refuse
 					}
-					return func() {
+					return Staged{Commit: func() {
 						if len(live["sp"].signers) != 1 {
 							t.Error("the commit ran before the credentials were swapped")
 						}
 						committed = true
-					}, nil
+					}}, nil
 				}})
 			if err != nil {
 				t.Fatal(err)
@@ -276,5 +261,175 @@ refund_prefix = "BA"
 				t.Fatal("the running registry was replaced after a refusal")
 			}
 		})
+	}
+}
+
+// barAccount is a direct account and its merchant added to credFile; its
+// private key is its own file, /k/bar.pem.
+const barAccount = `
+[[accounts]]
+name = "bar"
+kind = "direct"
+mchid = "1900000301"
+serial = "6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B"
+private_key = "file:/k/bar.pem"
+apiv3_key = "env:SHOP_APIV3_KEY"
+public_key_id = "PUB_KEY_ID_0100000000000003"
+public_key_file = "/k/pub.pem"
+
+[[merchants]]
+name = "bar"
+kind = "direct"
+account = "bar"
+refund_prefix = "BA"
+`
+
+// TestReloader_AddAccount: an account added to the file with its
+// merchant is handed to the Add hook with its credentials, before any
+// credential is swapped; once committed the registry and the credentials
+// in use name it, the next reload swaps its keys in the parts the hook
+// built, and it is logged. A broken key file of the new account is
+// refused naming the setting: the hook is not called, and the registry,
+// the credentials and the running accounts stay as they were.
+func TestReloader_AddAccount(t *testing.T) {
+	w := goodWorld(t)
+	keys := mustKeys(t)
+	w.files["/k/bar.pem"] = []byte("-----BEGIN GARBAGE-----\n")
+	reg := mustParse(t, credFile)
+	creds, err := reg.LoadCredentials(w.sources())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]*fakeLive{"shop": {}, "sp": {}, "bar": {}}
+	var logs bytes.Buffer
+	var results []string
+	var adds []Addition
+	committed := 0
+	file := credFile + barAccount
+	rl, err := NewReloader(ReloaderConfig{Registry: reg, Credentials: creds,
+		Live: map[string]Live{"shop": {Client: live["shop"], Notify: live["shop"]}, "sp": {Client: live["sp"], Notify: live["sp"]}},
+		Read: func() (*Registry, map[string]*Credentials, error) {
+			r, err := Parse([]byte(file), "/")
+			if err != nil {
+				return nil, nil, err
+			}
+			c, err := r.LoadCredentials(w.sources())
+			return r, c, err
+		},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observe: func(r string) { results = append(results, r) },
+		Add: func(add Addition) (Staged, error) {
+			adds = append(adds, add)
+			if len(live["shop"].signers) != 0 {
+				t.Error("the hook ran after the credentials were swapped")
+			}
+			return Staged{Live: map[string]Live{"bar": {Client: live["bar"], Notify: live["bar"]}},
+				Commit: func() { committed++ }}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The new account's key file is broken.
+	err = rl.Reload(context.Background(), "test")
+	if !errors.Is(err, ErrReloadInvalid) || !strings.Contains(err.Error(), `account "bar": accounts[2].private_key`) {
+		t.Fatalf("broken key of the added account: %v", err)
+	}
+	if len(adds) != 0 || committed != 0 {
+		t.Fatalf("the hook ran (%d) or committed (%d) on a broken file", len(adds), committed)
+	}
+	if rl.Registry() != reg || rl.Credentials("bar") != nil || rl.Credentials("shop") != creds["shop"] {
+		t.Fatal("the running registry or credentials changed after a refusal")
+	}
+	if n := len(live["shop"].signers) + len(live["sp"].signers) + len(live["shop"].v3) + len(live["sp"].v3); n != 0 {
+		t.Fatalf("%d swaps in the running accounts after a refusal", n)
+	}
+	if !strings.Contains(logs.String(), "credentials reload refused") {
+		t.Fatalf("refusal not logged:\n%s", logs.String())
+	}
+
+	// The key file fixed: the account and its merchant are added.
+	w.files["/k/bar.pem"] = keys.privatePEM
+	if err := rl.Reload(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if len(adds) != 1 || committed != 1 {
+		t.Fatalf("hook called %d times, committed %d", len(adds), committed)
+	}
+	add := adds[0]
+	if len(add.Accounts) != 1 || add.Accounts[0].Name != "bar" || len(add.Merchants) != 1 || add.Merchants[0].Name != "bar" ||
+		add.Credentials["bar"] == nil || add.Credentials["bar"].MchID != "1900000301" {
+		t.Fatalf("addition: accounts %v, merchants %v, credentials %v", add.Accounts, add.Merchants, add.Credentials)
+	}
+	if _, ok := rl.Registry().Account("bar"); !ok {
+		t.Fatal("the running registry does not name the added account")
+	}
+	if m, ok := rl.Registry().ByMchID("1900000301", ""); !ok || m.Name != "bar" {
+		t.Fatal("notifications cannot find the added account's merchant")
+	}
+	if c := rl.Credentials("bar"); c != add.Credentials["bar"] || c.Verifier != add.Credentials["bar"].Verifier {
+		t.Fatal("the credentials in use are not the ones the added account was built on")
+	}
+	if len(live["bar"].signers) != 0 {
+		t.Fatalf("the added account's signer was swapped on its own addition: %v", live["bar"].signers)
+	}
+	if !strings.Contains(logs.String(), `msg="account added" trigger=test account=bar kind=direct mchid=1900000301`) ||
+		!strings.Contains(logs.String(), `msg="merchant added" trigger=test merchant=bar`) {
+		t.Fatalf("addition not logged:\n%s", logs.String())
+	}
+
+	// The next reload treats it as running: a new serial reaches the
+	// parts the hook built, and nothing is added again.
+	const newSerial = "7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C7C"
+	file = strings.Replace(credFile+barAccount, "6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B6B", newSerial, 1)
+	if err := rl.Reload(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(live["bar"].signers, []string{newSerial}) || len(adds) != 1 {
+		t.Fatalf("bar's signers %v, additions %d", live["bar"].signers, len(adds))
+	}
+	// Taking it out again needs a restart.
+	file = credFile
+	if err := rl.Reload(context.Background(), "test"); !errors.Is(err, ErrRestartRequired) || !strings.Contains(err.Error(), `account "bar" removed`) {
+		t.Fatalf("account removed: %v", err)
+	}
+	if want := []string{ReloadInvalid, ReloadOK, ReloadOK, ReloadRestartRequired}; !slices.Equal(results, want) {
+		t.Fatalf("results %v, want %v", results, want)
+	}
+}
+
+// TestReloader_AddAccountHookRefuses: an account whose parts the hook
+// cannot build (a certificate download that fails, say) is refused and
+// the registry and credentials stay.
+func TestReloader_AddAccountHookRefuses(t *testing.T) {
+	w := goodWorld(t)
+	w.files["/k/bar.pem"] = mustKeys(t).privatePEM
+	reg := mustParse(t, credFile)
+	creds, err := reg.LoadCredentials(w.sources())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shop, sp := &fakeLive{}, &fakeLive{}
+	rl, err := NewReloader(ReloaderConfig{Registry: reg, Credentials: creds,
+		Live: map[string]Live{"shop": {Client: shop}, "sp": {Client: sp}},
+		Read: func() (*Registry, map[string]*Credentials, error) {
+			r, err := Parse([]byte(credFile+barAccount), "/")
+			if err != nil {
+				return nil, nil, err
+			}
+			c, err := r.LoadCredentials(w.sources())
+			return r, c, err
+		},
+		Add: func(Addition) (Staged, error) {
+			return Staged{}, errors.New("account \"bar\": certificate download failed")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rl.Reload(context.Background(), "test")
+	if !errors.Is(err, ErrReloadInvalid) || !strings.Contains(err.Error(), "certificate download failed") {
+		t.Fatalf("refused build: %v", err)
+	}
+	if rl.Registry() != reg || rl.Credentials("bar") != nil || len(shop.signers)+len(sp.signers) != 0 {
+		t.Fatal("changed after a refusal")
 	}
 }
