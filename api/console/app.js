@@ -480,9 +480,9 @@
   // abnormalFields are the inputs of apply-abnormal: where to pay (the
   // user's bank card, with its bank, number and holder's name, or the
   // merchant's bank account). body() reads them for the request and
-  // empties the card number and the name at once: neither stays in the
-  // page, nor is it logged or shown. The API checks every field and names
-  // the one it refuses.
+  // empties the card number and the name at once (clear() empties them on
+  // Cancel): neither stays in the page, nor is it logged or shown. The API
+  // checks every field and names the one it refuses.
   function abnormalFields() {
     const type = h('select', { name: 'type', 'aria-label': 'Pay out to' },
       h('option', { value: 'USER_BANK_CARD' }, 'the user\u2019s bank card'),
@@ -495,14 +495,18 @@
       placeholder: 'card holder\u2019s name', 'aria-label': 'Card holder\u2019s name' });
     const card = h('span', { class: 'bank-card inline' }, bank, account, name);
     type.addEventListener('change', () => { card.hidden = type.value !== 'USER_BANK_CARD'; });
+    const clear = () => {
+      account.value = '';
+      name.value = '';
+    };
     return {
       nodes: [type, card],
+      clear,
       body() {
         const b = type.value === 'USER_BANK_CARD'
           ? { type: type.value, bank_type: bank.value, bank_account: account.value.trim(), real_name: name.value.trim() }
           : { type: type.value };
-        account.value = '';
-        name.value = '';
+        clear();
         return b;
       },
     };
@@ -969,9 +973,9 @@
   // askOnce is a button that asks once more, with question, before it
   // calls go(body, button): the console's one confirmation. With reason
   // ('required' or 'optional') the question comes with a reason field,
-  // sent as {reason}. With fields (a function returning {nodes, body()},
-  // as abnormalFields) it comes with those inputs instead, and body() is
-  // what is sent.
+  // sent as {reason}. With fields (a function returning {nodes, body(),
+  // clear()}, as abnormalFields) it comes with those inputs instead:
+  // body() is what is sent, once; Cancel calls clear().
   function askOnce(action, label, question, tone, go, reason, fields) {
     const wrap = h('span', { class: 'ask' });
     const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
@@ -982,10 +986,12 @@
       const yes = h('button', { type: 'submit', class: tone, 'data-action': action + '-confirm' }, label);
       const form = h('form', { class: 'confirm-box', autocomplete: more ? 'off' : null, 'data-form': action },
         h('span', { class: 'confirm' }, question), input, more ? more.nodes : null, yes,
-        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
+        h('button', { type: 'button', onclick: () => { if (more) more.clear(); wrap.replaceChildren(open); } }, 'Cancel'));
       form.addEventListener('submit', (ev) => {
         ev.preventDefault();
         if (more) {
+          // Sent once: the view is drawn again after it (act).
+          yes.disabled = true;
           go(more.body(), yes);
           return;
         }
