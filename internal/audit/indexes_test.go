@@ -57,36 +57,17 @@ func TestVerify_IndexesAsAppendIndexesImplies(t *testing.T) {
 		// A superseded timer left behind only fires for nothing.
 		{"a superseded due entry kept", func(r *journal.AppendRequest) { r.DropDues = nil }, ""},
 	}
+	events := make([]reservation.Event, len(history))
+	for i, d := range history {
+		events[i] = reservation.Event{At: at, By: "test", Data: d}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
-			if err != nil {
-				t.Fatal(err)
+			var edit func(int, *journal.AppendRequest)
+			if tt.edit != nil {
+				edit = func(_ int, r *journal.AppendRequest) { tt.edit(r) }
 			}
-			defer db.Close()
-			st := &reservation.State{}
-			for _, d := range history {
-				e := reservation.Event{At: at, By: "test", Data: d}
-				req := indexedRequest(t, "x", st, e)
-				if tt.edit != nil {
-					tt.edit(&req)
-				}
-				if _, err := db.Append(bg, req); err != nil {
-					t.Fatal(err)
-				}
-				reservation.Apply(st, e)
-			}
-			rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var index []string
-			for _, p := range rep.Problems {
-				if p.Kind != "index" {
-					t.Fatalf("the history is not legal: %v", rep.Problems)
-				}
-				index = append(index, p.Message)
-			}
+			_, index := verifyHistory(t, events, false, edit)
 			switch {
 			case tt.want == "" && len(index) > 0:
 				t.Fatalf("index problems %q, want none", index)
@@ -95,6 +76,52 @@ func TestVerify_IndexesAsAppendIndexesImplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// verifyHistory appends events to stream x of a new journal, one per
+// append with the index entries AppendIndexes implies (and its list rows,
+// under the list index's key, when lists), each request passed through
+// edit (nil: none) first, then verifies it: the report and its index
+// problems' messages. Any other problem fails the test.
+func verifyHistory(t *testing.T, events []reservation.Event, lists bool, edit func(i int, req *journal.AppendRequest)) (*audit.Report, []string) {
+	t.Helper()
+	db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if lists {
+		if err := db.Put(bg, eventstore.ListIndexKey, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &reservation.State{}
+	for i, e := range events {
+		req := indexedRequest(t, "x", st, e)
+		if lists {
+			ix := reservation.AppendIndexes(reservation.IndexChanges{}, st, []reservation.Event{e})
+			req.Marks = eventstore.ListMarks(req.Marks, ix.Rows)
+		}
+		if edit != nil {
+			edit(i, &req)
+		}
+		if _, err := db.Append(bg, req); err != nil {
+			t.Fatal(err)
+		}
+		reservation.Apply(st, e)
+	}
+	rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index []string
+	for _, p := range rep.Problems {
+		if p.Kind != "index" {
+			t.Fatalf("the history is not legal: %v", rep.Problems)
+		}
+		index = append(index, p.Message)
+	}
+	return rep, index
 }
 
 // indexedRequest is the journal request of appending e to stream id at
@@ -158,45 +185,13 @@ func TestVerify_ListRows(t *testing.T) {
 		}, []string{"matches no reservation's state"}, "1 differ"},
 		{"no list index", true, nil, nil, "not kept"},
 	}
+	events := make([]reservation.Event, len(history))
+	for i, d := range history {
+		events[i] = reservation.Event{At: at.Add(time.Duration(i) * time.Second), By: "test", Data: d}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, err := journal.Open(filepath.Join(t.TempDir(), "j.db"), &journal.Options{NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if !tt.noList {
-				if err := db.Put(bg, eventstore.ListIndexKey, []byte("1")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st := &reservation.State{}
-			for i, d := range history {
-				e := reservation.Event{At: at.Add(time.Duration(i) * time.Second), By: "test", Data: d}
-				req := indexedRequest(t, "x", st, e)
-				if !tt.noList {
-					ix := reservation.AppendIndexes(reservation.IndexChanges{}, st, []reservation.Event{e})
-					req.Marks = eventstore.ListMarks(req.Marks, ix.Rows)
-				}
-				if tt.edit != nil {
-					tt.edit(i, &req)
-				}
-				if _, err := db.Append(bg, req); err != nil {
-					t.Fatal(err)
-				}
-				reservation.Apply(st, e)
-			}
-			rep, err := audit.Verify(bg, db, audit.VerifyOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var index []string
-			for _, p := range rep.Problems {
-				if p.Kind != "index" {
-					t.Fatalf("the history is not legal: %v", rep.Problems)
-				}
-				index = append(index, p.Message)
-			}
+			rep, index := verifyHistory(t, events, !tt.noList, tt.edit)
 			if len(index) != len(tt.want) {
 				t.Fatalf("index problems %q, want %d like %q", index, len(tt.want), tt.want)
 			}

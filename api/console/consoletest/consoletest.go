@@ -59,8 +59,8 @@ type Message struct {
 // Browser is a running headless chromium; Launch stops it when the test ends.
 type Browser struct {
 	cmd    *exec.Cmd
-	w      *os.File // the browser reads fd 3
-	stderr *bytes.Buffer
+	w      *os.File    // the browser reads fd 3
+	stderr *syncBuffer // written by exec's copier while the browser runs
 
 	mu      sync.Mutex
 	next    int64
@@ -71,8 +71,32 @@ type Browser struct {
 }
 
 // Launch starts the browser at path, stopped (its process group killed if
-// need be) when the test ends.
+// need be) when the test ends. A browser that quits before it answers its
+// first call is started once more: on a loaded 2-core machine Chromium
+// quit at start about once in twenty runs of a browser test, with nothing
+// in its stderr but the launcher's warnings; a launch failed there, not
+// the page under test. A second early quit fails the test with the exit
+// status and stderr.
 func Launch(t testing.TB, path string) *Browser {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		b := start(t, path)
+		_, err := b.call("", "Browser.getVersion", struct{}{})
+		if err == nil {
+			t.Cleanup(func() { b.close(t) })
+			return b
+		}
+		exit := b.stop()
+		msg := fmt.Sprintf("chromium quit before its first answer (%v; exit status: %v); stderr (tail):\n%s",
+			err, exit, tail(b.stderr.String(), 2000))
+		if attempt == 2 {
+			t.Fatal(msg)
+		}
+		t.Log(msg + "\nstarting it once more")
+	}
+}
+
+func start(t testing.TB, path string) *Browser {
 	t.Helper()
 	toR, toW, err := os.Pipe()
 	if err != nil {
@@ -82,7 +106,7 @@ func Launch(t testing.TB, path string) *Browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Browser{w: toW, stderr: &bytes.Buffer{}, waiting: map[int64]chan Message{}, done: make(chan struct{})}
+	b := &Browser{w: toW, stderr: &syncBuffer{}, waiting: map[int64]chan Message{}, done: make(chan struct{})}
 	b.cmd = exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-dev-shm-usage", "--window-size=1280,960",
@@ -96,7 +120,6 @@ func Launch(t testing.TB, path string) *Browser {
 	toR.Close()
 	fromW.Close()
 	go b.read(fromR)
-	t.Cleanup(func() { b.close(t) })
 	return b
 }
 
@@ -196,19 +219,53 @@ func (b *Browser) EventsNamed(methods ...string) []Message {
 
 func (b *Browser) close(t testing.TB) {
 	_, _ = b.call("", "Browser.close", struct{}{})
-	exited := make(chan error, 1)
-	go func() { exited <- b.cmd.Wait() }()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) // the group this test started
-		<-exited
-	}
-	b.w.Close()
-	<-b.done
+	b.stop()
 	if t.Failed() && b.stderr.Len() > 0 {
 		t.Logf("chromium stderr (tail):\n%s", tail(b.stderr.String(), 2000))
 	}
+}
+
+// stop waits for the browser to exit, ten seconds at most, then kills its
+// process group; it returns the exit status.
+func (b *Browser) stop() error {
+	exited := make(chan error, 1)
+	go func() { exited <- b.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) // the group this test started
+		err = <-exited
+	}
+	b.w.Close()
+	<-b.done
+	return err
+}
+
+// syncBuffer is the browser's stderr: exec's copying goroutine writes it
+// until the process and its helpers close the pipe, and a failing NewPage
+// reads it meanwhile, so its methods lock.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Len()
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func tail(s string, n int) string {
