@@ -756,11 +756,16 @@ func TestConsole_Operations(t *testing.T) {
 		t.Fatalf("%d events parked after replaying hotel-42's, want tour-7's 2", n)
 	}
 	// Replay all, confirmed once with the count.
+	// The view the replay drew again first: a draw still running when the
+	// refresh is clicked could be taken for the refresh's, and the
+	// refresh's would then replace the confirmation opened on it.
+	page.waitTrue(t, "the replay's redraw", `!document.body.hasAttribute('aria-busy')`)
 	// Marked, the section drawn now is told from the one drawn after the click.
 	page.eval(t, `document.getElementById('ops-webhooks').dataset.old = '1'`)
 	page.click(t, "#refresh-ops")
 	page.waitTrue(t, "hotel-42's events gone from the page", `!document.querySelector('#ops-webhooks[data-old]') && `+
-		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2`)
+		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2 && `+
+		`!document.body.hasAttribute('aria-busy')`)
 	page.click(t, `#ops-webhooks button[data-action="replay-all"]`)
 	if got := page.eval(t, `document.querySelector('#ops-webhooks .confirm').textContent`); got != "Replay all 2 parked events of crm?" {
 		t.Fatalf("the replay-all confirmation reads %q", got)

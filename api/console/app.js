@@ -249,11 +249,15 @@
   async function route() {
     const g = ++gen;
     routing = true;
+    // Assistive technology (and the browser tests) can tell a view being
+    // drawn from a drawn one.
+    document.body.setAttribute('aria-busy', 'true');
     try {
       await draw(g);
     } finally {
       if (!stale(g)) {
         routing = false;
+        document.body.removeAttribute('aria-busy');
         drawnAt = Date.now();
         showUpdated();
       }
