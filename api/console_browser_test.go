@@ -45,6 +45,10 @@ func TestConsole_InBrowser(t *testing.T) {
 			// The provider books the refund (and succeeds) but the answer is
 			// lost: UNKNOWN.
 			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeUnknown, Code: "TIMEOUT"}, Apply: true}, true
+		case op == "submit" && strings.Contains(no, "-spa-3-"):
+			// WeChat could not return the money to the user's account.
+			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeAbnormal,
+				ProviderID: "50300000012026120500000003", Code: "USER_ACCOUNT_ABNORMAL"}}, true
 		case op == "submit" && strings.Contains(no, "-tour-7-"):
 			return simprovider.Injected{Outcome: reservation.Outcome{Kind: reservation.OutcomeRejected, Code: "NOT_ENOUGH", Message: "merchant balance too low"}}, true
 		case op == "query" && providerDown.Load():
@@ -334,6 +338,80 @@ func TestConsole_InBrowser(t *testing.T) {
 	if n := approver.eval(t, `document.querySelectorAll('img, [onerror], b').length`); n != float64(0) {
 		t.Fatalf("%v injected elements on the approver's page", n)
 	}
+
+	// An ABNORMAL refund: an operator has WeChat Pay pay it out elsewhere.
+	// The form asks where, naming the refund and its amount; the API's
+	// refusal names the field; the card holder's name does not stay in the
+	// page.
+	if r := e.do(t, http.MethodPost, "/v1/reservations", registerBody("spa-3", 88800), svc...); r.status != http.StatusCreated {
+		t.Fatalf("register spa-3: %d %s", r.status, r.body)
+	}
+	abnormal := decodeRefund(t, e.do(t, http.MethodPost, "/v1/reservations/spa-3/refunds",
+		`{"user_id":"u-spa-3","amount":30000,"reason":"closed"}`, append(svc, "Idempotency-Key", "k")...), http.StatusAccepted)
+	waitFor(t, "ABNORMAL", func() bool { return refund("spa-3", abnormal.RefundNo).State == "ABNORMAL" })
+	abnormalPage := e.srv.URL + "/console/" + "#/refund/spa-3/" + abnormal.RefundNo
+	drawn := `!document.getElementById('refund').hidden && !!document.getElementById('refund-now') && ` +
+		`document.getElementById('refund-now').dataset.kind === 'operator_must_act'`
+	reader.navigate(t, abnormalPage)
+	reader.waitTrue(t, "the abnormal refund's page to the reader", drawn)
+	if n := reader.eval(t, `document.querySelectorAll('[data-action="apply-abnormal"], form[data-form="apply-abnormal"], input[name="bank_account"]').length`); n != float64(0) {
+		t.Fatalf("a reader is offered the apply-abnormal form (%v elements)", n)
+	}
+	page.navigate(t, abnormalPage)
+	page.waitTrue(t, "the apply-abnormal button", drawn+` && !!document.querySelector('#refund-now button[data-action="apply-abnormal"]')`)
+	page.click(t, `#refund-now button[data-action="apply-abnormal"]`)
+	form := `#refund-now form[data-form="apply-abnormal"]`
+	page.waitTrue(t, "the apply-abnormal form", `!!document.querySelector('`+form+` select[name="bank_type"]')`)
+	if got := page.eval(t, `document.querySelector('`+form+` .confirm').textContent`).(string); !strings.Contains(got, abnormal.RefundNo) || !strings.Contains(got, "300.00") {
+		t.Fatalf("the apply-abnormal confirmation reads %q, want the refund number and 300.00", got)
+	}
+	if got := page.eval(t, `[...document.querySelectorAll('`+form+` input')].map((i) => i.name + ':' + i.getAttribute('autocomplete')).join(' ')`); got != "bank_account:off real_name:off" {
+		t.Fatalf("the form's inputs are %q, want bank_account and real_name with autocomplete off", got)
+	}
+	// The user's card, its number left out: the API refuses it and names
+	// bank_account.
+	const holder = "Zhang San <i>x</i>"
+	page.eval(t, `(() => { const s = document.querySelector('`+form+` select[name="bank_type"]'); s.value = 'ICBC_DEBIT'; s.dispatchEvent(new Event('change')); })()`)
+	page.click(t, form+` input[name="real_name"]`)
+	page.insertText(t, holder)
+	page.click(t, form+` button[data-action="apply-abnormal-confirm"]`)
+	page.waitTrue(t, "the API's refusal naming bank_account", `document.getElementById('status').className === 'error' && `+
+		`document.getElementById('status').textContent.includes('bank_account must be the card number')`)
+	if got := refund("spa-3", abnormal.RefundNo); got.State != "ABNORMAL" {
+		t.Fatalf("after a refused apply-abnormal the API says %s", got.State)
+	}
+	if got := page.eval(t, `[...document.querySelectorAll('input')].some((i) => i.value.includes('Zhang')) || document.body.textContent.includes('Zhang')`); got != false {
+		t.Fatal("the card holder's name stays in the page after submit")
+	}
+	// The merchant's bank account: no other field. The refund is paid out
+	// again (PROCESSING) and waits for WeChat.
+	page.waitTrue(t, "the apply-abnormal button again", drawn+` && !!document.querySelector('#refund-now button[data-action="apply-abnormal"]')`)
+	page.click(t, `#refund-now button[data-action="apply-abnormal"]`)
+	page.waitTrue(t, "the apply-abnormal form again", `!!document.querySelector('`+form+` select[name="type"]')`)
+	page.eval(t, `(() => { const s = document.querySelector('`+form+` select[name="type"]'); s.value = 'MERCHANT_BANK_CARD'; s.dispatchEvent(new Event('change')); })()`)
+	if got := page.eval(t, `document.querySelector('`+form+` .bank-card').hidden`); got != true {
+		t.Fatal("the card fields stay shown for MERCHANT_BANK_CARD")
+	}
+	page.click(t, form+` button[data-action="apply-abnormal-confirm"]`)
+	page.waitTrue(t, "the paid-out refund's outcome", `document.getElementById('status').textContent.includes('`+abnormal.RefundNo+` is now PROCESSING')`)
+	var paid struct {
+		State        string `json:"state"`
+		AbnormalType string `json:"abnormal_type"`
+		NextStep     struct {
+			Kind    string   `json:"kind"`
+			Actions []string `json:"actions"`
+		} `json:"next_step"`
+	}
+	if r := e.do(t, http.MethodGet, "/v1/reservations/spa-3/refunds/"+abnormal.RefundNo, "", svc...); r.status != http.StatusOK || json.Unmarshal(r.body, &paid) != nil {
+		t.Fatalf("the paid-out refund: %d %s", r.status, r.body)
+	}
+	if paid.State != "PROCESSING" || paid.AbnormalType != "MERCHANT_BANK_CARD" || paid.NextStep.Kind != "wait_for_wechat" || slices.Contains(paid.NextStep.Actions, "apply-abnormal") {
+		t.Fatalf("after apply-abnormal the API says %+v", paid)
+	}
+	page.waitTrue(t, "the refund page redrawn as waiting for WeChat", `!document.getElementById('refund').hidden && !!document.getElementById('refund-now') && `+
+		`document.getElementById('refund-now').dataset.kind === 'wait_for_wechat' && `+
+		`document.getElementById('refund-why').textContent.includes('the merchant\'s bank account') && `+
+		`!document.querySelector('[data-action="apply-abnormal"]')`)
 
 	// A server without webhooks, notifications or the audit head: the
 	// operations view says so, section by section.
@@ -678,11 +756,16 @@ func TestConsole_Operations(t *testing.T) {
 		t.Fatalf("%d events parked after replaying hotel-42's, want tour-7's 2", n)
 	}
 	// Replay all, confirmed once with the count.
+	// The view the replay drew again first: a draw still running when the
+	// refresh is clicked could be taken for the refresh's, and the
+	// refresh's would then replace the confirmation opened on it.
+	page.waitTrue(t, "the replay's redraw", `!document.body.hasAttribute('aria-busy')`)
 	// Marked, the section drawn now is told from the one drawn after the click.
 	page.eval(t, `document.getElementById('ops-webhooks').dataset.old = '1'`)
 	page.click(t, "#refresh-ops")
 	page.waitTrue(t, "hotel-42's events gone from the page", `!document.querySelector('#ops-webhooks[data-old]') && `+
-		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2`)
+		`!document.querySelector('`+eventRow+`') && document.querySelectorAll('#ops-webhooks tr[data-event-id]').length === 2 && `+
+		`!document.body.hasAttribute('aria-busy')`)
 	page.click(t, `#ops-webhooks button[data-action="replay-all"]`)
 	if got := page.eval(t, `document.querySelector('#ops-webhooks .confirm').textContent`); got != "Replay all 2 parked events of crm?" {
 		t.Fatalf("the replay-all confirmation reads %q", got)

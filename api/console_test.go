@@ -248,3 +248,21 @@ func TestWhoami_SaysPrincipalAndPermissions(t *testing.T) {
 		t.Fatalf("whoami without a token: %d, want 401", r.status)
 	}
 }
+
+// The console offers, for an abnormal refund paid to the user's card, the
+// bank types the API accepts: app.js's BANK_TYPES are exactly those.
+func TestConsole_BankTypesAreTheAPIs(t *testing.T) {
+	e := newOpsEnv(t, opsOptions{})
+	js := string(e.do(t, http.MethodGet, "/console/app.js", "").body)
+	m := regexp.MustCompile(`(?s)const BANK_TYPES = \[(.*?)\];`).FindStringSubmatch(js)
+	if m == nil {
+		t.Fatal("app.js has no BANK_TYPES list")
+	}
+	var got []string
+	for _, q := range regexp.MustCompile(`'([A-Z_]+)'`).FindAllStringSubmatch(m[1], -1) {
+		got = append(got, q[1])
+	}
+	if want := reservation.BankTypes(); !slices.Equal(got, want) {
+		t.Fatalf("app.js offers bank types %v, the API accepts %v", got, want)
+	}
+}

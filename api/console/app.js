@@ -130,7 +130,9 @@
     }
     if (!res.ok) {
       const err = data && data.error ? data.error : { code: String(res.status), message: res.statusText };
-      throw new APIError(res.status, err.code, err.code + ': ' + err.message);
+      // A refused field is named apart from its message ("bank_account"
+      // + "must be the card number..."): the two read as one sentence.
+      throw new APIError(res.status, err.code, err.code + ': ' + (err.field ? err.field + ' ' : '') + err.message);
     }
     return data;
   }
@@ -247,11 +249,15 @@
   async function route() {
     const g = ++gen;
     routing = true;
+    // Assistive technology (and the browser tests) can tell a view being
+    // drawn from a drawn one.
+    document.body.setAttribute('aria-busy', 'true');
     try {
       await draw(g);
     } finally {
       if (!stale(g)) {
         routing = false;
+        document.body.removeAttribute('aria-busy');
         drawnAt = Date.now();
         showUpdated();
       }
@@ -453,9 +459,9 @@
 
   // ACTIONS are the buttons the console offers, in order: the API's
   // next_step.actions says which the refund's state allows now, the
-  // token's role which of those it may take (apply-abnormal, which needs
-  // bank details, is left to the API). Each but reconcile, which moves no
-  // money, is asked once more, naming the refund and its amount.
+  // token's role which of those it may take. Each but reconcile, which
+  // moves no money, is asked once more, naming the refund and its amount;
+  // apply-abnormal asks with its payout fields (abnormalFields).
   const ACTIONS = [
     { action: 'reconcile', label: 'Reconcile', perm: 'operate', tone: 'primary', title: 'Ask WeChat about this refund now' },
     { action: 'approve', label: 'Approve', perm: 'approve', tone: 'primary', ask: true },
@@ -463,7 +469,52 @@
     { action: 'reject', label: 'Reject', perm: 'approve', tone: 'danger', ask: true, reason: 'required' },
     { action: 'abandon', label: 'Abandon', perm: 'operate', tone: 'danger', ask: true, reason: 'optional' },
     { action: 'resolve', label: 'Resolve', perm: 'operate', tone: 'danger', ask: true, reason: 'required' },
+    { action: 'apply-abnormal', label: 'Apply abnormal refund', perm: 'operate', ask: true, fields: () => abnormalFields(),
+      title: 'Have WeChat Pay pay it out to the user\u2019s bank card or the merchant\u2019s bank account' },
   ];
+
+  // BANK_TYPES are the debit cards WeChat Pay pays an abnormal refund out
+  // to: the API's list (reservation.ValidBankType; console_test.go checks
+  // the two agree), which the API checks again.
+  const BANK_TYPES = [
+    'ABC_DEBIT', 'BOC_DEBIT', 'CCB_DEBIT', 'CEB_DEBIT', 'CIB_DEBIT', 'CITIC_DEBIT', 'CMBC_DEBIT', 'CMB_DEBIT',
+    'COMM_DEBIT', 'GDB_DEBIT', 'ICBC_DEBIT', 'NBCB_DEBIT', 'PAB_DEBIT', 'PSBC_DEBIT', 'SPDB_DEBIT',
+  ];
+
+  // abnormalFields are the inputs of apply-abnormal: where to pay (the
+  // user's bank card, with its bank, number and holder's name, or the
+  // merchant's bank account). body() reads them for the request and
+  // empties the card number and the name at once (clear() empties them on
+  // Cancel): neither stays in the page, nor is it logged or shown. The API
+  // checks every field and names the one it refuses.
+  function abnormalFields() {
+    const type = h('select', { name: 'type', 'aria-label': 'Pay out to' },
+      h('option', { value: 'USER_BANK_CARD' }, 'the user\u2019s bank card'),
+      h('option', { value: 'MERCHANT_BANK_CARD' }, 'the merchant\u2019s bank account'));
+    const bank = h('select', { name: 'bank_type', 'aria-label': 'Bank' },
+      h('option', { value: '' }, 'bank\u2026'), BANK_TYPES.map((b) => h('option', { value: b }, b)));
+    const account = h('input', { name: 'bank_account', autocomplete: 'off', inputmode: 'numeric', spellcheck: 'false',
+      maxlength: '30', placeholder: 'card number', 'aria-label': 'Card number' });
+    const name = h('input', { name: 'real_name', autocomplete: 'off', spellcheck: 'false', maxlength: '214',
+      placeholder: 'card holder\u2019s name', 'aria-label': 'Card holder\u2019s name' });
+    const card = h('span', { class: 'bank-card inline' }, bank, account, name);
+    type.addEventListener('change', () => { card.hidden = type.value !== 'USER_BANK_CARD'; });
+    const clear = () => {
+      account.value = '';
+      name.value = '';
+    };
+    return {
+      nodes: [type, card],
+      clear,
+      body() {
+        const b = type.value === 'USER_BANK_CARD'
+          ? { type: type.value, bank_type: bank.value, bank_account: account.value.trim(), real_name: name.value.trim() }
+          : { type: type.value };
+        clear();
+        return b;
+      },
+    };
+  }
 
   // samePerson says whether two principals (role:name) are one person, as
   // the API's four eyes does: the requester may not approve.
@@ -482,7 +533,7 @@
         continue;
       }
       box.append(askOnce(a.action, a.label, what(a.label, r, currency), a.tone,
-        (body) => act(r, a.action, body, row), a.reason));
+        (body) => act(r, a.action, body, row), a.reason, a.fields));
     }
     return box;
   }
@@ -926,18 +977,28 @@
   // askOnce is a button that asks once more, with question, before it
   // calls go(body, button): the console's one confirmation. With reason
   // ('required' or 'optional') the question comes with a reason field,
-  // sent as {reason}.
-  function askOnce(action, label, question, tone, go, reason) {
+  // sent as {reason}. With fields (a function returning {nodes, body(),
+  // clear()}, as abnormalFields) it comes with those inputs instead:
+  // body() is what is sent, once; Cancel calls clear().
+  function askOnce(action, label, question, tone, go, reason, fields) {
     const wrap = h('span', { class: 'ask' });
     const open = h('button', { type: 'button', class: tone, 'data-action': action }, label + '\u2026');
     open.addEventListener('click', () => {
       const input = reason ? h('input', { maxlength: '80', placeholder: reason === 'required' ? 'reason (required)' : 'reason',
         'aria-label': label + ' reason' }) : null;
+      const more = fields ? fields() : null;
       const yes = h('button', { type: 'submit', class: tone, 'data-action': action + '-confirm' }, label);
-      const form = h('form', { class: 'confirm-box' }, h('span', { class: 'confirm' }, question), input, yes,
-        h('button', { type: 'button', onclick: () => wrap.replaceChildren(open) }, 'Cancel'));
+      const form = h('form', { class: 'confirm-box', autocomplete: more ? 'off' : null, 'data-form': action },
+        h('span', { class: 'confirm' }, question), input, more ? more.nodes : null, yes,
+        h('button', { type: 'button', onclick: () => { if (more) more.clear(); wrap.replaceChildren(open); } }, 'Cancel'));
       form.addEventListener('submit', (ev) => {
         ev.preventDefault();
+        if (more) {
+          // Sent once: the view is drawn again after it (act).
+          yes.disabled = true;
+          go(more.body(), yes);
+          return;
+        }
         const text = input ? input.value.trim() : '';
         if (reason === 'required' && !text) {
           say(label + ' needs a reason.', 'error');
@@ -947,7 +1008,7 @@
         go(text ? { reason: text } : undefined, yes);
       });
       wrap.replaceChildren(form);
-      (input || yes).focus();
+      (input || (more && more.nodes[0]) || yes).focus();
     });
     wrap.append(open);
     return wrap;

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -32,7 +33,7 @@ const (
 	maxKeySerialLen = 64
 )
 
-// BankTypes are the debit cards WeChat Pay pays an abnormal refund to.
+// bankTypes are the debit cards WeChat Pay pays an abnormal refund to.
 var bankTypes = map[string]bool{
 	"CMB_DEBIT": true, "COMM_DEBIT": true, "ABC_DEBIT": true, "CCB_DEBIT": true, "ICBC_DEBIT": true,
 	"BOC_DEBIT": true, "PAB_DEBIT": true, "SPDB_DEBIT": true, "CITIC_DEBIT": true, "CEB_DEBIT": true,
@@ -42,6 +43,17 @@ var bankTypes = map[string]bool{
 // ValidBankType reports whether WeChat Pay pays abnormal refunds to cards
 // of bank type t.
 func ValidBankType(t string) bool { return bankTypes[t] }
+
+// BankTypes lists the bank types ValidBankType accepts, sorted: the
+// console offers them as a choice.
+func BankTypes() []string {
+	out := make([]string, 0, len(bankTypes))
+	for t := range bankTypes {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
 
 var (
 	base64RE    = regexp.MustCompile(`^[A-Za-z0-9+/]+={0,2}$`)
