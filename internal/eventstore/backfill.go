@@ -9,6 +9,7 @@ import (
 
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 )
 
 // ListIndexKey is the journal's kv entry that says every reservation has
@@ -101,4 +102,111 @@ func BackfillLists(ctx context.Context, db BackfillJournal, log *slog.Logger) (i
 		log.Info("list index: back-filled", "reservations", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return n, nil
+}
+
+// CountersJournal is what BackfillCounters needs: a journal whose counters
+// can be completed while other nodes append (*pgjournal.DB).
+type CountersJournal interface {
+	Journal
+	Scan(ctx context.Context, afterGlobal uint64, limit int) ([]journal.Record, error)
+	Counters(ctx context.Context) (journal.Counts, error)
+	CompleteCounters(ctx context.Context, changes []journal.Counter) error
+}
+
+// BackfillCounters is the upgrade step of the counters of a cluster journal
+// written before they were kept (pgjournal's migration 2): the appends
+// since keep them, the records before are counted here once. It reads the
+// counters and the log's end G in one snapshot, folds the records up to G
+// (CounterChanges of each reservation's events up to G, the counters the
+// appends would have made), and adds the fold less what the counters held
+// at G (what the appends since the upgrade counted of those records) in
+// one transaction with no append in between (CompleteCounters). Appends
+// after G added their own share, so the sum counts the whole log whatever
+// the other nodes did meanwhile, and of two nodes back-filling at once the
+// second adds nothing (pgjournal.ErrCountersComplete). It reports whether
+// it completed them.
+func BackfillCounters(ctx context.Context, db CountersJournal, log *slog.Logger) (bool, error) {
+	counts, err := db.Counters(ctx)
+	if err != nil {
+		return false, fmt.Errorf("eventstore: counters back-fill: %w", err)
+	}
+	if counts.Complete {
+		return false, nil
+	}
+	end := counts.LastGlobal
+	log.Info("counters: back-filling the counters and refund totals of the records written before they were kept", "records", end)
+	start := time.Now()
+	add, maxes := map[string]int64{}, map[string]int64{}
+	var changes []journal.Counter
+	var events []reservation.Event
+	var after uint64
+	n := 0
+	for after < end {
+		recs, err := db.Scan(ctx, after, 4096)
+		if err != nil {
+			return false, fmt.Errorf("eventstore: counters back-fill: %w", err)
+		}
+		if len(recs) == 0 {
+			return false, fmt.Errorf("eventstore: counters back-fill: the log ends at %d, before %d", after, end)
+		}
+		for _, rec := range recs {
+			if rec.Global > end {
+				break
+			}
+			after = rec.Global
+			if rec.Seq != 1 {
+				continue
+			}
+			// A stream's first record: its events up to end, read once.
+			all, err := db.Load(ctx, rec.Stream, 0)
+			if err != nil {
+				return false, fmt.Errorf("eventstore: counters back-fill: %w", err)
+			}
+			kept := all[:0]
+			for _, r := range all {
+				if r.Global <= end {
+					kept = append(kept, r)
+				}
+			}
+			if events, err = DecodeStream(rec.Stream, kept); err != nil {
+				return false, fmt.Errorf("eventstore: counters back-fill: %w", err)
+			}
+			changes = CounterChanges(changes[:0], nil, events)
+			for _, c := range changes {
+				if c.Max {
+					if v, ok := maxes[c.Key]; !ok || c.Add > v {
+						maxes[c.Key] = c.Add
+					}
+				} else {
+					add[c.Key] += c.Add
+				}
+			}
+			n++
+		}
+	}
+	// What the appends since the upgrade counted of the records up to end
+	// is in counts: subtract it from the fold.
+	var diff []journal.Counter
+	for k, v := range counts.Values {
+		if k != CountLatest { // the one kept as a maximum (CounterChanges)
+			add[k] -= v
+		}
+	}
+	for k, v := range add {
+		if v != 0 {
+			diff = append(diff, journal.Counter{Key: k, Add: v})
+		}
+	}
+	for k, v := range maxes {
+		diff = append(diff, journal.Counter{Key: k, Add: v, Max: true})
+	}
+	switch err := db.CompleteCounters(ctx, diff); {
+	case errors.Is(err, pgjournal.ErrCountersComplete):
+		log.Info("counters: another node back-filled them first")
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("eventstore: counters back-fill: %w", err)
+	}
+	log.Info("counters: back-filled", "reservations", n, "records", end, "took", time.Since(start).Round(time.Millisecond))
+	return true, nil
 }

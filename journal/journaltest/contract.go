@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -33,6 +34,8 @@ type Journal interface {
 	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
 	WriteKV(ctx context.Context, put []journal.KV, del []string) error
+	Counters(ctx context.Context) (journal.Counts, error)
+	CountersBetween(ctx context.Context, from, to string) (journal.Counts, error)
 }
 
 // Activator is implemented by journals that fence appends by ownership
@@ -91,7 +94,7 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"FailureIsolation", testFailureIsolation},
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
-		{"CountersAccepted", testCountersAccepted},
+		{"CountersKept", testCountersKept},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,20 +309,73 @@ func testInvalid(t *testing.T, j Journal) {
 	}
 }
 
-// testCountersAccepted: an append that carries counter changes (what the
-// event store sends) is stored like one without. Keeping the counters is
-// the bbolt journal's (journal.DB.Counters, tested there); pgjournal
-// accepts and ignores them (its doc says where its figures come from).
-func testCountersAccepted(t *testing.T, j Journal) {
-	activate(t, j, "s")
-	last := mustAppend(t, j, journal.AppendRequest{Stream: "s", Events: []journal.Event{ev("t", "a"), ev("t", "b")},
-		Counters: []journal.Counter{{Key: "n", Add: 2}, {Key: "latest", Add: 7, Max: true}}})
-	if last != 2 {
-		t.Fatalf("append with counters: last seq %d, want 2", last)
+// testCountersKept: the counter changes appends carry are summed (Max
+// keeps the largest) in the commit of their events, also when appends of
+// several streams race into shared commits; a refused append changes
+// nothing; Counters and CountersBetween read them with the last global
+// they include, complete from a fresh journal's first record.
+func testCountersKept(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	const streams, appends = 4, 12
+	for i := range streams {
+		activate(t, j, fmt.Sprintf("s%d", i))
 	}
-	recs, err := j.Load(ctxT(t), "s", 0)
-	if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
-		t.Fatalf("Load after an append with counters: %v %+v", err, recs)
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := fmt.Sprintf("s%d", i)
+			for n := range appends {
+				_, err := j.Append(ctx, journal.AppendRequest{Stream: stream, Expected: uint64(n),
+					Events: []journal.Event{ev("t", "x")},
+					Counters: []journal.Counter{{Key: "all", Add: 1}, {Key: "by/" + stream, Add: int64(n + 1)},
+						{Key: "latest", Add: int64(i*100 + n), Max: true}, {Key: "zero", Add: 0}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Refused (a stale Expected): its counters are not kept.
+	_, err := j.Append(ctx, journal.AppendRequest{Stream: "s0", Expected: 0, Events: []journal.Event{ev("t", "y")},
+		Counters: []journal.Counter{{Key: "all", Add: 1000}}})
+	var se *journal.SequenceError
+	if !errors.As(err, &se) {
+		t.Fatalf("stale append: %v, want a SequenceError", err)
+	}
+	want := map[string]int64{"all": streams * appends, "latest": (streams-1)*100 + appends - 1}
+	for i := range streams {
+		want[fmt.Sprintf("by/s%d", i)] = appends * (appends + 1) / 2
+	}
+	cs, err := j.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cs.Complete || cs.Generation != journal.CountersGeneration || cs.LastGlobal != streams*appends {
+		t.Errorf("Counters: complete %v, generation %d, last global %d; want true, %d, %d",
+			cs.Complete, cs.Generation, cs.LastGlobal, journal.CountersGeneration, streams*appends)
+	}
+	delete(cs.Values, "zero") // an addition of 0 may or may not leave a key at 0
+	if !maps.Equal(cs.Values, want) {
+		t.Errorf("Counters: %v, want %v", cs.Values, want)
+	}
+	part, err := j.CountersBetween(ctx, "by/s1", "by/s3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := map[string]int64{"by/s1": want["by/s1"], "by/s2": want["by/s2"]}; !maps.Equal(part.Values, w) || part.LastGlobal != cs.LastGlobal {
+		t.Errorf("CountersBetween(by/s1, by/s3): %v at %d, want %v at %d", part.Values, part.LastGlobal, w, cs.LastGlobal)
+	}
+	if open, err := j.CountersBetween(ctx, "by/s3", ""); err != nil || len(open.Values) != 2 {
+		t.Errorf("CountersBetween(by/s3, \"\"): %v %v, want by/s3 and latest", open.Values, err)
 	}
 }
 
