@@ -15,6 +15,8 @@ import (
 
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/journal"
+	"github.com/refundd/refundd/journal/pgjournal"
 	"github.com/refundd/refundd/journal/pgjournal/pgtest"
 )
 
@@ -183,4 +185,154 @@ func TestBackfillCounters_UpgradedCluster(t *testing.T) {
 	if did, err := eventstore.BackfillCounters(ctx, c, log); did || err != nil {
 		t.Fatalf("a second back-fill: %v, %v", did, err)
 	}
+}
+
+// racedJournal is a node's journal whose Load lets another node append to
+// the stream just loaded, the first time any back-fill loads it: the
+// moment between a back-fill reading a state and writing its rows.
+type racedJournal struct {
+	*pgjournal.DB
+	race func(stream string)
+}
+
+func (j racedJournal) Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error) {
+	recs, err := j.DB.Load(ctx, stream, afterSeq)
+	if err == nil {
+		j.race(stream)
+	}
+	return recs, err
+}
+
+// listKeys is every key of db's list index.
+func listKeys(t *testing.T, db eventstore.Journal) map[string]bool {
+	t.Helper()
+	keys := map[string]bool{}
+	after := ""
+	for {
+		page, err := db.Marks(context.Background(), eventstore.ListPrefix, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page {
+			keys[k] = true
+		}
+		if len(page) < 1000 {
+			return keys
+		}
+		after = page[len(page)-1]
+	}
+}
+
+// checkListRows fails t unless db's list index holds exactly the rows the
+// reservations' states imply (reservation.ListRows), both ways.
+func checkListRows(t *testing.T, db eventstore.Journal, ids []string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		evs, _, err := (eventstore.Reader{DB: db}).Load(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range reservation.ListRows(nil, reservation.Replay(evs)) {
+			want[eventstore.ListMarkKey(row)] = true
+		}
+	}
+	got := listKeys(t, db)
+	for k := range want {
+		if !got[k] {
+			t.Errorf("list row missing: %s", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("list row no state implies (stale): %s", k)
+		}
+	}
+}
+
+// TestBackfillLists_RacingNodes: a cluster journal written before the list
+// index is back-filled by two nodes at once while a third appends to every
+// reservation right after a back-fill read it (before it wrote the rows).
+// The list index then holds exactly the rows the states imply: no stale
+// row of a state an append changed, none missing.
+func TestBackfillLists_RacingNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	h := newHistory(seed)
+	st := pgtest.New(t)
+	a, b, c := st.Open(t, nil), st.Open(t, nil), st.Open(t, nil)
+	h.appendTo(t, newActivated(c), 120)
+	// A journal from before the list index: no rows, no index/list.
+	var clear []journal.Mark
+	for k := range listKeys(t, a) {
+		clear = append(clear, journal.Mark{Key: k, Clear: true})
+	}
+	if err := a.WriteMarks(ctx, clear); err != nil {
+		t.Fatal(err)
+	}
+
+	writer := eventstore.New(c)
+	var mu sync.Mutex
+	raced := map[string]bool{}
+	race := func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if raced[id] {
+			return
+		}
+		raced[id] = true
+		evs, _, err := writer.Load(ctx, id) // takes the reservation over
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s := reservation.Replay(evs)
+		at := h.start.Add(100 * time.Hour)
+		var e reservation.Event
+		if len(s.Refunds) > 0 {
+			rf := s.Refunds[0]
+			to := reservation.Succeeded
+			if rf.State == to {
+				to = reservation.Unknown
+			}
+			e = reservation.Event{At: at, By: "race", Data: reservation.ProviderResult{RefundNo: rf.No,
+				Source: reservation.SourceQuery, Outcome: reservation.OutcomeUnknown, From: rf.State, To: to}}
+		} else {
+			no := "T-" + id + "-race"
+			e = reservation.Event{At: at, By: "race", Data: reservation.RefundRequested{RefundNo: no, Number: 1,
+				IdempotencyKey: no, Fingerprint: "f", Amount: 1}}
+		}
+		if err := writer.Append(ctx, id, s, []reservation.Event{e}); err != nil {
+			t.Error(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, db := range []*pgjournal.DB{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = eventstore.BackfillLists(ctx, racedJournal{DB: db, race: race}, log)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(raced) != len(h.states) {
+		t.Fatalf("the appender raced %d of %d reservations", len(raced), len(h.states))
+	}
+	if _, err := a.Get(ctx, eventstore.ListIndexKey); err != nil {
+		t.Fatalf("%s after the back-fills: %v", eventstore.ListIndexKey, err)
+	}
+	ids := make([]string, 0, len(h.states))
+	for id := range h.states {
+		ids = append(ids, id)
+	}
+	checkListRows(t, a, ids)
 }
