@@ -20,6 +20,7 @@ import (
 type Journal interface {
 	Append(ctx context.Context, req journal.AppendRequest) (uint64, error)
 	Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error)
+	LoadStreams(ctx context.Context, streams []string) (map[string][]journal.Record, error)
 	Head(ctx context.Context, stream string) (uint64, error)
 	Lookup(ctx context.Context, namespace, key string) (string, error)
 	Scan(ctx context.Context, afterGlobal uint64, limit int) ([]journal.Record, error)
@@ -95,6 +96,7 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
 		{"CountersKept", testCountersKept},
+		{"LoadStreams", testLoadStreams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,6 +378,55 @@ func testCountersKept(t *testing.T, j Journal) {
 	}
 	if open, err := j.CountersBetween(ctx, "by/s3", ""); err != nil || len(open.Values) != 2 {
 		t.Errorf("CountersBetween(by/s3, \"\"): %v %v, want by/s3 and latest", open.Values, err)
+	}
+}
+
+// testLoadStreams: LoadStreams returns for each stream what Load does,
+// interleaved appends of several streams and several commits included; an
+// unknown stream maps to an empty slice; a name given twice is read once.
+func testLoadStreams(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	names := []string{"c", "a", "b"}
+	for _, s := range names {
+		activate(t, j, s)
+	}
+	heads := map[string]uint64{}
+	for n := range 5 {
+		for i, s := range names {
+			if n <= i*2 {
+				heads[s] += 2
+				mustAppend(t, j, journal.AppendRequest{Stream: s, Expected: heads[s] - 2,
+					Events: []journal.Event{ev("t", fmt.Sprintf("%s%d", s, n)), ev("u", fmt.Sprintf("%s%d'", s, n))}})
+			}
+		}
+	}
+	got, err := j.LoadStreams(ctx, []string{"b", "nobody", "a", "c", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("LoadStreams: %d streams, want 4", len(got))
+	}
+	for _, s := range append(names, "nobody") {
+		want, err := j.Load(ctx, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[s] == nil || len(got[s]) != len(want) {
+			t.Fatalf("LoadStreams[%s]: %d records, Load: %d", s, len(got[s]), len(want))
+		}
+		for i := range want {
+			g, w := got[s][i], want[i]
+			if g.Global != w.Global || g.Stream != w.Stream || g.Seq != w.Seq || g.Type != w.Type || !bytes.Equal(g.Data, w.Data) || g.Hash != w.Hash {
+				t.Errorf("LoadStreams[%s][%d] = %+v, Load: %+v", s, i, g, w)
+			}
+		}
+	}
+	if got, err := j.LoadStreams(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("LoadStreams(nil) = %v, %v", got, err)
+	}
+	if _, err := j.LoadStreams(ctx, []string{""}); !errors.Is(err, journal.ErrInvalid) {
+		t.Errorf("LoadStreams of an empty name: %v, want ErrInvalid", err)
 	}
 }
 

@@ -487,3 +487,38 @@ func (db *DB) WriteMarksAt(ctx context.Context, batch []journal.StreamMarks) ([]
 	}
 	return moved, nil
 }
+
+// LoadStreams returns the records of each of streams (duplicates are read
+// once), as Load would, in one query. An unknown stream maps to an empty
+// slice. It does not activate the streams.
+func (db *DB) LoadStreams(ctx context.Context, streams []string) (map[string][]journal.Record, error) {
+	out := make(map[string][]journal.Record, len(streams))
+	args := make([][]byte, 0, len(streams))
+	for _, s := range streams {
+		if err := checkStream(s); err != nil {
+			return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+		}
+		if _, ok := out[s]; !ok {
+			out[s] = []journal.Record{}
+			args = append(args, b(s))
+		}
+	}
+	if err := db.ready(ctx); err != nil {
+		return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+	}
+	rows, err := db.pool.Query(ctx, "SELECT "+recordColumns+" FROM events WHERE stream = ANY($1::bytea[]) ORDER BY stream, seq", args)
+	if err == nil {
+		err = scanRecords(rows, func(r journal.Record) error {
+			recs := out[r.Stream]
+			if r.Seq != uint64(len(recs))+1 {
+				return fmt.Errorf("%w: stream %q: seq %d follows %d", journal.ErrCorrupt, r.Stream, r.Seq, len(recs))
+			}
+			out[r.Stream] = append(recs, r)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+	}
+	return out, nil
+}
