@@ -104,7 +104,7 @@ func classify(err error) errorDetail {
 	case errors.Is(err, eventstore.ErrTotalsRange):
 		return errorDetail{Code: string(reservation.CodeInvalid), Message: "from and to are whole hours, from before to"}
 	case errors.Is(err, eventstore.ErrTotalsNotKept):
-		return errorDetail{Code: codeTotalsNotKept, Message: "this journal's counters do not cover its whole history: stop refundd and run refundctl journal stats --build-counters"}
+		return errorDetail{Code: codeTotalsNotKept, Message: "this journal's counters do not cover its whole history: stop refundd and run refundctl journal stats --build-counters (in cluster mode, a node back-fills them when it starts)"}
 	case errors.Is(err, actors.ErrUnavailable), errors.Is(err, actors.ErrClosed):
 		return errorDetail{Code: codeUnavailable, Message: "the journal is unavailable; nothing was changed, retry with the same idempotency key"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -65,6 +65,7 @@ type testEnv struct {
 	srv     *httptest.Server // nil when envOptions.noHTTP
 	engine  *actors.Engine
 	sim     *simprovider.Provider
+	db      *journal.DB // the engine's journal
 }
 
 type envOptions struct {
@@ -139,7 +140,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	if o.api.List == nil {
 		o.api.List = eventstore.Reader{DB: db}
 	}
-	e := &testEnv{handler: api.New(engine, o.api), engine: engine, sim: sim}
+	e := &testEnv{handler: api.New(engine, o.api), engine: engine, sim: sim, db: db}
 	if !o.noHTTP {
 		e.srv = httptest.NewServer(e.handler)
 		t.Cleanup(e.srv.Close)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
 )
@@ -530,5 +531,55 @@ func TestList_LegacyAttention(t *testing.T) {
 		if legacy != (page.Next != "") || legacy == (page.NextCursor != "") {
 			t.Errorf("%s: next %q, next_cursor %q; the attention list: %v", path, page.Next, page.NextCursor, legacy)
 		}
+	}
+}
+
+// TestList_PageWakesNoActor: a page of reservations no actor holds is read
+// from the journal in one batch (eventstore.Reader.States), not by starting
+// one actor per row: after listing them, no actor is live, and the page
+// shows each refund as the journal has it.
+func TestList_PageWakesNoActor(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	store := eventstore.New(e.db) // beside the engine: its actors never see these
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	const n = 12
+	for i := range n {
+		id := fmt.Sprintf("cold%02d", i)
+		no := fmt.Sprintf("T-%s-1", id)
+		evs := []reservation.Event{
+			{At: at, By: "test", Data: reservation.Registered{ReservationID: id, UserID: "u", OutTradeNo: "O" + id, Amount: 100, Currency: "CNY"}},
+			{At: at.Add(time.Duration(i) * time.Minute), By: "test", Data: reservation.RefundRequested{RefundNo: no, Number: 1,
+				IdempotencyKey: no, Fingerprint: "f", Amount: int64(10 + i)}},
+		}
+		if err := store.Append(ctx, id, nil, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.do(t, "GET", "/v1/refunds?state=PROCESSING&limit=50", "")
+	if r.status != http.StatusOK {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	var page struct {
+		Refunds []struct {
+			RefundNo string `json:"refund_no"`
+			Amount   int64  `json:"amount"`
+			State    string `json:"state"`
+		} `json:"refunds"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Refunds) != n {
+		t.Fatalf("listed %d refunds, want %d: %s", len(page.Refunds), n, r.body)
+	}
+	for i, rf := range page.Refunds { // newest request first
+		j := n - 1 - i
+		if want := fmt.Sprintf("T-cold%02d-1", j); rf.RefundNo != want || rf.Amount != int64(10+j) || rf.State != "PROCESSING" {
+			t.Errorf("row %d: %+v, want %s of %d fen PROCESSING", i, rf, want, 10+j)
+		}
+	}
+	if live := e.engine.Active(); live != 0 {
+		t.Errorf("listing started %d actors, want none", live)
 	}
 }

@@ -199,3 +199,12 @@ func (db *DB) WriteMarks(ctx context.Context, marks []Mark) error {
 	}
 	return nil
 }
+
+// StreamMarks is one stream's marks for a write that holds only while the
+// stream's head is still Head (pgjournal.DB.WriteMarksAt): marks derived
+// from the stream's state at that head, such as its list rows.
+type StreamMarks struct {
+	Stream string
+	Head   uint64
+	Marks  []Mark
+}

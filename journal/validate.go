@@ -22,3 +22,6 @@ func ValidateKVKey(key string) error { return checkKVKey(key) }
 
 // MaxKVValue is the largest kv value, in bytes.
 const MaxKVValue = maxKVValueLen
+
+// ValidateCounter checks a counter change's key: 1..128 bytes without NUL.
+func ValidateCounter(c Counter) error { return checkCounter(c) }

@@ -229,6 +229,12 @@ func verifyPostgres(c *cli, name, url, schema string, maxProblems int, asJSON bo
 		fmt.Fprintf(c.stdout, "journal %s\n", source)
 		fmt.Fprintf(c.stdout, "  records      %d (last global %d)\n", rep.Journal.Records, rep.Journal.LastGlobal)
 		fmt.Fprintf(c.stdout, "  reservations %d, refunds %d\n", rep.Reservations, rep.Refunds)
+		if rep.Counters != "" {
+			fmt.Fprintf(c.stdout, "  counters     %s\n", rep.Counters)
+		}
+		if rep.Lists != "" {
+			fmt.Fprintf(c.stdout, "  list index   %s\n", rep.Lists)
+		}
 		if storage != nil {
 			fmt.Fprintf(c.stdout, "PROBLEM [storage] %v\n", storage)
 		}

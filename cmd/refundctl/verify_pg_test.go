@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/reservation"
@@ -59,6 +61,45 @@ func TestJournalVerify_Postgres(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "records      "+strconv.FormatUint(records, 10)+" ") || !strings.Contains(r.stdout, "reservations 8, refunds 16") {
 		t.Fatalf("want %d records, 8 reservations, 16 refunds reported:\n%s", records, r)
+	}
+	// The counters (GET /v1/totals') are compared with the events; the list
+	// index, once refundd marked it kept, with the states, both ways.
+	if !strings.Contains(r.stdout, "counters     match the events") || !strings.Contains(r.stdout, "list index   not kept") {
+		t.Fatalf("counters and list index of a good journal:\n%s", r)
+	}
+	if _, err := eventstore.BackfillLists(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	r = ctl(t, "journal", "verify", "--journal", store.DSN, "--journal-schema", store.Schema)
+	if r.code != exitOK || !strings.Contains(r.stdout, "list index   match the reservations' states") {
+		t.Fatalf("a good journal with its list index:\n%s", r)
+	}
+	evs, _, err := eventstore.Reader{DB: db}.Load(ctx, "res0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stale journal.Mark
+	for _, row := range reservation.ListRows(nil, reservation.Replay(evs)) {
+		if row.RefundNo != "" {
+			row.State = string(reservation.Unknown)
+			stale = journal.Mark{Key: eventstore.ListMarkKey(row)}
+		}
+	}
+	if err := db.WriteMarks(ctx, []journal.Mark{stale}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, store.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE "+pgx.Identifier{store.Schema, "counters"}.Sanitize()+" SET value = value + 1 WHERE key = 'reservations'"); err != nil {
+		t.Fatal(err)
+	}
+	r = ctl(t, "journal", "verify", "--journal", store.DSN, "--journal-schema", store.Schema)
+	if r.code != exitProblems || !strings.Contains(r.stdout, "list row "+stale.Key+" matches no reservation's state") ||
+		!strings.Contains(r.stdout, "counter reservations is 9, the events make it 8") {
+		t.Fatalf("a stale list row and a wrong counter:\n%s", r)
 	}
 
 	// A refund of 1,000,000 fen on a reservation registered for 100.

@@ -104,7 +104,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		return nil, fmt.Errorf("--journal: %w", err)
 	}
 	be := &backend{db: pg, owner: nodeID, prefix: c.RefundNoPrefix, started: "refundd started in cluster mode",
-		closeJournal: func(context.Context) error { return pg.Close() }}
+		closeJournal: func(context.Context) error { return pg.Close() }, totals: eventstore.Totals{DB: pg}}
 	var node *cluster.Node
 	be.start = func(ctx, _ context.Context, w *wiredProvider, policies enginePolicies) error {
 		host, port, _ := cluster.SplitAddress(cc.Listen) // validated

@@ -186,8 +186,21 @@ func TestCluster_ThreeNodesWithSIGKILL(t *testing.T) {
 	}
 
 	// Settle: nothing in flight, then compare with WeChat's books.
-	if checkClusterBooks(t, sim, base, n, 0, res, paid) == 0 {
+	succeeded := checkClusterBooks(t, sim, base, n, 0, res, paid)
+	if succeeded == 0 {
 		t.Error("no refund succeeded: the load did nothing")
+	}
+	// Every node serves the refund totals, kept with the shared journal's
+	// appends: what they call refunded is what the reservations say.
+	for i := range procs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code, body, err := apiCall(ctx, base(i), "GET", "/v1/totals", "", nil)
+		cancel()
+		refunded, _ := body["refunded"].(map[string]any)
+		inFlight, _ := body["in_flight"].(map[string]any)
+		if err != nil || code != http.StatusOK || refunded["amount"] != float64(succeeded) || inFlight["amount"] != float64(0) {
+			t.Errorf("totals via node%d: %d %v %v; want %d fen refunded, none in flight", i, code, body, err, succeeded)
+		}
 	}
 	// Every node serves the same event feed, from the shared journal.
 	var firsts []string

@@ -121,8 +121,8 @@ type backend struct {
 	ready     func(ctx context.Context) error
 	sources   metrics.Sources
 	audit     *api.AuditConfig
-	// totals reads the refund totals kept with the journal; nil where the
-	// journal keeps no counters (PostgreSQL).
+	// totals reads the refund totals kept with the journal (both journals
+	// keep them).
 	totals api.TotalsReader
 	// started describes the backend in the start-up log and line.
 	started  string
@@ -199,6 +199,14 @@ func (m *Main) start(ctx context.Context, pre *checked) error {
 	// Before the engine: nothing appends while the rows are written.
 	if _, err := eventstore.BackfillLists(ctx, be.db, m.log); err != nil {
 		return err
+	}
+	// A cluster journal migrated with records in it counts them once;
+	// safe while other nodes append (BackfillCounters). The bbolt journal
+	// is rebuilt by refundctl journal stats --build-counters instead.
+	if cj, ok := be.db.(eventstore.CountersJournal); ok {
+		if _, err := eventstore.BackfillCounters(ctx, cj, m.log); err != nil {
+			return err
+		}
 	}
 	bgCtx, stopBG := context.WithCancel(context.Background())
 	m.stopBG = stopBG

@@ -2,6 +2,9 @@ package audit
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -64,20 +67,32 @@ func (r *Report) OK() bool { return r.Journal.OK() && len(r.Problems) == 0 && r.
 // (checksums, chain, sequences, epochs) are the journal's own: for the
 // PostgreSQL journal, pgjournal.DB.Verify. Report.Journal stays zero but for
 // Records and LastGlobal.
+//
+// On a journal that keeps counters and a list index (KeptChecker: the
+// PostgreSQL one), it also compares them with what the replayed events
+// make, as Verify does (Report.Counters, Report.Lists; a difference is a
+// Problem of kind "counter" or "index"), unless the journal moved on while
+// it was read: a live cluster is then checked again later.
 func ReplayCheck(ctx context.Context, db Scanner, maxProblems int, progress func(uint64)) (*Report, error) {
 	if maxProblems <= 0 {
 		maxProblems = 1000
 	}
 	rep := &Report{Problems: []Problem{}}
-	rp := newReplayer(func(p Problem) {
+	report := func(p Problem) {
 		if len(rep.Problems) >= maxProblems {
 			rep.Dropped++
 			return
 		}
 		rep.Problems = append(rep.Problems, p)
-	})
+	}
+	rp := newReplayer(report)
+	want := map[string]int64{}
+	var latest time.Time
 	err := scanAll(ctx, db, progress, func(r journal.Record) error {
-		rp.apply(r)
+		if e, _, ok := rp.apply(r); ok && e.At.After(latest) {
+			latest = e.At
+		}
+		want[eventstore.CountEvents+r.Type]++
 		rep.Journal.Records++
 		rep.Journal.LastGlobal = r.Global
 		return nil
@@ -88,8 +103,124 @@ func ReplayCheck(ctx context.Context, db Scanner, maxProblems int, progress func
 	rep.Reservations = len(rp.states)
 	for _, s := range rp.states {
 		rep.Refunds += len(s.Refunds)
+		eventstore.Tally(s, 1, func(k string, n int64) { want[k] += n })
+	}
+	if n, ok := eventstore.LatestNanos(latest); ok {
+		want[eventstore.CountLatest] = n
+	}
+	if kc, ok := db.(KeptChecker); ok {
+		if err := checkKept(ctx, kc, rep, rp, want, report); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
+}
+
+// KeptChecker is a journal whose counters and list index ReplayCheck
+// compares with the events: *pgjournal.DB.
+type KeptChecker interface {
+	Counters(ctx context.Context) (journal.Counts, error)
+	Marks(ctx context.Context, prefix, after string, limit int) ([]string, error)
+	Get(ctx context.Context, key string) ([]byte, error)
+	LastGlobal(ctx context.Context) (uint64, error)
+}
+
+// checkKept compares db's counters with want (the replay's) and its list
+// rows with the replayed states' (both ways), setting rep.Counters and
+// rep.Lists.
+func checkKept(ctx context.Context, db KeptChecker, rep *Report, rp *replayer, want map[string]int64, report func(Problem)) error {
+	moved := "not compared: the journal moved on while it was verified"
+	counts, err := db.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !counts.Complete:
+		rep.Counters = "not kept for the whole history yet (a refundd node back-fills them when it starts)"
+	case len(rp.broken) > 0:
+		rep.Counters = "not compared: some events do not decode"
+	case counts.LastGlobal != rep.Journal.LastGlobal:
+		rep.Counters = moved
+	default:
+		bad := 0
+		keys := slices.Sorted(maps.Keys(want))
+		for k := range counts.Values {
+			if _, ok := want[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			if got, w := counts.Values[k], want[k]; got != w {
+				bad++
+				report(Problem{Kind: "counter", Message: fmt.Sprintf("counter %s is %d, the events make it %d", k, got, w)})
+			}
+		}
+		rep.Counters = "match the events"
+		if bad > 0 {
+			rep.Counters = fmt.Sprintf("%d differ from the events", bad)
+		}
+	}
+
+	switch _, err := db.Get(ctx, eventstore.ListIndexKey); {
+	case errors.Is(err, journal.ErrNotFound):
+		rep.Lists = "not kept: the journal predates the list index (refundd writes it at its next start)"
+		return nil
+	case err != nil:
+		return err
+	}
+	implied := map[string]string{} // key -> reservation
+	for id, s := range rp.states {
+		if rp.broken[id] {
+			continue
+		}
+		for _, row := range reservation.ListRows(nil, s) {
+			implied[eventstore.ListMarkKey(row)] = id
+		}
+	}
+	held := map[string]bool{}
+	after := ""
+	for {
+		keys, err := db.Marks(ctx, eventstore.ListPrefix, after, 4096)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			held[k] = true
+		}
+		if len(keys) < 4096 {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	if last, err := db.LastGlobal(ctx); err != nil {
+		return err
+	} else if last != rep.Journal.LastGlobal {
+		rep.Lists = moved
+		return nil
+	}
+	diff := 0
+	for _, k := range slices.Sorted(maps.Keys(implied)) {
+		if !held[k] {
+			diff++
+			report(Problem{Stream: implied[k], Kind: "index", Message: fmt.Sprintf("list row %s is missing: lists do not show the reservation as it is", k)})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(held)) {
+		if _, ok := implied[k]; ok {
+			continue
+		}
+		id, _ := eventstore.ListKeyReservation(k)
+		if rp.broken[id] {
+			continue // its state is not known: neither are its rows
+		}
+		diff++
+		report(Problem{Stream: id, Kind: "index", Message: fmt.Sprintf("list row %s matches no reservation's state: lists show what is not so", k)})
+	}
+	rep.Lists = "match the reservations' states"
+	if diff > 0 {
+		rep.Lists = fmt.Sprintf("%d differ from the reservations' states", diff)
+	}
+	return nil
 }
 
 // implied is the journal's indexes as reservation.AppendIndexes, the

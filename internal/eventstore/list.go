@@ -513,3 +513,43 @@ func (it *listIter) fill(ctx context.Context) error {
 }
 
 func (it *listIter) pop() { it.hasHead = false }
+
+// StreamsLoader reads many streams at once: both journals implement it
+// (journal.DB.LoadStreams: one read transaction, the records in file
+// order; pgjournal.DB.LoadStreams: one query).
+type StreamsLoader interface {
+	LoadStreams(ctx context.Context, streams []string) (map[string][]journal.Record, error)
+}
+
+// States returns the state of each of ids, replayed from the journal
+// without waking (or, in a cluster, taking over) their actors: the
+// reservations a page of a list shows, read in one batch where the journal
+// can (StreamsLoader), else one by one in key order. An id with no events
+// maps to an unregistered state.
+func (r Reader) States(ctx context.Context, ids []string) (map[string]*reservation.State, error) {
+	out := make(map[string]*reservation.State, len(ids))
+	if sl, ok := r.DB.(StreamsLoader); ok {
+		streams, err := sl.LoadStreams(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for id, recs := range streams {
+			events, err := DecodeStream(id, recs)
+			if err != nil {
+				return nil, err
+			}
+			out[id] = reservation.Replay(events)
+		}
+		return out, nil
+	}
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	for _, id := range slices.Compact(sorted) {
+		events, _, err := r.Load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = reservation.Replay(events)
+	}
+	return out, nil
+}

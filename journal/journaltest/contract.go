@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 type Journal interface {
 	Append(ctx context.Context, req journal.AppendRequest) (uint64, error)
 	Load(ctx context.Context, stream string, afterSeq uint64) ([]journal.Record, error)
+	LoadStreams(ctx context.Context, streams []string) (map[string][]journal.Record, error)
 	Head(ctx context.Context, stream string) (uint64, error)
 	Lookup(ctx context.Context, namespace, key string) (string, error)
 	Scan(ctx context.Context, afterGlobal uint64, limit int) ([]journal.Record, error)
@@ -33,6 +35,8 @@ type Journal interface {
 	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
 	WriteKV(ctx context.Context, put []journal.KV, del []string) error
+	Counters(ctx context.Context) (journal.Counts, error)
+	CountersBetween(ctx context.Context, from, to string) (journal.Counts, error)
 }
 
 // Activator is implemented by journals that fence appends by ownership
@@ -91,7 +95,8 @@ func RunContract(t *testing.T, open func(t *testing.T) Journal) {
 		{"FailureIsolation", testFailureIsolation},
 		{"ScanGapFree", testScanGapFree},
 		{"KV", testKV},
-		{"CountersAccepted", testCountersAccepted},
+		{"CountersKept", testCountersKept},
+		{"LoadStreams", testLoadStreams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,20 +311,122 @@ func testInvalid(t *testing.T, j Journal) {
 	}
 }
 
-// testCountersAccepted: an append that carries counter changes (what the
-// event store sends) is stored like one without. Keeping the counters is
-// the bbolt journal's (journal.DB.Counters, tested there); pgjournal
-// accepts and ignores them (its doc says where its figures come from).
-func testCountersAccepted(t *testing.T, j Journal) {
-	activate(t, j, "s")
-	last := mustAppend(t, j, journal.AppendRequest{Stream: "s", Events: []journal.Event{ev("t", "a"), ev("t", "b")},
-		Counters: []journal.Counter{{Key: "n", Add: 2}, {Key: "latest", Add: 7, Max: true}}})
-	if last != 2 {
-		t.Fatalf("append with counters: last seq %d, want 2", last)
+// testCountersKept: the counter changes appends carry are summed (Max
+// keeps the largest) in the commit of their events, also when appends of
+// several streams race into shared commits; a refused append changes
+// nothing; Counters and CountersBetween read them with the last global
+// they include, complete from a fresh journal's first record.
+func testCountersKept(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	const streams, appends = 4, 12
+	for i := range streams {
+		activate(t, j, fmt.Sprintf("s%d", i))
 	}
-	recs, err := j.Load(ctxT(t), "s", 0)
-	if err != nil || len(recs) != 2 || string(recs[1].Data) != "b" {
-		t.Fatalf("Load after an append with counters: %v %+v", err, recs)
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := fmt.Sprintf("s%d", i)
+			for n := range appends {
+				_, err := j.Append(ctx, journal.AppendRequest{Stream: stream, Expected: uint64(n),
+					Events: []journal.Event{ev("t", "x")},
+					Counters: []journal.Counter{{Key: "all", Add: 1}, {Key: "by/" + stream, Add: int64(n + 1)},
+						{Key: "latest", Add: int64(i*100 + n), Max: true}, {Key: "zero", Add: 0}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Refused (a stale Expected): its counters are not kept.
+	_, err := j.Append(ctx, journal.AppendRequest{Stream: "s0", Expected: 0, Events: []journal.Event{ev("t", "y")},
+		Counters: []journal.Counter{{Key: "all", Add: 1000}}})
+	var se *journal.SequenceError
+	if !errors.As(err, &se) {
+		t.Fatalf("stale append: %v, want a SequenceError", err)
+	}
+	want := map[string]int64{"all": streams * appends, "latest": (streams-1)*100 + appends - 1}
+	for i := range streams {
+		want[fmt.Sprintf("by/s%d", i)] = appends * (appends + 1) / 2
+	}
+	cs, err := j.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cs.Complete || cs.Generation != journal.CountersGeneration || cs.LastGlobal != streams*appends {
+		t.Errorf("Counters: complete %v, generation %d, last global %d; want true, %d, %d",
+			cs.Complete, cs.Generation, cs.LastGlobal, journal.CountersGeneration, streams*appends)
+	}
+	delete(cs.Values, "zero") // an addition of 0 may or may not leave a key at 0
+	if !maps.Equal(cs.Values, want) {
+		t.Errorf("Counters: %v, want %v", cs.Values, want)
+	}
+	part, err := j.CountersBetween(ctx, "by/s1", "by/s3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := map[string]int64{"by/s1": want["by/s1"], "by/s2": want["by/s2"]}; !maps.Equal(part.Values, w) || part.LastGlobal != cs.LastGlobal {
+		t.Errorf("CountersBetween(by/s1, by/s3): %v at %d, want %v at %d", part.Values, part.LastGlobal, w, cs.LastGlobal)
+	}
+	if open, err := j.CountersBetween(ctx, "by/s3", ""); err != nil || len(open.Values) != 2 {
+		t.Errorf("CountersBetween(by/s3, \"\"): %v %v, want by/s3 and latest", open.Values, err)
+	}
+}
+
+// testLoadStreams: LoadStreams returns for each stream what Load does,
+// interleaved appends of several streams and several commits included; an
+// unknown stream maps to an empty slice; a name given twice is read once.
+func testLoadStreams(t *testing.T, j Journal) {
+	ctx := ctxT(t)
+	names := []string{"c", "a", "b"}
+	for _, s := range names {
+		activate(t, j, s)
+	}
+	heads := map[string]uint64{}
+	for n := range 5 {
+		for i, s := range names {
+			if n <= i*2 {
+				heads[s] += 2
+				mustAppend(t, j, journal.AppendRequest{Stream: s, Expected: heads[s] - 2,
+					Events: []journal.Event{ev("t", fmt.Sprintf("%s%d", s, n)), ev("u", fmt.Sprintf("%s%d'", s, n))}})
+			}
+		}
+	}
+	got, err := j.LoadStreams(ctx, []string{"b", "nobody", "a", "c", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("LoadStreams: %d streams, want 4", len(got))
+	}
+	for _, s := range append(names, "nobody") {
+		want, err := j.Load(ctx, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[s] == nil || len(got[s]) != len(want) {
+			t.Fatalf("LoadStreams[%s]: %d records, Load: %d", s, len(got[s]), len(want))
+		}
+		for i := range want {
+			g, w := got[s][i], want[i]
+			if g.Global != w.Global || g.Stream != w.Stream || g.Seq != w.Seq || g.Type != w.Type || !bytes.Equal(g.Data, w.Data) || g.Hash != w.Hash {
+				t.Errorf("LoadStreams[%s][%d] = %+v, Load: %+v", s, i, g, w)
+			}
+		}
+	}
+	if got, err := j.LoadStreams(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("LoadStreams(nil) = %v, %v", got, err)
+	}
+	if _, err := j.LoadStreams(ctx, []string{""}); !errors.Is(err, journal.ErrInvalid) {
+		t.Errorf("LoadStreams of an empty name: %v, want ErrInvalid", err)
 	}
 }
 

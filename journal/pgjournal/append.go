@@ -25,8 +25,8 @@ type request struct {
 type pending = groupcommit.Call[request]
 
 // Append appends req.Events to req.Stream with Seq req.Expected+1, ...,
-// together with req.Claims, req.Dues, req.DropDues and req.Marks, in one
-// atomic write, provided this DB still holds the epoch it activated for the
+// together with req.Claims, req.Dues, req.DropDues, req.Marks and
+// req.Counters (counters.go), in one atomic write, provided this DB still holds the epoch it activated for the
 // stream. It returns the Seq of the last appended event after the
 // transaction holding it committed (synchronous_commit as the server has
 // it).
@@ -117,11 +117,15 @@ type writes struct {
 	markOrder []string
 	// heads: stream -> new head
 	heads map[string]uint64
+	// counters: the accepted requests' changes, summed per key
+	counters counterSums
 
 	// filled by finish
 	headStreams           [][]byte
 	headSeqs              []int64
 	markSet, markCleared  [][]byte
+	addKeys, maxKeys      [][]byte
+	addVals, maxVals      []int64
 	dueAt, dropAt         []int64
 	dueStreams, dueKeys   [][]byte
 	dropStreams, dropKeys [][]byte
@@ -371,6 +375,7 @@ func (db *DB) check(p *pending, rows map[string]*streamRow, owners map[claimID]s
 		}
 		w.marks[m.Key] = !m.Clear
 	}
+	w.counters.put(req.Counters)
 	p.Last = seq
 	w.accepted++
 }
@@ -399,6 +404,7 @@ func (w *writes) finish() {
 			w.markCleared = append(w.markCleared, b(k))
 		}
 	}
+	w.addKeys, w.addVals, w.maxKeys, w.maxVals = w.counters.args()
 }
 
 func (db *DB) writeBatch(w *writes) *pgx.Batch {
@@ -429,6 +435,7 @@ WHERE dues.at = u.at AND dues.stream = u.stream AND dues.key = u.key`, w.dropAt,
 	if len(w.markCleared) > 0 {
 		batch.Queue(`DELETE FROM marks WHERE key = ANY($1::bytea[])`, w.markCleared)
 	}
+	queueCounters(batch, w.addKeys, w.addVals, w.maxKeys, w.maxVals)
 	batch.Queue(`UPDATE log_head SET last_global = $1, last_hash = $2`, int64(w.lastGlobal), w.lastHash[:])
 	return batch
 }

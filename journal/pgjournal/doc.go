@@ -95,6 +95,8 @@
 //	dues         (at in Unix nanoseconds, stream, key)
 //	marks        key
 //	kv           key -> value (not part of the history)
+//	counters     key -> value (migration 2)
+//	counters_state  one row: complete, generation
 //
 // # Liveness
 //
@@ -102,14 +104,20 @@
 // commits; connections set idle_in_transaction_session_timeout
 // (Options.IdleTxTimeout) so PostgreSQL ends such a session and its locks.
 // Safety never depends on that timeout: an ended session's transaction
-// rolls back.//
+// rolls back.
+//
 // # Counters
 //
-// The bbolt journal keeps running counters with its appends
-// (AppendRequest.Counters, read by refundctl journal stats). This journal
-// validates them like the bbolt one and does not store them: a cluster's
-// figures are a query away in SQL, and its audit replays the log
-// (audit.ReplayCheck). The journal contract (journaltest) covers what both
-// promise: an append that carries counters is stored like one without, and a
-// malformed counter key is refused.
+// Like the bbolt journal, it keeps the running counters appends carry
+// (AppendRequest.Counters: the totals, refunds by state and the per-hour
+// refund totals of GET /v1/totals), summed per commit and upserted in the
+// append's transaction (table counters); the log_head lock serializes
+// them with every other commit, so Counters and CountersBetween read, in
+// one snapshot, the counters of exactly the records they see. Migration 2
+// added them: a schema that held records then has them only for what was
+// appended since (counters_state.complete false, Counts.Complete false)
+// until CompleteCounters adds what the earlier records count
+// (eventstore.BackfillCounters, run by refundd at boot and safe while
+// other nodes append). The journal contract (journaltest) checks both
+// journals sum them the same way.
 package pgjournal

@@ -75,6 +75,26 @@ CREATE TABLE kv (
     value bytea NOT NULL
 );
 `,
+	// 2: the counters (counters.go), changed by every append in its
+	// transaction. counters_state says whether they cover the whole log:
+	// at once for a schema with no records yet; a schema written before
+	// has them only for what is appended from now on, until
+	// CompleteCounters adds the rest (eventstore.BackfillCounters). The
+	// generation is journal.CountersGeneration of the build that added
+	// them: 2, with the per-hour refund totals.
+	`
+CREATE TABLE counters (
+    key   bytea  PRIMARY KEY,
+    value bigint NOT NULL
+);
+
+CREATE TABLE counters_state (
+    id         boolean PRIMARY KEY DEFAULT true CHECK (id),
+    complete   boolean NOT NULL,
+    generation bigint  NOT NULL
+);
+INSERT INTO counters_state (id, complete, generation) SELECT true, last_global = 0, 2 FROM log_head;
+`,
 }
 
 // migrate brings schema up to the newest version this build knows, under a

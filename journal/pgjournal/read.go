@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -396,4 +398,127 @@ func (db *DB) WriteMarks(ctx context.Context, marks []journal.Mark) error {
 		return fmt.Errorf("pgjournal: write marks: %w", err)
 	}
 	return nil
+}
+
+// WriteMarksAt writes the marks of each entry of batch whose stream's head
+// is still its Head, in one transaction, and returns the streams whose head
+// moved (their marks are not written): marks made from a state that an
+// append has since changed would contradict the append's own. The streams'
+// rows are locked (FOR SHARE, in stream order) while the marks are
+// written, so no append to them commits in between; an append waits for
+// this transaction, then changes the marks from what it wrote.
+func (db *DB) WriteMarksAt(ctx context.Context, batch []journal.StreamMarks) ([]string, error) {
+	heads := make(map[string]uint64, len(batch))
+	for _, sm := range batch {
+		if err := checkStream(sm.Stream); err != nil {
+			return nil, fmt.Errorf("pgjournal: write marks: %w", err)
+		}
+		for _, m := range sm.Marks {
+			if err := journal.ValidateMark(m); err != nil {
+				return nil, fmt.Errorf("pgjournal: write marks: %w", err)
+			}
+		}
+		if h, ok := heads[sm.Stream]; ok && h != sm.Head {
+			return nil, fmt.Errorf("pgjournal: write marks: %w: stream %q at heads %d and %d", journal.ErrInvalid, sm.Stream, h, sm.Head)
+		}
+		heads[sm.Stream] = sm.Head
+	}
+	if err := db.ready(ctx); err != nil {
+		return nil, fmt.Errorf("pgjournal: write marks: %w", err)
+	}
+	names := slices.Sorted(maps.Keys(heads))
+	args := make([][]byte, len(names))
+	for i, n := range names {
+		args[i] = b(n)
+	}
+	var moved []string
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		moved = moved[:0]
+		rows, err := tx.Query(ctx, "SELECT stream, head FROM streams WHERE stream = ANY($1::bytea[]) ORDER BY stream FOR SHARE", args)
+		if err != nil {
+			return err
+		}
+		found := make(map[string]uint64, len(names))
+		for rows.Next() {
+			var s []byte
+			var h int64
+			if err := rows.Scan(&s, &h); err != nil {
+				rows.Close()
+				return err
+			}
+			found[string(s)] = uint64(h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if h, ok := found[n]; !ok || h != heads[n] {
+				moved = append(moved, n)
+			}
+		}
+		var set, cleared [][]byte
+		for _, sm := range batch {
+			if slices.Contains(moved, sm.Stream) {
+				continue
+			}
+			for _, m := range sm.Marks {
+				if m.Clear {
+					cleared = append(cleared, b(m.Key))
+				} else {
+					set = append(set, b(m.Key))
+				}
+			}
+		}
+		if len(cleared) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM marks WHERE key = ANY($1::bytea[])`, cleared); err != nil {
+				return err
+			}
+		}
+		if len(set) > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO marks (key) SELECT * FROM unnest($1::bytea[]) ON CONFLICT DO NOTHING`, set); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: write marks: %w", err)
+	}
+	return moved, nil
+}
+
+// LoadStreams returns the records of each of streams (duplicates are read
+// once), as Load would, in one query. An unknown stream maps to an empty
+// slice. It does not activate the streams.
+func (db *DB) LoadStreams(ctx context.Context, streams []string) (map[string][]journal.Record, error) {
+	out := make(map[string][]journal.Record, len(streams))
+	args := make([][]byte, 0, len(streams))
+	for _, s := range streams {
+		if err := checkStream(s); err != nil {
+			return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+		}
+		if _, ok := out[s]; !ok {
+			out[s] = []journal.Record{}
+			args = append(args, b(s))
+		}
+	}
+	if err := db.ready(ctx); err != nil {
+		return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+	}
+	rows, err := db.pool.Query(ctx, "SELECT "+recordColumns+" FROM events WHERE stream = ANY($1::bytea[]) ORDER BY stream, seq", args)
+	if err == nil {
+		err = scanRecords(rows, func(r journal.Record) error {
+			recs := out[r.Stream]
+			if r.Seq != uint64(len(recs))+1 {
+				return fmt.Errorf("%w: stream %q: seq %d follows %d", journal.ErrCorrupt, r.Stream, r.Seq, len(recs))
+			}
+			out[r.Stream] = append(recs, r)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: load streams: %w", err)
+	}
+	return out, nil
 }
