@@ -29,22 +29,33 @@ func bucketLen(t *testing.T, db *DB, name []byte) int {
 // buckets (a page per merchant there: the cost the tail removes); reads
 // see them at once, a flush moves them, and a reopen finds what was
 // pending.
-func TestCommit_MarksWaitInTheTail(t *testing.T) {
-	ctx := context.Background()
+// appendPending opens a journal that flushes its mark tail only at Close
+// and appends n one-event requests, request i carrying the marks and
+// counters mark(i) gives.
+func appendPending(t *testing.T, n int, mark func(i int) ([]Mark, []Counter)) (*DB, string, *Options) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
 	opts := &Options{NoSync: true, MarkFlushDelay: -1}
 	db, err := Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10 {
-		_, err := db.Append(ctx, AppendRequest{Stream: fmt.Sprintf("s%d", i), Events: []Event{{Type: "t", Version: 1}},
-			Marks:    []Mark{{Key: fmt.Sprintf("list/m%d/row", i)}},
-			Counters: []Counter{{Key: "n", Add: 1}, {Key: fmt.Sprintf("merchant/m%d", i), Add: 5}}})
+	for i := range n {
+		marks, counters := mark(i)
+		_, err := db.Append(context.Background(), AppendRequest{Stream: fmt.Sprintf("s%d", i), Events: []Event{{Type: "t", Version: 1}},
+			Marks: marks, Counters: counters})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	return db, path, opts
+}
+
+func TestCommit_MarksWaitInTheTail(t *testing.T) {
+	ctx := context.Background()
+	db, _, opts := appendPending(t, 10, func(i int) ([]Mark, []Counter) {
+		return []Mark{{Key: fmt.Sprintf("list/m%d/row", i)}}, []Counter{{Key: "n", Add: 1}, {Key: fmt.Sprintf("merchant/m%d", i), Add: 5}}
+	})
 	if n := bucketLen(t, db, bucketMarks); n != 0 {
 		t.Errorf("marks bucket holds %d keys before a flush, want 0", n)
 	}
@@ -116,18 +127,7 @@ func TestPending_RoundTrip(t *testing.T) {
 // and is skipped by a read-only open, so the file can still be examined.
 func TestOpen_DamagedPending(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "j.db")
-	opts := &Options{NoSync: true, MarkFlushDelay: -1}
-	db, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		if _, err := db.Append(ctx, AppendRequest{Stream: fmt.Sprintf("s%d", i), Events: []Event{{Type: "t", Version: 1}},
-			Marks: []Mark{{Key: fmt.Sprintf("k%d", i)}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, path, opts := appendPending(t, 2, func(i int) ([]Mark, []Counter) { return []Mark{{Key: fmt.Sprintf("k%d", i)}}, nil })
 	// Closed without its last flush, as a crash leaves it; then one
 	// pending value damaged.
 	_ = db.bolt.Close()
