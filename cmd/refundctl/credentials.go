@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/client"
 	"github.com/refundd/refundd/internal/wechatpay"
 )
@@ -126,7 +127,7 @@ func credentialProblems(creds *client.Credentials, now time.Time) []string {
 func keyInfos(keys []client.CredentialKey) []wechatpay.KeyInfo {
 	out := make([]wechatpay.KeyInfo, 0, len(keys))
 	for _, k := range keys {
-		ki := wechatpay.KeyInfo{Serial: k.Serial, Certificate: k.Kind == "platform_certificate"}
+		ki := wechatpay.KeyInfo{Serial: k.Serial, Certificate: k.Kind == api.KeyKindCertificate}
 		if k.NotAfter != nil {
 			ki.NotAfter = *k.NotAfter
 		}
