@@ -295,8 +295,8 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if len(v) != 4 {
 			return fmt.Errorf("%w: meta format version is %d bytes, want 4", ErrCorrupt, len(v))
 		}
-		if format = binary.BigEndian.Uint32(v); format > fileFormat {
-			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, fileFormat)
+		if format = binary.BigEndian.Uint32(v); format > fileFormat && format != archivedFileFormat {
+			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, archivedFileFormat)
 		} else if format == 0 {
 			return fmt.Errorf("%w: meta format version 0", ErrCorrupt)
 		}

@@ -535,21 +535,22 @@ func TestOpen_FormatTooNew(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		path := writeThree(t)
 		patchFile(t, path, func(tx *bolt.Tx) error {
-			// 5: one past the format this build writes (4).
-			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 5))
+			// 6: one past the newest format this build reads (5, a file
+			// with archived streams; it writes 4 otherwise).
+			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 6))
 		})
 		_, err := journal.Open(path, nil)
 		if !errors.Is(err, journal.ErrFormatTooNew) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("Open: %v, want ErrFormatTooNew naming the path", err)
 		}
-		// The refused file was not touched: still format 5.
+		// The refused file was not touched: still format 6.
 		bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer bdb.Close()
 		_ = bdb.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 5 {
+			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 6 {
 				t.Errorf("format rewritten to %x", v)
 			}
 			return nil
