@@ -349,6 +349,15 @@ func ArchiveDir(path string) string {
 	return path + ".archive"
 }
 
+// ArchiveDir returns where the journal's archive segments are:
+// Options.ArchiveDir, or beside the file (the package's ArchiveDir).
+func (db *DB) ArchiveDir() string {
+	if db.opts.ArchiveDir != "" {
+		return db.opts.ArchiveDir
+	}
+	return ArchiveDir(db.path)
+}
+
 // merged reads every segment of the archive in global order.
 type merged struct {
 	readers []*SegmentReader
@@ -413,6 +422,45 @@ func (m *merged) Close() {
 		r.Close()
 	}
 }
+
+// ArchiveIter reads every archived record in global order, one at a time.
+type ArchiveIter struct{ m *merged }
+
+// Iter starts reading the archive; Close the iterator.
+func (a *Archive) Iter() (*ArchiveIter, error) {
+	m, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	return &ArchiveIter{m: m}, nil
+}
+
+// Peek returns the global of the next record, ok false at the end.
+func (it *ArchiveIter) Peek() (uint64, bool) {
+	i := it.m.peek()
+	if i < 0 {
+		return 0, false
+	}
+	return it.m.heads[i].Global, true
+}
+
+// Next returns the next record (its Data valid until the next call) and
+// whether it is its stream's last; ok is false at the end.
+func (it *ArchiveIter) Next() (r Record, last, ok bool) {
+	r, last, _, ok = it.m.next()
+	return r, last, ok
+}
+
+// Err says why the iteration ended early, nil after a clean end.
+func (it *ArchiveIter) Err() error {
+	if err := it.m.err(); err != nil {
+		return fmt.Errorf("journal: archive: %w", err)
+	}
+	return nil
+}
+
+// Close closes the segments.
+func (it *ArchiveIter) Close() { it.m.Close() }
 
 // Records calls fn with every archived record in global order, with
 // whether it is its stream's last. fn's Record's Data is only valid during

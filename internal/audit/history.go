@@ -103,7 +103,7 @@ func load(ctx context.Context, db *journal.DB, id string) ([]journal.Record, err
 			return nil, err
 		}
 		if ok {
-			return (&journal.Archive{Dir: journal.ArchiveDir(db.Path())}).Load(id, seg)
+			return (&journal.Archive{Dir: db.ArchiveDir()}).Load(id, seg)
 		}
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
