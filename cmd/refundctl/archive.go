@@ -182,15 +182,15 @@ func (o *archiveOptions) run(c *cli, args []string) int {
 	return exitOK
 }
 
-// openArchive opens the archive of db, nil when db never archived.
+// openArchive opens the archive of db, nil when db never archived and no
+// interrupted run left anything.
 func openArchive(db *journal.DB) (*journal.Archive, error) {
-	segs, err := db.ArchivedSegments()
-	if err != nil || len(segs) == 0 {
-		return nil, err
-	}
 	a, err := journal.OpenArchive(db, db.ArchiveDir())
 	if err != nil {
 		return nil, fmt.Errorf("%w (give the archive's directory with --archive)", err)
+	}
+	if len(a.Applied) == 0 && len(a.Pending) == 0 {
+		return nil, nil
 	}
 	return a, nil
 }

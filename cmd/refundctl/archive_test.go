@@ -164,6 +164,9 @@ func TestArchive_CrashAtEachStep(t *testing.T) {
 			if r.code != exitOK {
 				t.Fatalf("verify after the crash: %s", r)
 			}
+			if point == crashpoint.ArchiveManifestWritten && !strings.Contains(r.stdout, "left over from an interrupted run") {
+				t.Fatalf("verify does not name the leftover manifest: %s", r)
+			}
 			sameReads(t, "after the crash", reads(t, dir), before)
 
 			r = ctl(t, "journal", "archive", "--data", dir, "--now", now.Format(time.RFC3339), "--checkpoint-key", priv)
