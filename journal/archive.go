@@ -3,6 +3,7 @@ package journal
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
@@ -186,6 +187,26 @@ func archivedEntry(b *bolt.Bucket, stream string) (segment string, head uint64, 
 		return "", 0, false
 	}
 	return string(v[8:]), binary.BigEndian.Uint64(v[:8]), true
+}
+
+// LoadArchived returns the records of stream from its archive segment
+// (in DB.ArchiveDir) when it was archived; archived is false, and nothing
+// is read, for a stream that was not. It reads the segment until the
+// stream's last record: for the reads of a reservation that will never
+// change, not for a hot path.
+func (db *DB) LoadArchived(ctx context.Context, stream string) (recs []Record, archived bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	seg, _, ok, err := db.ArchivedStream(stream)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	recs, err = (&Archive{Dir: db.ArchiveDir()}).Load(stream, seg)
+	if err != nil {
+		return nil, true, err
+	}
+	return recs, true, nil
 }
 
 // ForEachArchived calls fn with every archived stream, its last seq and
