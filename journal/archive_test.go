@@ -219,3 +219,31 @@ func TestArchiveStreams_Refused(t *testing.T) {
 		t.Fatalf("after refusals: %+v", got)
 	}
 }
+
+// TestArchive_Restore: a backup of a journal that archived streams
+// restores with its archive, and the restored journal checks as one chain.
+func TestArchive_Restore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "refundd.db")
+	db, err := journal.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStreams(t, db, []string{"a", "b", "c"}, 3)
+	db.Close()
+	if _, err := journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: []string{"a", "c"}, Cutoff: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "refundd.db")
+	// Without its archive the backup does not check: refused.
+	if _, err := journal.Restore(ctx, path, dst, &journal.RestoreOptions{ArchiveDir: t.TempDir()}); err == nil {
+		t.Fatal("restored without its archive")
+	}
+	if _, err := journal.Restore(ctx, path, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkWith(t, dst, nil, true); !got.OK() || got.Archived != 6 || got.Records != 9 {
+		t.Fatalf("restored: %+v", got)
+	}
+}

@@ -118,6 +118,25 @@ func TestArchive(t *testing.T) {
 	}
 	sameReads(t, "after archival", reads(t, dir), before)
 
+	// Backups take the archive along, and restore brings it back.
+	backup := filepath.Join(t.TempDir(), "b.db")
+	if r := ctl(t, "backup", "--data", dir, "--out", backup); r.code != exitOK {
+		t.Fatalf("backup: %s", r)
+	}
+	if r := ctl(t, "journal", "verify", "--file", backup, "--public-key", pub); r.code != exitOK || !strings.Contains(r.stdout, "11 records archived") {
+		t.Fatalf("verify the backup: %s", r)
+	}
+	restored := t.TempDir()
+	if r := ctl(t, "restore", "--from", backup, "--data", restored); r.code != exitOK {
+		t.Fatalf("restore: %s", r)
+	}
+	if r := ctl(t, "journal", "verify", "--data", restored, "--public-key", pub); r.code != exitOK || !strings.Contains(r.stdout, "11 records archived") {
+		t.Fatalf("verify the restored journal: %s", r)
+	}
+	if r := ctl(t, "journal", "show", "r1", "--data", restored, "--json"); r.code != exitOK || r.stdout != before["journal show r1 --json"] {
+		t.Fatalf("show r1 after restore: %s", r)
+	}
+
 	// Nothing more is eligible; another key's signature is refused.
 	r = ctl(t, "journal", "archive", "--data", dir, "--now", now.Format(time.RFC3339))
 	if r.code != exitOK || !strings.Contains(r.stdout, "archived     0 reservations") {
