@@ -247,3 +247,45 @@ func TestArchive_Restore(t *testing.T) {
 		t.Fatalf("restored: %+v", got)
 	}
 }
+
+// TestArchive_HotFileShrinks: the new generation holds only what stays
+// hot, so the file is smaller than before (bbolt never shrinks one in
+// place).
+func TestArchive_HotFileShrinks(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "refundd.db")
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []string
+	for i := range 200 {
+		streams = append(streams, fmt.Sprintf("s%03d", i))
+	}
+	data := make([]byte, 2048)
+	for seq := range 3 {
+		for _, s := range streams {
+			if _, err := db.Append(ctx, journal.AppendRequest{Stream: s, Expected: uint64(seq), Events: []journal.Event{{Type: "t", Version: 1, Data: data}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	db.Close()
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: streams[:180], Cutoff: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() >= before.Size()/2 {
+		t.Fatalf("hot file %d bytes after archiving 90%% of it, %d before", after.Size(), before.Size())
+	}
+	if got := checkWith(t, path, nil, true); !got.OK() || got.Archived != 540 {
+		t.Fatalf("check: %+v", got)
+	}
+}
