@@ -25,6 +25,9 @@ type reservationActor struct {
 	// replies need no copy of their own).
 	shared bool
 	broken error // the state could not be loaded; every request fails
+	// archived says the reservation was loaded from the journal's archive:
+	// it can be read, and refuses every command (reservation.ErrArchived).
+	archived bool
 	// answered says the message being handled got its reply; only the
 	// actor's goroutine uses it.
 	answered bool
@@ -59,7 +62,14 @@ func (a *reservationActor) Receive(ctx actor.Context) {
 // load rebuilds the state from the journal. It runs on every (re)start, so a
 // restart after a panic recovers from durable facts only.
 func (a *reservationActor) load() {
-	events, version, err := a.e.cfg.Store.Load(a.e.journalDeadline.context(), a.id)
+	var events []reservation.Event
+	var version uint64
+	var err error
+	if as, ok := a.e.cfg.Store.(ArchiveStore); ok {
+		events, version, a.archived, err = as.LoadArchived(a.e.journalDeadline.context(), a.id)
+	} else {
+		events, version, err = a.e.cfg.Store.Load(a.e.journalDeadline.context(), a.id)
+	}
 	if err != nil {
 		a.broken = fmt.Errorf("%w: load %s: %v", ErrUnavailable, a.id, err)
 		a.log().Error("loading reservation failed", "err", err)
@@ -153,6 +163,11 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	env := reservation.Env{Now: a.e.cfg.Now().UTC(), By: m.by, Policy: policy, Jitter: rand.Float64(),
 		Encode: a.e.cfg.Encode, Unconfigured: !configured}
 	quiet := m.quiet
+	if a.archived {
+		// Finished and moved out of the hot journal: nothing can change it.
+		a.answer(m, reply{state: a.snapshot(quiet), err: reservation.ErrArchived})
+		return
+	}
 	events, err := reservation.Decide(a.state, m.cmd, env)
 	if (err != nil || len(events) == 0) && isTimer(m.cmd) {
 		if cerr := a.confirmCurrent(ctx); cerr != nil {

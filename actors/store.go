@@ -39,3 +39,15 @@ type Store interface {
 	// (reservation, refund) order after the cursor "RESERVATION/REFUND_NO".
 	Attention(ctx context.Context, kind, after string, limit int) ([]reservation.RefundRef, error)
 }
+
+// ArchiveStore is a Store whose journal may have moved finished
+// reservations to an archive (refundctl journal archive). The actors load
+// with LoadArchived when the store has it: an archived reservation is
+// read from the archive and refuses every command with
+// reservation.ErrArchived.
+type ArchiveStore interface {
+	Store
+	// LoadArchived is Load, reading an archived reservation from the
+	// archive and saying so.
+	LoadArchived(ctx context.Context, reservationID string) (events []reservation.Event, version uint64, archived bool, err error)
+}

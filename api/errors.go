@@ -61,6 +61,7 @@ var statusOf = map[string]int{
 	string(reservation.CodeProviderHasRefund):      http.StatusConflict,
 	string(reservation.CodeMerchantNotConfigured):  http.StatusConflict,
 	string(reservation.CodeSelfApproval):           http.StatusForbidden,
+	string(reservation.CodeArchived):               http.StatusConflict,
 	codeUnavailable:                                http.StatusServiceUnavailable,
 	codeTimeout:                                    http.StatusGatewayTimeout,
 	codeInternal:                                   http.StatusInternalServerError,

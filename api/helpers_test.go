@@ -34,6 +34,7 @@ var statusFor = map[string]int{
 	"forbidden":               http.StatusForbidden,
 	"merchant_scope":          http.StatusForbidden,
 	"refund_window_closed":    http.StatusConflict,
+	"archived":                http.StatusConflict,
 	"method_not_allowed":      http.StatusMethodNotAllowed,
 	"conflict":                http.StatusConflict,
 	"out_trade_no_taken":      http.StatusConflict,

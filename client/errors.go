@@ -22,17 +22,20 @@ const (
 	CodeInvalidState           = Code("invalid_state")
 	CodeOutcomeMismatch        = Code("outcome_mismatch")
 	CodeRefundWindowClosed     = Code("refund_window_closed")
-	CodeRefundSettling         = Code("refund_settling")
-	CodeReleaseUnconfirmed     = Code("release_unconfirmed")
-	CodeProviderHasRefund      = Code("provider_has_refund")
-	CodeUnavailable            = Code("unavailable")
-	CodeTimeout                = Code("timeout")
-	CodeInternal               = Code("internal")
-	CodeTooLarge               = Code("body_too_large")
-	CodeMethodNotAllowed       = Code("method_not_allowed")
-	CodeRouteNotFound          = Code("route_not_found")
-	CodeUnauthenticated        = Code("unauthenticated")
-	CodeForbidden              = Code("forbidden")
+	// CodeArchived: the reservation was archived (finished, its refund
+	// window closed): it can be read, never changed.
+	CodeArchived           = Code("archived")
+	CodeRefundSettling     = Code("refund_settling")
+	CodeReleaseUnconfirmed = Code("release_unconfirmed")
+	CodeProviderHasRefund  = Code("provider_has_refund")
+	CodeUnavailable        = Code("unavailable")
+	CodeTimeout            = Code("timeout")
+	CodeInternal           = Code("internal")
+	CodeTooLarge           = Code("body_too_large")
+	CodeMethodNotAllowed   = Code("method_not_allowed")
+	CodeRouteNotFound      = Code("route_not_found")
+	CodeUnauthenticated    = Code("unauthenticated")
+	CodeForbidden          = Code("forbidden")
 	// CodeMerchantScope: the token is limited to some merchants and the
 	// route answers about every merchant.
 	CodeMerchantScope = Code("merchant_scope")
@@ -65,7 +68,7 @@ var codes = []Code{CodeInvalid, CodeNotFound, CodeConflict, CodeOutTradeNoTaken,
 	CodeInsufficientRefundable, CodeCanceled, CodeRefundLimit, CodeInvalidState, CodeOutcomeMismatch,
 	CodeRefundWindowClosed, CodeRefundSettling, CodeReleaseUnconfirmed, CodeProviderHasRefund, CodeUnavailable,
 	CodeTimeout, CodeInternal, CodeTooLarge, CodeMethodNotAllowed, CodeRouteNotFound, CodeUnauthenticated, CodeForbidden,
-	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired, CodeEncryptionUnavailable, CodeTotalsNotKept}
+	CodeMerchantScope, CodeSelfApproval, CodeMerchantNotConfigured, CodeRateLimited, CodeCredentialsInvalid, CodeRestartRequired, CodeEncryptionUnavailable, CodeTotalsNotKept, CodeArchived}
 
 // Error is a failure the API answered: its HTTP status, code, message, the
 // field it concerns (when one does) and the request id to quote to the

@@ -445,15 +445,17 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 
 type buckets struct {
 	log, heads, streams, claims, due *bolt.Bucket
+	archived                         *bolt.Bucket // nil in a file never archived
 }
 
 func txBuckets(tx *bolt.Tx) buckets {
 	return buckets{
-		log:     tx.Bucket(bucketLog),
-		heads:   tx.Bucket(bucketHeads),
-		streams: tx.Bucket(bucketStreams),
-		claims:  tx.Bucket(bucketClaims),
-		due:     tx.Bucket(bucketDue),
+		log:      tx.Bucket(bucketLog),
+		heads:    tx.Bucket(bucketHeads),
+		streams:  tx.Bucket(bucketStreams),
+		claims:   tx.Bucket(bucketClaims),
+		due:      tx.Bucket(bucketDue),
+		archived: tx.Bucket(bucketArchived),
 	}
 }
 
@@ -464,6 +466,11 @@ func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks 
 	head, err := idx.head(req.Stream)
 	if err != nil {
 		return 0, nil, err
+	}
+	if head == 0 {
+		if seg, _, ok := archivedEntry(b.archived, req.Stream); ok {
+			return 0, &ArchivedError{Stream: req.Stream, Segment: seg}, nil
+		}
 	}
 	if head != req.Expected {
 		return 0, &SequenceError{Stream: req.Stream, Expected: req.Expected, Actual: head}, nil

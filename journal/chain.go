@@ -101,11 +101,21 @@ func tipInTx(tx *bolt.Tx) (tip, error) {
 		return tip{}, fmt.Errorf("%w: missing log bucket", ErrCorrupt)
 	}
 	k, v := logB.Cursor().Last()
-	if k == nil {
-		return tip{}, nil
-	}
-	if len(k) != 8 {
+	if len(k) != 8 && k != nil {
 		return tip{}, fmt.Errorf("%w: log key of %d bytes", ErrCorrupt, len(k))
+	}
+	if k == nil || binary.BigEndian.Uint64(k) != logB.Sequence() {
+		// The last records were archived (archivemove.go): the chain's end
+		// was recorded when they left.
+		if at := tx.Bucket(bucketMeta).Get(metaArchiveTipKey); len(at) == 8+len(Hash{}) && binary.BigEndian.Uint64(at) == logB.Sequence() {
+			var t tip
+			t.global = binary.BigEndian.Uint64(at)
+			copy(t.hash[:], at[8:])
+			return t, nil
+		}
+		if k == nil {
+			return tip{}, nil
+		}
 	}
 	g := binary.BigEndian.Uint64(k)
 	r, err := decodeRecord(g, v)

@@ -83,6 +83,9 @@ type Options struct {
 	// transaction with its size and timings (metrics). It must return
 	// quickly: the next commit waits for it. Nil means none.
 	OnCommit func(CommitInfo)
+	// ArchiveDir is where the file's archive segments are (archive.go).
+	// Empty means ArchiveDir(path): beside the file.
+	ArchiveDir string
 }
 
 func (o *Options) withDefaults() Options {
@@ -329,8 +332,8 @@ func initBuckets(bdb *bolt.DB, readOnly bool) error {
 		if len(v) != 4 {
 			return fmt.Errorf("%w: meta format version is %d bytes, want 4", ErrCorrupt, len(v))
 		}
-		if format = binary.BigEndian.Uint32(v); format > fileFormat {
-			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, fileFormat)
+		if format = binary.BigEndian.Uint32(v); format > fileFormat && format != archivedFileFormat {
+			return fmt.Errorf("%w: file format %d, this build reads up to %d", ErrFormatTooNew, format, archivedFileFormat)
 		} else if format == 0 {
 			return fmt.Errorf("%w: meta format version 0", ErrCorrupt)
 		}
@@ -571,7 +574,8 @@ func (db *DB) Lookup(ctx context.Context, namespace, key string) (string, error)
 }
 
 // Scan returns up to limit records with Global > afterGlobal, in global
-// order. limit <= 0 means no limit.
+// order. limit <= 0 means no limit. In a file that archived streams the
+// archived records are not returned (Archive.Iter reads them).
 func (db *DB) Scan(ctx context.Context, afterGlobal uint64, limit int) ([]Record, error) {
 	recs := []Record{}
 	if afterGlobal == math.MaxUint64 {
@@ -580,6 +584,9 @@ func (db *DB) Scan(ctx context.Context, afterGlobal uint64, limit int) ([]Record
 	err := db.view(ctx, func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketLog).Cursor()
 		want := afterGlobal + 1
+		// A file that archived streams has gaps where their records were
+		// (their archive fills them; Check with the archive checks it).
+		gaps := tx.Bucket(bucketArchived) != nil
 		for k, v := c.Seek(be64(want)); k != nil && (limit <= 0 || len(recs) < limit); k, v = c.Next() {
 			if len(recs)%1024 == 1023 {
 				if err := ctx.Err(); err != nil {
@@ -590,7 +597,7 @@ func (db *DB) Scan(ctx context.Context, afterGlobal uint64, limit int) ([]Record
 				return fmt.Errorf("%w: log key of %d bytes", ErrCorrupt, len(k))
 			}
 			g := binary.BigEndian.Uint64(k)
-			if g != want {
+			if g != want && !(gaps && g > want) {
 				return fmt.Errorf("%w: global %d follows %d", ErrCorrupt, g, want-1)
 			}
 			r, err := decodeRecord(g, v)
@@ -598,7 +605,7 @@ func (db *DB) Scan(ctx context.Context, afterGlobal uint64, limit int) ([]Record
 				return err
 			}
 			recs = append(recs, r)
-			want++
+			want = g + 1
 		}
 		return nil
 	})

@@ -535,21 +535,22 @@ func TestOpen_FormatTooNew(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
 		path := writeThree(t)
 		patchFile(t, path, func(tx *bolt.Tx) error {
-			// 6: one past the format this build writes (5).
-			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 6))
+			// 7: one past the newest format this build reads (6, a file
+			// with archived streams; it writes 5 otherwise).
+			return tx.Bucket([]byte("meta")).Put([]byte("format"), binary.BigEndian.AppendUint32(nil, 7))
 		})
 		_, err := journal.Open(path, nil)
 		if !errors.Is(err, journal.ErrFormatTooNew) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("Open: %v, want ErrFormatTooNew naming the path", err)
 		}
-		// The refused file was not touched: still format 6.
+		// The refused file was not touched: still format 7.
 		bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer bdb.Close()
 		_ = bdb.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 6 {
+			if v := tx.Bucket([]byte("meta")).Get([]byte("format")); binary.BigEndian.Uint32(v) != 7 {
 				t.Errorf("format rewritten to %x", v)
 			}
 			return nil

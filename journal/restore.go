@@ -2,7 +2,9 @@ package journal
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +75,10 @@ type RestoreOptions struct {
 	Timeout time.Duration
 	// Now is the clock for RestoredAt; nil means time.Now.
 	Now func() time.Time
+	// ArchiveDir is the backup's archive (segments and manifests), when
+	// the backup's journal archived streams. Empty means ArchiveDir(src).
+	// The restored journal gets a copy of it in ArchiveDir(dst).
+	ArchiveDir string
 }
 
 // Restore makes dst a copy of the journal backup at src, ready for refundd:
@@ -133,7 +139,17 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 		return fail(err)
 	}
 	defer from.Close()
-	res, err := from.Check(ctx, nil)
+	// A journal that archived streams is whole only with its archive: it
+	// is checked with it, and goes with it.
+	var arch *Archive
+	if segs, err := from.ArchivedSegments(); err != nil {
+		return fail(err)
+	} else if len(segs) > 0 {
+		if arch, err = OpenArchive(from, cmpOr(o.ArchiveDir, ArchiveDir(src))); err != nil {
+			return fail(err)
+		}
+	}
+	res, err := from.Check(ctx, &CheckOptions{Archive: arch})
 	if err != nil {
 		return fail(err)
 	}
@@ -173,6 +189,12 @@ func Restore(ctx context.Context, src, dst string, opts *RestoreOptions) (Restor
 	defer os.Remove(tmp) // gone after the rename; only left on failure
 	if err := markRestored(tmp, info.Epoch, meta, o.Timeout); err != nil {
 		return fail(err)
+	}
+	if arch != nil {
+		// The archive first: dst never names segments it does not have.
+		if err := arch.CopyTo(ArchiveDir(dst)); err != nil {
+			return fail(err)
+		}
 	}
 	if _, err := os.Stat(dst); err == nil {
 		if info.Replaced, err = keepAside(dst, info.RestoredAt); err != nil {
@@ -319,4 +341,57 @@ func (db *DB) ClearReconcileRequired(ctx context.Context) error {
 		return fmt.Errorf("journal: clear reconcile: %w", err)
 	}
 	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// CopyTo copies the segments and manifests a names into dir, each
+// through a temporary file, fsynced and renamed (read-only, like the
+// originals), for a backup or a restore. A file already there with the
+// expected SHA-256 is kept.
+func (a *Archive) CopyTo(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for i, ap := range a.Applied {
+		for _, f := range []struct{ name, sum string }{{ap.Segment, a.Manifests[i].SegmentSHA256}, {ap.Manifest, ap.ManifestSHA256}} {
+			from, to := filepath.Join(a.Dir, f.name), filepath.Join(dir, f.name)
+			if sum, err := fileSHA256(to); err == nil && sum == f.sum {
+				continue
+			}
+			err := WriteFileAtomic(to, func(w io.Writer) error {
+				src, err := os.Open(from)
+				if err != nil {
+					return err
+				}
+				defer src.Close()
+				_, err = io.Copy(w, src)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("copy archive %s: %w", f.name, err)
+			}
+			_ = os.Chmod(to, 0o400)
+		}
+	}
+	return nil
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

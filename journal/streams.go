@@ -19,6 +19,9 @@ type StreamRecords struct {
 	// stream's record): Check names them; the stream's state from Records
 	// alone is incomplete.
 	Unreadable int
+	// Archived says the records were read from an archive segment
+	// (Archive.ForEachStream), not the hot file.
+	Archived bool
 }
 
 // ForEachStream calls fn with every stream's records, one stream at a

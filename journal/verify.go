@@ -73,6 +73,12 @@ type CheckOptions struct {
 	// into a read-only DB unsynchronized with other transactions ending
 	// (the race detector shows it): start concurrent reads after it.
 	PagesDone func()
+	// Archive, if set, holds the records archived out of this file
+	// (OpenArchive): Check walks them with the log, in global order, as
+	// one chain, and checks the manifests (CheckManifests). A file with
+	// archived records checked without it has a problem of kind "archive"
+	// and gaps in its log.
+	Archive *Archive
 }
 
 // CheckResult is what Check found.
@@ -91,7 +97,11 @@ type CheckResult struct {
 	SignedCheckpoints int         `json:"signed_checkpoints"`
 	LastCheckpoint    *Checkpoint `json:"last_checkpoint,omitempty"`
 	HeadsMatched      int         `json:"heads_matched"` // of CheckOptions.Heads
-	Problems          []Problem   `json:"problems"`
+	// Archived counts the records read from archive segments (included in
+	// Records); Segments the segments.
+	Archived uint64    `json:"archived,omitempty"`
+	Segments int       `json:"segments,omitempty"`
+	Problems []Problem `json:"problems"`
 	// Dropped counts problems beyond CheckOptions.MaxProblems.
 	Dropped int `json:"dropped,omitempty"`
 }
@@ -308,8 +318,30 @@ func (c *checker) run() error {
 		}
 	}
 	checkMarks(last, true) // marks at the start: the zero hash, or Since
-	cur := b.log.Cursor()
-	for k, v := cur.Seek(be64(last + 1)); k != nil; k, v = cur.Next() {
+	// Archived records (archive.go) come from the segments, merged into
+	// the log walk in global order.
+	applied, err := appliedInTx(tx)
+	if err != nil {
+		c.addErr("meta", 0, err)
+	}
+	var arch *merged
+	if c.opts.Archive != nil {
+		for _, p := range c.opts.Archive.CheckManifests(c.opts.PublicKey) {
+			c.addProblem(p)
+		}
+		if arch, err = c.opts.Archive.open(); err != nil {
+			c.addErr("archive", 0, err)
+			arch = nil
+		} else {
+			defer arch.Close()
+			c.res.Segments = len(arch.readers)
+		}
+	} else if len(applied) > 0 {
+		c.add("archive", 0, ErrCorrupt, "the journal's records up to global %d are partly in %d archive segments: check it with its archive", applied[len(applied)-1].LastGlobal, len(applied))
+	}
+	archOpen := map[string]uint64{} // archived stream -> its last seq walked
+	archB := tx.Bucket(bucketArchived)
+	count := func() error {
 		c.res.Records++
 		if c.res.Records%4096 == 0 {
 			if err := c.ctx.Err(); err != nil {
@@ -318,6 +350,80 @@ func (c *checker) run() error {
 			if c.opts.Progress != nil {
 				c.opts.Progress(c.res.Records)
 			}
+		}
+		return nil
+	}
+	// record checks decoded record r, at global g, of the log or (archived)
+	// of a segment.
+	record := func(g uint64, r Record, archived bool) error {
+		c.res.Formats[r.Format]++
+		if uint32(r.Format) > fileFormat {
+			c.add("meta", g, ErrCorrupt, "global %d has format %d but the file says format %d", g, r.Format, fileFormat)
+		}
+		if err := checkStream(r.Stream); err != nil {
+			c.add("record", g, ErrCorrupt, "global %d: %v", g, err)
+		}
+		if archived {
+			c.checkArchived(b, archB, r, archOpen)
+		} else {
+			c.checkIndexed(b, r, watermark)
+		}
+		computed := ChainHash(prev, r)
+		switch {
+		case r.Format >= 2:
+			if chainKnown && computed != r.Hash {
+				c.add("chain", g, ErrCorrupt, "global %d: chain hash mismatch: stored %s, computed %s (this record, or the one before it, was altered, removed or moved)",
+					g, r.Hash, computed)
+			}
+			prev, chainKnown, seenV2 = r.Hash, true, true
+		default:
+			if seenV2 {
+				c.add("chain", g, ErrCorrupt, "global %d: format %d record after format 2 records (a record without a stored hash was put in)", g, r.Format)
+			}
+			prev = computed // meaningless until a format 2 record resyncs, if !chainKnown
+		}
+		checkMarks(g, true)
+		if c.opts.Visit != nil {
+			return c.opts.Visit(r)
+		}
+		return nil
+	}
+	// archivedBefore walks the archived records with a global below end.
+	archivedBefore := func(end uint64) error {
+		for arch != nil {
+			i := arch.peek()
+			if i < 0 || arch.heads[i].Global >= end {
+				return nil
+			}
+			r, _, _, _ := arch.next()
+			g := r.Global
+			if g <= last && since != nil {
+				continue // before the point checked from
+			}
+			if err := count(); err != nil {
+				return err
+			}
+			c.res.Archived++
+			if g != last+1 {
+				c.add("sequence", g, ErrCorrupt, "global %d follows %d", g, last)
+				checkMarks(g-1, false)
+			}
+			last = g
+			if err := record(g, r, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	cur := b.log.Cursor()
+	for k, v := cur.Seek(be64(last + 1)); k != nil; k, v = cur.Next() {
+		if len(k) == 8 {
+			if err := archivedBefore(binary.BigEndian.Uint64(k)); err != nil {
+				return err
+			}
+		}
+		if err := count(); err != nil {
+			return err
 		}
 		if len(k) != 8 {
 			c.add("record", 0, ErrCorrupt, "log key of %d bytes after global %d", len(k), last)
@@ -337,33 +443,35 @@ func (c *checker) run() error {
 			checkMarks(g, true)
 			continue
 		}
-		c.res.Formats[r.Format]++
-		if uint32(r.Format) > fileFormat {
-			c.add("meta", g, ErrCorrupt, "global %d has format %d but the file says format %d", g, r.Format, fileFormat)
+		if err := record(g, r, false); err != nil {
+			return err
 		}
-		if err := checkStream(r.Stream); err != nil {
-			c.add("record", g, ErrCorrupt, "global %d: %v", g, err)
+	}
+	if err := archivedBefore(math.MaxUint64); err != nil {
+		return err
+	}
+	if arch != nil {
+		if err := arch.err(); err != nil {
+			c.add("archive", 0, ErrCorrupt, "%v", err)
 		}
-		c.checkIndexed(b, r, watermark)
-
-		computed := ChainHash(prev, r)
-		switch {
-		case r.Format >= 2:
-			if chainKnown && computed != r.Hash {
-				c.add("chain", g, ErrCorrupt, "global %d: chain hash mismatch: stored %s, computed %s (this record, or the one before it, was altered, removed or moved)",
-					g, r.Hash, computed)
+		if since == nil {
+			for s, seq := range archOpen {
+				_, h, _ := archivedEntry(archB, s)
+				c.add("archive", 0, ErrCorrupt, "archived stream %q ends at seq %d in the segments, its archived head is %d", s, seq, h)
 			}
-			prev, chainKnown, seenV2 = r.Hash, true, true
-		default:
-			if seenV2 {
-				c.add("chain", g, ErrCorrupt, "global %d: format %d record after format 2 records (a record without a stored hash was put in)", g, r.Format)
+			var want uint64
+			if archB != nil {
+				_ = archB.ForEach(func(k, v []byte) error {
+					if len(v) >= 8 {
+						want += binary.BigEndian.Uint64(v[:8])
+					} else {
+						c.add("archive", 0, ErrCorrupt, "archived entry of %q is %d bytes", k, len(v))
+					}
+					return nil
+				})
 			}
-			prev = computed // meaningless until a format 2 record resyncs, if !chainKnown
-		}
-		checkMarks(g, true)
-		if c.opts.Visit != nil {
-			if err := c.opts.Visit(r); err != nil {
-				return err
+			if want != c.res.Archived {
+				c.add("archive", 0, ErrCorrupt, "the archived streams' heads add up to %d records, the segments hold %d", want, c.res.Archived)
 			}
 		}
 	}
@@ -610,7 +718,7 @@ func (c *checker) indexes(b buckets, last uint64) error {
 
 	// Claims: owned by a stream that exists.
 	if err := b.claims.ForEach(func(k, v []byte) error {
-		if _, ok := c.tailSeqs[string(v)]; !ok && b.heads.Get(v) == nil {
+		if _, ok := c.tailSeqs[string(v)]; !ok && b.heads.Get(v) == nil && !isArchived(b.archived, v) {
 			c.add("index", 0, ErrCorrupt, "claim %q owned by unknown stream %q", k, v)
 		}
 		return nil
@@ -625,4 +733,44 @@ func (c *checker) indexes(b buckets, last uint64) error {
 		}
 		return nil
 	})
+}
+
+// addProblem keeps p as Check's own problems, within MaxProblems.
+func (c *checker) addProblem(p Problem) {
+	if len(c.res.Problems) >= c.opts.MaxProblems {
+		c.res.Dropped++
+		return
+	}
+	c.res.Problems = append(c.res.Problems, p)
+}
+
+// checkArchived checks an archived record r: its stream is in the archived
+// bucket and no longer hot, and its seqs run 1..head in global order
+// (open holds the last seq walked of each stream not finished).
+func (c *checker) checkArchived(b buckets, archB *bolt.Bucket, r Record, open map[string]uint64) {
+	g := r.Global
+	_, head, ok := archivedEntry(archB, r.Stream)
+	if !ok {
+		c.add("archive", g, ErrCorrupt, "global %d: stream %q is in a segment but not in the journal's archived streams", g, r.Stream)
+		return
+	}
+	if r.Seq == 1 && b.heads.Get([]byte(r.Stream)) != nil {
+		c.add("archive", g, ErrCorrupt, "stream %q is archived and still has a head in the hot journal", r.Stream)
+	}
+	if c.opts.Since != nil {
+		return // its earlier records are not walked
+	}
+	if want := open[r.Stream] + 1; r.Seq != want {
+		c.add("sequence", g, ErrCorrupt, "global %d: archived stream %q seq %d, want %d", g, r.Stream, r.Seq, want)
+	}
+	if r.Seq >= head {
+		delete(open, r.Stream)
+	} else {
+		open[r.Stream] = r.Seq
+	}
+}
+
+func isArchived(b *bolt.Bucket, stream []byte) bool {
+	_, _, ok := archivedEntry(b, string(stream))
+	return ok
 }

@@ -70,6 +70,14 @@ func (o *backupOptions) run(c *cli, args []string) int {
 			return code
 		}
 		_, err = db.BackupFile(c.ctx, o.out)
+		if err == nil {
+			// A journal that archived streams is whole only with its
+			// archive: the backup gets a copy beside it.
+			var arch *journal.Archive
+			if arch, err = openArchive(db); err == nil && arch != nil {
+				err = arch.CopyTo(journal.ArchiveDir(o.out))
+			}
+		}
 		done()
 	}
 	if err != nil {
@@ -80,7 +88,12 @@ func (o *backupOptions) run(c *cli, args []string) int {
 		return c.fail(name, err)
 	}
 	defer b.Close()
-	res, err := b.Check(c.ctx, nil)
+	var check journal.CheckOptions
+	if check.Archive, err = openArchive(b); err != nil {
+		// A hot backup (--server) has no archive beside it.
+		return c.fail(name, fmt.Errorf("the backup's journal archived reservations, and its archive is not beside it: copy the data directory's archive/ to %s and run journal verify: %w", journal.ArchiveDir(o.out), err))
+	}
+	res, err := b.Check(c.ctx, &check)
 	if err != nil {
 		return c.fail(name, err)
 	}

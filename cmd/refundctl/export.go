@@ -69,6 +69,9 @@ func (o *exportOptions) run(c *cli, args []string) int {
 		return code
 	}
 	defer done()
+	if opts.Archive, err = openArchive(db); err != nil {
+		return c.fail(name, err)
+	}
 	p := c.progress("records exported")
 	opts.Progress = p.report
 	write := func(w io.Writer) error { return export(c, db, opts, o.format, w) }

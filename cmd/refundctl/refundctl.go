@@ -49,7 +49,7 @@ type options interface {
 
 func commands() []command {
 	return []command{
-		verifyCommand(), showCommand(), stateCommand(), exportCommand(), statsCommand(), headCommand(),
+		verifyCommand(), archiveCommand(), showCommand(), stateCommand(), exportCommand(), statsCommand(), headCommand(),
 		backupCommand(), restoreCommand(), reconcileCommand(), keygenCommand(), probeCommand(),
 		// "credentials reload" before "credentials": the first command whose words lead the arguments runs.
 		credentialsReloadCommand(), credentialsCommand(),
@@ -213,6 +213,8 @@ func (c *cli) printJSON(v any) {
 type source struct {
 	file, data, server, token string
 	lockTimeout               time.Duration
+	// archive is the archive directory; empty: beside the journal file.
+	archive string
 }
 
 func (s *source) register(fs *flag.FlagSet, c *cli) {
@@ -221,6 +223,7 @@ func (s *source) register(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&s.server, "server", "", "URL of a running refundd: take a hot backup from it and read that")
 	fs.StringVar(&s.token, "token", "", "bearer token for --server (default $REFUNDCTL_TOKEN)")
 	fs.DurationVar(&s.lockTimeout, "lock-timeout", time.Second, "how long to wait for the file lock")
+	fs.StringVar(&s.archive, "archive", "", "the journal's archive directory (journal archive); default: DIR/archive beside DIR/refundd.db, FILE.archive beside another file")
 }
 
 // open opens the journal read-only. The cleanup closes it and removes a
@@ -252,7 +255,7 @@ func (s *source) open(c *cli) (*journal.DB, func(), error) {
 		}
 		cleanup = func() { os.RemoveAll(dir) }
 	}
-	db, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: s.lockTimeout})
+	db, err := journal.Open(path, &journal.Options{ReadOnly: true, Timeout: s.lockTimeout, ArchiveDir: s.archive})
 	if errors.Is(err, journal.ErrLocked) {
 		cleanup()
 		return nil, nil, fmt.Errorf("%s is held by a running refundd (it allows no reader while it writes); "+

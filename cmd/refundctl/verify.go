@@ -155,6 +155,12 @@ func (o *verifyOptions) run(c *cli, args []string) int {
 		return code
 	}
 	defer done()
+	// Archive and hot journal are one chain: checked together.
+	arch, err := openArchive(db)
+	if err != nil {
+		return c.fail(name, err)
+	}
+	opts.Check.Archive = arch
 	p := c.progress("records checked")
 	opts.Check.Progress = p.report
 	rep, err := audit.Verify(c.ctx, db, opts)
@@ -172,6 +178,12 @@ func (o *verifyOptions) run(c *cli, args []string) int {
 		c.printJSON(verifyOutput{OK: rep.OK(), Source: db.Path(), Report: rep})
 	} else {
 		printVerify(c, db.Path(), rep)
+		if arch != nil {
+			fmt.Fprintf(c.stdout, "  archive      %s: %d segments, %d records archived\n", arch.Dir, rep.Journal.Segments, rep.Journal.Archived)
+			for _, m := range arch.Pending {
+				fmt.Fprintf(c.stdout, "  archive      %s is left over from an interrupted run and not part of the journal (the next journal archive removes it)\n", m)
+			}
+		}
 	}
 	if !rep.OK() {
 		return exitProblems

@@ -121,6 +121,9 @@ type ExportOptions struct {
 	Merchant string
 	// Progress, if set, gets the number of records read so far.
 	Progress func(uint64)
+	// Archive, if set, is the journal's archive (journal.OpenArchive):
+	// its records are exported too, merged in global order.
+	Archive *journal.Archive
 }
 
 // Export calls emit with every event in global order that falls in the
@@ -133,41 +136,85 @@ func Export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(R
 // export is Export keeping at most cached states.
 func export(ctx context.Context, db *journal.DB, opts ExportOptions, emit func(Row) error, cached int) error {
 	sc := newStateCache(db, cached)
-	return scanAll(ctx, db, opts.Progress, func(r journal.Record) error {
-		rp, err := sc.before(ctx, r)
-		if err != nil {
+	var arch *journal.ArchiveIter
+	if opts.Archive != nil {
+		var err error
+		if arch, err = opts.Archive.Iter(); err != nil {
 			return err
 		}
-		e, st, ok := rp.apply(r)
-		defer sc.after(r)
-		if !ok {
-			if opts.Merchant != "" {
+		defer arch.Close()
+	}
+	// archivedBefore exports the archived records below global end.
+	archivedBefore := func(end uint64) error {
+		for arch != nil {
+			if g, ok := arch.Peek(); !ok || g >= end {
 				return nil
 			}
-			return emit(Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, Type: r.Type, Version: r.Version,
-				Summary: "cannot decode", Data: json.RawMessage("null")})
+			r, last, _ := arch.Next()
+			if err := exportOne(ctx, sc, opts, emit, r, true, last); err != nil {
+				return err
+			}
 		}
-		if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) ||
-			(opts.Merchant != "" && st.Merchant != opts.Merchant) {
+		return nil
+	}
+	err := scanAll(ctx, db, opts.Progress, func(r journal.Record) error {
+		if err := archivedBefore(r.Global); err != nil {
+			return err
+		}
+		return exportOne(ctx, sc, opts, emit, r, false, false)
+	})
+	if err != nil {
+		return err
+	}
+	if err := archivedBefore(^uint64(0)); err != nil {
+		return err
+	}
+	if arch != nil {
+		return arch.Err()
+	}
+	return nil
+}
+
+// exportOne exports record r, of the hot journal or (archived, last when
+// it is its stream's last) of the archive.
+func exportOne(ctx context.Context, sc *stateCache, opts ExportOptions, emit func(Row) error, r journal.Record, archived, last bool) error {
+	before := sc.before
+	if archived {
+		before = func(ctx context.Context, r journal.Record) (*replayer, error) { return sc.beforeArchived(ctx, r, last) }
+	}
+	rp, err := before(ctx, r)
+	if err != nil {
+		return err
+	}
+	e, st, ok := rp.apply(r)
+	defer sc.after(r)
+	if !ok {
+		if opts.Merchant != "" {
 			return nil
 		}
-		row := Row{Global: r.Global, Reservation: r.Stream, Merchant: st.Merchant, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
-			By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
-		row.Data, _ = json.Marshal(e.Data)
-		switch {
-		case row.RefundNo != "":
-			if rf := st.Refund(row.RefundNo); rf != nil {
-				row.Amount, row.RefundState = rf.Amount, string(rf.State)
-				row.ReasonCode, row.Metadata = rf.ReasonCode, rf.Metadata
-			}
-		case r.Type == reservation.TypeRegistered:
-			row.Amount = st.Amount
-		case r.Type == reservation.TypeCanceled:
-			row.Amount = st.Refunded()
+		return emit(Row{Global: r.Global, Reservation: r.Stream, Seq: r.Seq, Type: r.Type, Version: r.Version,
+			Summary: "cannot decode", Data: json.RawMessage("null")})
+	}
+	if (!opts.From.IsZero() && e.At.Before(opts.From)) || (!opts.To.IsZero() && !e.At.Before(opts.To)) ||
+		(opts.Merchant != "" && st.Merchant != opts.Merchant) {
+		return nil
+	}
+	row := Row{Global: r.Global, Reservation: r.Stream, Merchant: st.Merchant, Seq: r.Seq, At: e.At, Type: r.Type, Version: r.Version,
+		By: e.By, RefundNo: reservation.RefundNoOf(e.Data), Status: string(st.Status), Summary: Describe(e)}
+	row.Data, _ = json.Marshal(e.Data)
+	switch {
+	case row.RefundNo != "":
+		if rf := st.Refund(row.RefundNo); rf != nil {
+			row.Amount, row.RefundState = rf.Amount, string(rf.State)
+			row.ReasonCode, row.Metadata = rf.ReasonCode, rf.Metadata
 		}
-		row.AmountYuan = Yuan(row.Amount)
-		return emit(row)
-	})
+	case r.Type == reservation.TypeRegistered:
+		row.Amount = st.Amount
+	case r.Type == reservation.TypeCanceled:
+		row.Amount = st.Refunded()
+	}
+	row.AmountYuan = Yuan(row.Amount)
+	return emit(row)
 }
 
 // Stats are the journal's figures.
@@ -219,6 +266,47 @@ func (c *stateCache) before(ctx context.Context, r journal.Record) (*replayer, e
 		}
 	}
 	c.heads[r.Stream] = head
+	c.elems[r.Stream] = c.lru.PushFront(r.Stream)
+	for c.lru.Len() > c.max {
+		c.forget(c.lru.Back().Value.(string))
+	}
+	return c.rp, nil
+}
+
+// beforeArchived is before for a record of the archive; last says it is
+// its stream's last.
+func (c *stateCache) beforeArchived(ctx context.Context, r journal.Record, last bool) (*replayer, error) {
+	if el, ok := c.elems[r.Stream]; ok {
+		c.lru.MoveToFront(el)
+		if last {
+			c.heads[r.Stream] = r.Seq
+		}
+		return c.rp, nil
+	}
+	if r.Seq > 1 {
+		// Evicted while it still had events to come: replay it up to r.
+		seg, _, ok, err := c.db.ArchivedStream(r.Stream)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: stream %q is in the archive but not archived", journal.ErrCorrupt, r.Stream)
+		}
+		recs, err := (&journal.Archive{Dir: c.db.ArchiveDir()}).Load(r.Stream, seg)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range recs {
+			if p.Seq >= r.Seq {
+				break
+			}
+			c.rp.apply(p)
+		}
+	}
+	c.heads[r.Stream] = ^uint64(0) // until its last record
+	if last {
+		c.heads[r.Stream] = r.Seq
+	}
 	c.elems[r.Stream] = c.lru.PushFront(r.Stream)
 	for c.lru.Len() > c.max {
 		c.forget(c.lru.Back().Value.(string))

@@ -17,7 +17,9 @@ import (
 type VerifyOptions struct {
 	// Check is passed to journal.DB.Check (public key, recorded heads,
 	// progress, and Since: check only what was appended after a recorded
-	// head). Its Visit is Verify's own and must be nil.
+	// head). Its Visit is Verify's own and must be nil. With its Archive
+	// (journal.OpenArchive), the archived reservations are replayed and
+	// checked too, and the counters compared over archive + hot journal.
 	Check journal.CheckOptions
 	// MaxProblems caps the replay problems kept (the rest are counted).
 	// Zero means 1000.

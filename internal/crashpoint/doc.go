@@ -25,4 +25,11 @@ const (
 	// AfterAbnormalJournaled: an abnormal refund's payout is journaled,
 	// WeChat Pay has not been asked to pay it.
 	AfterAbnormalJournaled = "after-abnormal-journaled"
+	// The steps of an archival (journal.ArchiveStreams, docs/AUDIT.md
+	// "Crash safety"): the segment is durable; its manifest is; the new
+	// hot generation is written beside the old one; it replaced the old.
+	ArchiveSegmentWritten    = "archive-segment-written"
+	ArchiveManifestWritten   = "archive-manifest-written"
+	ArchiveGenerationWritten = "archive-generation-written"
+	ArchiveSwapped           = "archive-swapped"
 )

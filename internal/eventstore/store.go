@@ -80,6 +80,30 @@ func (s *Store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	return Reader{s.db}.Load(ctx, id)
 }
 
+// archiveJournal is a Journal that may hold archived streams
+// (*journal.DB).
+type archiveJournal interface {
+	LoadArchived(ctx context.Context, stream string) ([]journal.Record, bool, error)
+}
+
+// LoadArchived implements actors.ArchiveStore: Load, and for a stream the
+// hot journal does not hold, its archived records when it was archived.
+func (s *Store) LoadArchived(ctx context.Context, id string) ([]reservation.Event, uint64, bool, error) {
+	events, version, err := s.Load(ctx, id)
+	aj, ok := s.db.(archiveJournal)
+	if err != nil || version > 0 || !ok {
+		return events, version, false, err
+	}
+	recs, archived, err := aj.LoadArchived(ctx, id)
+	if err != nil || !archived {
+		return events, version, archived, err
+	}
+	if events, err = DecodeStream(id, recs); err != nil {
+		return nil, 0, true, err
+	}
+	return events, uint64(len(recs)), true, nil
+}
+
 // Reader reads streams without activating them: for readers that must not
 // take a reservation over from the node that owns it (the console's
 // timeline in a cluster).

@@ -42,6 +42,25 @@ func (s *store) Load(ctx context.Context, id string) ([]reservation.Event, uint6
 	return events, version, err
 }
 
+// LoadArchived is Load for a store that reads archived reservations
+// (actors.ArchiveStore); on another it is Load, never archived.
+func (s *store) LoadArchived(ctx context.Context, id string) ([]reservation.Event, uint64, bool, error) {
+	as, ok := s.Store.(interface {
+		LoadArchived(ctx context.Context, id string) ([]reservation.Event, uint64, bool, error)
+	})
+	if !ok {
+		events, version, err := s.Load(ctx, id)
+		return events, version, false, err
+	}
+	start := time.Now()
+	events, version, archived, err := as.LoadArchived(ctx, id)
+	s.m.activations.Add(1)
+	if err == nil {
+		s.m.loadDuration.Observe(time.Since(start).Seconds())
+	}
+	return events, version, archived, err
+}
+
 func (s *store) Append(ctx context.Context, id string, before *reservation.State, events []reservation.Event) error {
 	start := time.Now()
 	err := s.Store.Append(ctx, id, before, events)

@@ -26,6 +26,7 @@ const (
 	CodeProviderHasRefund      Code = "provider_has_refund"
 	CodeMerchantNotConfigured  Code = "merchant_not_configured"
 	CodeSelfApproval           Code = "self_approval"
+	CodeArchived               Code = "archived"
 )
 
 // Error is a domain error: a code, the offending field when there is one, and
@@ -78,6 +79,10 @@ var (
 	// ErrInvalidState is returned when an operator action does not fit the
 	// refund's current state.
 	ErrInvalidState = &Error{Code: CodeInvalidState, Message: "refund is not in a state that allows this"}
+	// ErrArchived is returned for any change to a reservation that was
+	// moved to the journal's archive (refundctl journal archive): it was
+	// finished and its refund window closed, so it can never change again.
+	ErrArchived = &Error{Code: CodeArchived, Message: "the reservation is archived: it is finished and can no longer change"}
 	// ErrRefundWindowClosed is returned when a refund is requested more than
 	// the policy's window (a year) after payment.
 	ErrRefundWindowClosed = &Error{Code: CodeRefundWindowClosed, Message: "the payment is too old to refund"}

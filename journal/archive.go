@@ -1,0 +1,641 @@
+package journal
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Archival (docs/AUDIT.md, "Archival") moves whole streams that can never
+// change again out of the hot file into sealed segments, keeping their
+// records byte for byte, so that archive and hot file form one chain.
+//
+// A hot file that archived streams (file format 6) holds:
+//
+//	archived  stream -> be64(last seq) || segment file name
+//	meta      "archive" -> JSON []AppliedSegment, in the order applied
+//
+// and its log has gaps where the archived records were.
+
+// archivedFileFormat is the file format of a hot file with archived
+// streams: a build that reads up to format 5 (fileFormat) would take the
+// log's gaps for lost records and append to archived streams, so it must
+// refuse it.
+const archivedFileFormat = fileFormat + 1
+
+var (
+	bucketArchived = []byte("archived")
+	metaArchiveKey = []byte("archive")
+	// metaArchiveTipKey holds be64(global) || hash: the chain's end when
+	// the generation was written, for a log whose last records left.
+	metaArchiveTipKey = []byte("archive-tip")
+)
+
+// segmentMagic starts every segment's decompressed bytes.
+const segmentMagic = "refundd archive segment 1\n"
+
+// manifestDomain starts every signed manifest message.
+const manifestDomain = "refundd archive manifest v1\n"
+
+// frameLast flags the last record of its stream in a segment frame.
+const frameLast = 1
+
+// ErrArchived is returned by Append for a stream that was archived: it can
+// never change again. The error is an *ArchivedError.
+var ErrArchived = errors.New("journal: stream archived")
+
+// ArchivedError says the stream was moved to an archive segment.
+type ArchivedError struct {
+	Stream  string
+	Segment string
+}
+
+func (e *ArchivedError) Error() string {
+	return fmt.Sprintf("journal: stream %q is archived (segment %s): it can no longer change", e.Stream, e.Segment)
+}
+
+// Unwrap lets errors.Is(err, ErrArchived) succeed.
+func (e *ArchivedError) Unwrap() error { return ErrArchived }
+
+// Manifest describes one archive segment. It is written beside the segment
+// and signed with the checkpoint key.
+type Manifest struct {
+	Version       int    `json:"version"`
+	Segment       string `json:"segment"`
+	SegmentSHA256 string `json:"segment_sha256"`
+	SegmentBytes  int64  `json:"segment_bytes"`
+	// Period is the UTC month of the run's cut-off, YYYY-MM.
+	Period      string `json:"period"`
+	FirstGlobal uint64 `json:"first_global"`
+	LastGlobal  uint64 `json:"last_global"`
+	Records     uint64 `json:"records"`
+	Streams     uint64 `json:"reservations"`
+	// RecordsDigest is SHA-256 over the chain hashes of the records, in
+	// order.
+	RecordsDigest Hash `json:"records_digest"`
+	// Head is the journal's chain head when the segment was cut.
+	Head struct {
+		Global uint64 `json:"global"`
+		Hash   Hash   `json:"hash"`
+	} `json:"head"`
+	// Totals are the caller's counts and sums of what was archived (the
+	// journal does not know what the events mean).
+	Totals    map[string]int64 `json:"totals,omitempty"`
+	Previous  string           `json:"previous,omitempty"`
+	Cutoff    time.Time        `json:"cutoff"`
+	CreatedAt time.Time        `json:"created_at"`
+	KeyID     string           `json:"key_id,omitempty"`
+	Signature []byte           `json:"signature,omitempty"`
+}
+
+// Message returns the bytes signed: the domain line, then the manifest's
+// JSON without KeyID and Signature.
+func (m Manifest) Message() []byte {
+	m.KeyID, m.Signature = "", nil
+	b, _ := json.Marshal(m) // a struct of plain fields always marshals
+	return append([]byte(manifestDomain), b...)
+}
+
+// Sign signs the manifest with key.
+func (m *Manifest) Sign(key ed25519.PrivateKey) {
+	m.KeyID = KeyID(key.Public().(ed25519.PublicKey))
+	m.Signature = ed25519.Sign(key, m.Message())
+}
+
+// VerifySignature checks the manifest's signature against pub.
+func (m Manifest) VerifySignature(pub ed25519.PublicKey) error {
+	switch {
+	case len(m.Signature) == 0:
+		return fmt.Errorf("%w: manifest of %s is not signed", ErrSignature, m.Segment)
+	case m.KeyID != KeyID(pub):
+		return fmt.Errorf("%w: manifest of %s is signed by key %s, not %s", ErrSignature, m.Segment, m.KeyID, KeyID(pub))
+	case !ed25519.Verify(pub, m.Message(), m.Signature):
+		return fmt.Errorf("%w: manifest of %s: signature does not verify", ErrSignature, m.Segment)
+	}
+	return nil
+}
+
+// AppliedSegment is one segment a hot file takes into account (meta
+// "archive"): its manifest's file name and the SHA-256 of its bytes.
+type AppliedSegment struct {
+	Manifest       string `json:"manifest"`
+	ManifestSHA256 string `json:"manifest_sha256"`
+	Segment        string `json:"segment"`
+	FirstGlobal    uint64 `json:"first_global"`
+	LastGlobal     uint64 `json:"last_global"`
+	Records        uint64 `json:"records"`
+}
+
+func appliedInTx(tx *bolt.Tx) ([]AppliedSegment, error) {
+	v := tx.Bucket(bucketMeta).Get(metaArchiveKey)
+	if v == nil {
+		return nil, nil
+	}
+	var out []AppliedSegment
+	if err := json.Unmarshal(v, &out); err != nil {
+		return nil, fmt.Errorf("%w: meta archive: %v", ErrCorrupt, err)
+	}
+	return out, nil
+}
+
+// ArchivedSegments returns the segments the journal takes into account,
+// in the order they were applied; none for a journal never archived.
+func (db *DB) ArchivedSegments() ([]AppliedSegment, error) {
+	var out []AppliedSegment
+	err := db.bolt.View(func(tx *bolt.Tx) (err error) {
+		out, err = appliedInTx(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: archived segments: %w", err)
+	}
+	return out, nil
+}
+
+// ArchivedStream reports whether stream was archived, with its last seq
+// and the segment holding it.
+func (db *DB) ArchivedStream(stream string) (segment string, head uint64, ok bool, err error) {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		segment, head, ok = archivedEntry(tx.Bucket(bucketArchived), stream)
+		return nil
+	})
+	if err != nil {
+		return "", 0, false, fmt.Errorf("journal: archived stream: %w", err)
+	}
+	return segment, head, ok, nil
+}
+
+func archivedEntry(b *bolt.Bucket, stream string) (segment string, head uint64, ok bool) {
+	if b == nil {
+		return "", 0, false
+	}
+	v := b.Get([]byte(stream))
+	if len(v) < 8 {
+		return "", 0, false
+	}
+	return string(v[8:]), binary.BigEndian.Uint64(v[:8]), true
+}
+
+// LoadArchived returns the records of stream from its archive segment
+// (in DB.ArchiveDir) when it was archived; archived is false, and nothing
+// is read, for a stream that was not. It reads the segment until the
+// stream's last record: for the reads of a reservation that will never
+// change, not for a hot path.
+func (db *DB) LoadArchived(ctx context.Context, stream string) (recs []Record, archived bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	seg, _, ok, err := db.ArchivedStream(stream)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	recs, err = (&Archive{Dir: db.ArchiveDir()}).Load(stream, seg)
+	if err != nil {
+		return nil, true, err
+	}
+	return recs, true, nil
+}
+
+// ForEachArchived calls fn with every archived stream, its last seq and
+// its segment, in stream order.
+func (db *DB) ForEachArchived(fn func(stream, segment string, head uint64) error) error {
+	return db.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketArchived)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(v) < 8 {
+				return fmt.Errorf("%w: archived entry of %q is %d bytes", ErrCorrupt, k, len(v))
+			}
+			return fn(string(k), string(v[8:]), binary.BigEndian.Uint64(v[:8]))
+		})
+	})
+}
+
+// SegmentReader reads one segment's records in global order.
+type SegmentReader struct {
+	f   *os.File
+	gz  *gzip.Reader
+	br  *bufio.Reader
+	err error
+}
+
+// OpenSegment opens the segment file at path and checks its header.
+func OpenSegment(path string) (*SegmentReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("journal: segment: %w", err)
+	}
+	gz, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<16))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: segment %s: %w: %v", path, ErrCorrupt, err)
+	}
+	s := &SegmentReader{f: f, gz: gz, br: bufio.NewReaderSize(gz, 1<<16)}
+	magic := make([]byte, len(segmentMagic))
+	if _, err := io.ReadFull(s.br, magic); err != nil || string(magic) != segmentMagic {
+		s.Close()
+		return nil, fmt.Errorf("journal: segment %s: %w: not a segment (bad header)", path, ErrCorrupt)
+	}
+	return s, nil
+}
+
+// Next returns the next record and whether it is its stream's last in the
+// segment; ok is false at the end (Err says whether the end was clean).
+func (s *SegmentReader) Next() (r Record, last, ok bool) {
+	if s.err != nil {
+		return Record{}, false, false
+	}
+	n, err := binary.ReadUvarint(s.br)
+	if err != nil {
+		s.err = fmt.Errorf("%w: segment truncated: %v", ErrCorrupt, err)
+		return Record{}, false, false
+	}
+	if n == 0 {
+		s.err = io.EOF
+		return Record{}, false, false
+	}
+	if n > maxDataLen+4096 {
+		s.err = fmt.Errorf("%w: segment frame of %d bytes", ErrCorrupt, n)
+		return Record{}, false, false
+	}
+	buf := make([]byte, n+1)
+	if _, err := io.ReadFull(s.br, buf); err != nil {
+		s.err = fmt.Errorf("%w: segment truncated: %v", ErrCorrupt, err)
+		return Record{}, false, false
+	}
+	flags, v := buf[0], buf[1:]
+	// The global is the record's first field after its format byte.
+	g, k := binary.Uvarint(v[min(1, len(v)):])
+	if k <= 0 {
+		s.err = fmt.Errorf("%w: segment record without a global", ErrCorrupt)
+		return Record{}, false, false
+	}
+	r, err = decodeRecordData(g, v, false)
+	if err != nil {
+		s.err = err
+		return Record{}, false, false
+	}
+	return r, flags&frameLast != 0, true
+}
+
+// Err returns nil after a clean end, else why reading stopped.
+func (s *SegmentReader) Err() error {
+	if s.err == io.EOF {
+		return nil
+	}
+	return s.err
+}
+
+// Close closes the file.
+func (s *SegmentReader) Close() error {
+	s.gz.Close()
+	return s.f.Close()
+}
+
+// Archive is the set of segments a hot file takes into account, read from
+// its archive directory.
+type Archive struct {
+	Dir       string
+	Applied   []AppliedSegment
+	Manifests []Manifest
+	// Pending are manifest files in Dir that the hot file does not name:
+	// left over from an interrupted run (their records are still hot).
+	Pending []string
+}
+
+// OpenArchive reads the manifests db names from dir, checking each file's
+// SHA-256 against the one recorded in db. A journal never archived yields
+// an empty Archive.
+func OpenArchive(db *DB, dir string) (*Archive, error) {
+	applied, err := db.ArchivedSegments()
+	if err != nil {
+		return nil, err
+	}
+	a := &Archive{Dir: dir, Applied: applied}
+	named := map[string]bool{}
+	for _, ap := range applied {
+		named[ap.Manifest] = true
+		b, err := os.ReadFile(filepath.Join(dir, ap.Manifest))
+		if err != nil {
+			return nil, fmt.Errorf("journal: archive: %w", err)
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != ap.ManifestSHA256 {
+			return nil, fmt.Errorf("journal: archive: %w: manifest %s is not the one the journal applied (SHA-256 %x, recorded %s)",
+				ErrCorrupt, ap.Manifest, sum, ap.ManifestSHA256)
+		}
+		var m Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("journal: archive: %w: manifest %s: %v", ErrCorrupt, ap.Manifest, err)
+		}
+		a.Manifests = append(a.Manifests, m)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("journal: archive: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), manifestSuffix) && !named[e.Name()] {
+			a.Pending = append(a.Pending, e.Name())
+		}
+	}
+	return a, nil
+}
+
+const (
+	segmentSuffix  = ".seg"
+	manifestSuffix = ".manifest.json"
+)
+
+// ArchiveDir is where the archive of the journal at path lives: DIR/archive
+// for DIR/refundd.db, else path + ".archive".
+func ArchiveDir(path string) string {
+	if filepath.Base(path) == "refundd.db" {
+		return filepath.Join(filepath.Dir(path), "archive")
+	}
+	return path + ".archive"
+}
+
+// ArchiveDir returns where the journal's archive segments are:
+// Options.ArchiveDir, or beside the file (the package's ArchiveDir).
+func (db *DB) ArchiveDir() string {
+	if db.opts.ArchiveDir != "" {
+		return db.opts.ArchiveDir
+	}
+	return ArchiveDir(db.path)
+}
+
+// merged reads every segment of the archive in global order.
+type merged struct {
+	readers []*SegmentReader
+	heads   []Record
+	lasts   []bool
+	live    []bool
+	names   []string
+}
+
+func (a *Archive) open() (*merged, error) {
+	m := &merged{}
+	for _, man := range a.Manifests {
+		r, err := OpenSegment(filepath.Join(a.Dir, man.Segment))
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.readers = append(m.readers, r)
+		m.names = append(m.names, man.Segment)
+		rec, last, ok := r.Next()
+		m.heads = append(m.heads, rec)
+		m.lasts = append(m.lasts, last)
+		m.live = append(m.live, ok)
+	}
+	return m, nil
+}
+
+// peek returns the index of the reader whose next record has the lowest
+// global, -1 when all are done.
+func (m *merged) peek() int {
+	best := -1
+	for i, ok := range m.live {
+		if ok && (best < 0 || m.heads[i].Global < m.heads[best].Global) {
+			best = i
+		}
+	}
+	return best
+}
+
+// next returns the lowest record and advances its reader.
+func (m *merged) next() (Record, bool, string, bool) {
+	i := m.peek()
+	if i < 0 {
+		return Record{}, false, "", false
+	}
+	r, last := m.heads[i], m.lasts[i]
+	m.heads[i], m.lasts[i], m.live[i] = m.readers[i].Next()
+	return r, last, m.names[i], true
+}
+
+func (m *merged) err() error {
+	for i, r := range m.readers {
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("segment %s: %w", m.names[i], err)
+		}
+	}
+	return nil
+}
+
+func (m *merged) Close() {
+	for _, r := range m.readers {
+		r.Close()
+	}
+}
+
+// ArchiveIter reads every archived record in global order, one at a time.
+type ArchiveIter struct{ m *merged }
+
+// Iter starts reading the archive; Close the iterator.
+func (a *Archive) Iter() (*ArchiveIter, error) {
+	m, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	return &ArchiveIter{m: m}, nil
+}
+
+// Peek returns the global of the next record, ok false at the end.
+func (it *ArchiveIter) Peek() (uint64, bool) {
+	i := it.m.peek()
+	if i < 0 {
+		return 0, false
+	}
+	return it.m.heads[i].Global, true
+}
+
+// Next returns the next record (its Data valid until the next call) and
+// whether it is its stream's last; ok is false at the end.
+func (it *ArchiveIter) Next() (r Record, last, ok bool) {
+	r, last, _, ok = it.m.next()
+	return r, last, ok
+}
+
+// Err says why the iteration ended early, nil after a clean end.
+func (it *ArchiveIter) Err() error {
+	if err := it.m.err(); err != nil {
+		return fmt.Errorf("journal: archive: %w", err)
+	}
+	return nil
+}
+
+// Close closes the segments.
+func (it *ArchiveIter) Close() { it.m.Close() }
+
+// Records calls fn with every archived record in global order, with
+// whether it is its stream's last. fn's Record's Data is only valid during
+// the call.
+func (a *Archive) Records(fn func(r Record, last bool) error) error {
+	m, err := a.open()
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	for {
+		r, last, _, ok := m.next()
+		if !ok {
+			break
+		}
+		if err := fn(r, last); err != nil {
+			return err
+		}
+	}
+	if err := m.err(); err != nil {
+		return fmt.Errorf("journal: archive: %w", err)
+	}
+	return nil
+}
+
+// ForEachStream calls fn with every archived stream's records, whole, in
+// the order their last records come. Memory is the streams begun and not
+// ended in global order.
+func (a *Archive) ForEachStream(fn func(StreamRecords) error) error {
+	open := map[string][]Record{}
+	err := a.Records(func(r Record, last bool) error {
+		r.Data = append([]byte(nil), r.Data...)
+		recs := append(open[r.Stream], r)
+		if !last {
+			open[r.Stream] = recs
+			return nil
+		}
+		delete(open, r.Stream)
+		return fn(StreamRecords{Stream: r.Stream, Records: recs, Archived: true})
+	})
+	if err != nil {
+		return err
+	}
+	for s, recs := range open { // a stream without its last frame: Check reports it
+		if err := fn(StreamRecords{Stream: s, Records: recs, Archived: true, Unreadable: 1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load returns stream's records from segment (ArchivedStream names it).
+func (a *Archive) Load(stream, segment string) ([]Record, error) {
+	r, err := OpenSegment(filepath.Join(a.Dir, segment))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	recs := []Record{}
+	for {
+		rec, last, ok := r.Next()
+		if !ok {
+			break
+		}
+		if rec.Stream != stream {
+			continue
+		}
+		rec.Data = append([]byte(nil), rec.Data...)
+		recs = append(recs, rec)
+		if last {
+			return recs, nil
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("journal: archive %s: %w", segment, err)
+	}
+	return nil, fmt.Errorf("journal: archive %s: %w: stream %q not found whole", segment, ErrCorrupt, stream)
+}
+
+// CheckManifests checks each applied manifest: its signature (with pub),
+// its segment's bytes against its SHA-256, the records against its counts,
+// range and digest, and the manifests' own chain. It reads every segment.
+func (a *Archive) CheckManifests(pub ed25519.PublicKey) []Problem {
+	var probs []Problem
+	add := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		probs = append(probs, Problem{Kind: "archive", Message: msg, err: fmt.Errorf("%w: %s", ErrCorrupt, msg)})
+	}
+	prev := ""
+	for i, m := range a.Manifests {
+		ap := a.Applied[i]
+		if pub != nil {
+			if err := m.VerifySignature(pub); err != nil {
+				msg := strings.TrimPrefix(err.Error(), ErrSignature.Error()+": ")
+				probs = append(probs, Problem{Kind: "archive", Message: msg, err: fmt.Errorf("%w: %s", ErrSignature, msg)})
+			}
+		}
+		if m.Previous != prev {
+			add("manifest %s names previous manifest %q, the one applied before it is %q", ap.Manifest, m.Previous, prev)
+		}
+		prev = ap.ManifestSHA256
+		if m.Segment != ap.Segment || m.FirstGlobal != ap.FirstGlobal || m.LastGlobal != ap.LastGlobal || m.Records != ap.Records {
+			add("manifest %s does not say what the journal recorded when applying it", ap.Manifest)
+		}
+		path := filepath.Join(a.Dir, m.Segment)
+		f, err := os.Open(path)
+		if err != nil {
+			add("segment %s: %v", m.Segment, err)
+			continue
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			add("segment %s: %v", m.Segment, err)
+			continue
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != m.SegmentSHA256 || n != m.SegmentBytes {
+			add("segment %s has SHA-256 %s and %d bytes, its manifest says %s and %d bytes", m.Segment, got, n, m.SegmentSHA256, m.SegmentBytes)
+			continue
+		}
+		r, err := OpenSegment(path)
+		if err != nil {
+			add("%v", err)
+			continue
+		}
+		var recs, streams, first, last uint64
+		digest := sha256.New()
+		for {
+			rec, end, ok := r.Next()
+			if !ok {
+				break
+			}
+			if recs == 0 {
+				first = rec.Global
+			}
+			recs++
+			last = rec.Global
+			if end {
+				streams++
+			}
+			digest.Write(rec.Hash[:])
+		}
+		if err := r.Err(); err != nil {
+			add("segment %s: %v", m.Segment, err)
+		}
+		r.Close()
+		var d Hash
+		digest.Sum(d[:0])
+		if recs != m.Records || streams != m.Streams || first != m.FirstGlobal || last != m.LastGlobal || d != m.RecordsDigest {
+			add("segment %s holds %d records of %d reservations, globals %d..%d, digest %s; its manifest says %d, %d, %d..%d, %s",
+				m.Segment, recs, streams, first, last, d, m.Records, m.Streams, m.FirstGlobal, m.LastGlobal, m.RecordsDigest)
+		}
+	}
+	return probs
+}
