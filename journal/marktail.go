@@ -289,6 +289,9 @@ func loadMarkTail(tx *bolt.Tx, t *markTail, now time.Time, strict bool) (skipped
 // the committer calls it.
 func (db *DB) markFlushDue(now time.Time) bool {
 	t := db.marks
+	// WriteMarks and SetCounters reset the tail from other goroutines.
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	switch {
 	case t.changes == 0:
 		return false
@@ -301,6 +304,8 @@ func (db *DB) markFlushDue(now time.Time) bool {
 // markFlushAt is when the tail is due for a flush by time, if ever.
 func (db *DB) markFlushAt() (time.Time, bool) {
 	t := db.marks
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	if t.changes == 0 || db.opts.MarkFlushDelay < 0 {
 		return time.Time{}, false
 	}

@@ -128,9 +128,16 @@ func TestPending_RoundTrip(t *testing.T) {
 func TestOpen_DamagedPending(t *testing.T) {
 	ctx := context.Background()
 	db, path, opts := appendPending(t, 2, func(i int) ([]Mark, []Counter) { return []Mark{{Key: fmt.Sprintf("k%d", i)}}, nil })
-	// Closed without its last flush, as a crash leaves it; then one
+	// The file as a crash leaves it (the tail not flushed), with one
 	// pending value damaged.
-	_ = db.bolt.Close()
+	crashed := filepath.Join(t.TempDir(), "crashed.db")
+	if _, err := db.BackupFile(ctx, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path = crashed
 	bdb, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
