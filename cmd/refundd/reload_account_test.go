@@ -30,19 +30,8 @@ func TestReload_AddAccount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs refundd and wxpaysim")
 	}
-	refunddBin, simBin := buildCrashBinaries(t)
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	sim, reg, full := startPlatformSim(t, simBin, dir, addr)
-	a, okA := reg.ByMchID("1900000101", "")
-	b, okB := reg.ByMchID("1900000102", "")
-	if !okA || !okB {
-		t.Fatal("wxpaysim's merchants file lacks the direct merchants")
-	}
-	raw, err := os.ReadFile(full)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startPlatformPair(t, [2]string{"1900000101", ""}, [2]string{"1900000102", ""})
+	refunddBin, dir, addr, sim, a, b, raw := p.refunddBin, p.dir, p.addr, p.sim, p.a, p.b, p.raw
 	// The file's account and merchant blocks of the accounts named.
 	only := func(accounts ...string) string {
 		parts := strings.Split(string(raw), "\n[[")

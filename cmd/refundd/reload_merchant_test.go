@@ -28,19 +28,8 @@ func TestReload_AddMerchant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs refundd and wxpaysim")
 	}
-	refunddBin, simBin := buildCrashBinaries(t)
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	sim, reg, full := startPlatformSim(t, simBin, dir, addr)
-	a, okA := reg.ByMchID("1900000200", "1900000201")
-	b, okB := reg.ByMchID("1900000200", "1900000202")
-	if !okA || !okB {
-		t.Fatal("wxpaysim's merchants file lacks the sub-merchants")
-	}
-	raw, err := os.ReadFile(full)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startPlatformPair(t, [2]string{"1900000200", "1900000201"}, [2]string{"1900000200", "1900000202"})
+	refunddBin, dir, addr, sim, a, b, raw := p.refunddBin, p.dir, p.addr, p.sim, p.a, p.b, p.raw
 	// The file's merchant blocks, by name, to leave B's out.
 	blocks := strings.Split(string(raw), "[[merchants]]")
 	var without, bBlock string
@@ -206,4 +195,35 @@ func (h *reloadHarness) logged(what, sub string, n int) {
 	waitFor(h.t, 10*time.Second, what, func() (bool, string) {
 		return strings.Count(h.rd.logs.String(), sub) >= n, tail(h.rd.logs.String(), 10)
 	})
+}
+
+// platformPair is wxpaysim serving the platform's merchants, two of which
+// (A and B) a reload test starts refundd with or adds, and its merchants
+// file as written.
+type platformPair struct {
+	refunddBin, dir, addr string
+	sim                   *wxsim
+	a, b                  *merchant.Merchant
+	raw                   []byte
+}
+
+// startPlatformPair builds refundd and wxpaysim, starts wxpaysim, and finds
+// the merchants named by mchid and sub_mchid ("" for a direct merchant).
+func startPlatformPair(t *testing.T, a, b [2]string) platformPair {
+	t.Helper()
+	refunddBin, simBin := buildCrashBinaries(t)
+	p := platformPair{refunddBin: refunddBin, dir: t.TempDir(), addr: freeAddr(t)}
+	sim, reg, full := startPlatformSim(t, simBin, p.dir, p.addr)
+	p.sim = sim
+	var okA, okB bool
+	p.a, okA = reg.ByMchID(a[0], a[1])
+	p.b, okB = reg.ByMchID(b[0], b[1])
+	if !okA || !okB {
+		t.Fatalf("wxpaysim's merchants file lacks %v or %v", a, b)
+	}
+	var err error
+	if p.raw, err = os.ReadFile(full); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
