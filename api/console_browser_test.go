@@ -368,6 +368,12 @@ func TestConsole_InBrowser(t *testing.T) {
 	if got := page.eval(t, `[...document.querySelectorAll('`+form+` input')].map((i) => i.name + ':' + i.getAttribute('autocomplete')).join(' ')`); got != "bank_account:off real_name:off" {
 		t.Fatalf("the form's inputs are %q, want bank_account and real_name with autocomplete off", got)
 	}
+	for _, w := range []int{1440, 760} {
+		page.resize(t, w)
+		page.checkLayout(t, fmt.Sprintf("apply-abnormal form at %d px", w))
+		page.screenshot(t, filepath.Join(shots, fmt.Sprintf("apply-abnormal-%d.png", w)))
+	}
+	page.resize(t, 1280)
 	// The user's card, its number left out: the API refuses it and names
 	// bank_account.
 	const holder = "Zhang San <i>x</i>"
