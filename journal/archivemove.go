@@ -21,8 +21,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
-
-	"github.com/refundd/refundd/internal/crashpoint"
 )
 
 // ArchivePlan is what ArchiveStreams moves and how it seals it.
@@ -47,7 +45,21 @@ type ArchivePlan struct {
 	Progress func(stage string, records uint64)
 	// Timeout is how long to wait for the file lock; zero means 1s.
 	Timeout time.Duration
+	// AfterStep, if set, is called after each step of the crash-safe
+	// order is durable, with its name (ArchiveStepSegment, ...): refundctl
+	// crashes there on purpose in its crash tests.
+	AfterStep func(step string)
 }
+
+// The steps of an archival, in order (docs/AUDIT.md "Crash safety"): the
+// segment is durable; its manifest is; the new hot generation is written
+// beside the old one; it replaced the old.
+const (
+	ArchiveStepSegment    = "archive-segment-written"
+	ArchiveStepManifest   = "archive-manifest-written"
+	ArchiveStepGeneration = "archive-generation-written"
+	ArchiveStepSwapped    = "archive-swapped"
+)
 
 // ArchiveResult says what ArchiveStreams did.
 type ArchiveResult struct {
@@ -74,6 +86,9 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	}
 	if plan.Now == nil {
 		plan.Now = time.Now
+	}
+	if plan.AfterStep == nil {
+		plan.AfterStep = func(string) {}
 	}
 	if plan.Timeout <= 0 {
 		plan.Timeout = time.Second
@@ -240,7 +255,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	}
 	_ = os.Chmod(res.SegmentPath, 0o400)
 	progress("segment", m.Records)
-	crashpoint.Hit(crashpoint.ArchiveSegmentWritten)
+	plan.AfterStep(ArchiveStepSegment)
 
 	// 2. The manifest.
 	if plan.SigningKey != nil {
@@ -257,7 +272,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	}
 	_ = os.Chmod(res.ManifestPath, 0o400)
 	res.Manifest = m
-	crashpoint.Hit(crashpoint.ArchiveManifestWritten)
+	plan.AfterStep(ArchiveStepManifest)
 
 	// 3. The new generation, beside the old file.
 	sum := sha256.Sum256(mb)
@@ -268,7 +283,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 		_ = os.Remove(next)
 		return fail(fmt.Errorf("new generation: %w", err))
 	}
-	crashpoint.Hit(crashpoint.ArchiveGenerationWritten)
+	plan.AfterStep(ArchiveStepGeneration)
 
 	// 4. The swap: the old file keeps a second name, the new one takes
 	// its place in one rename.
@@ -285,7 +300,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
-	crashpoint.Hit(crashpoint.ArchiveSwapped)
+	plan.AfterStep(ArchiveStepSwapped)
 	return res, nil
 }
 

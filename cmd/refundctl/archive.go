@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/audit"
+	"github.com/refundd/refundd/internal/crashpoint"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
@@ -106,7 +107,7 @@ func (o *archiveOptions) run(c *cli, args []string) int {
 		}
 		key = b
 	}
-	plan := journal.ArchivePlan{Cutoff: now, Timeout: o.lockTimeout}
+	plan := journal.ArchivePlan{Cutoff: now, Timeout: o.lockTimeout, AfterStep: crashpoint.Hit}
 	if key != nil {
 		k, err := audit.ParseSigningKey(key)
 		if err != nil {

@@ -8,6 +8,8 @@
 //	REFUNDD_CRASH_AT=after-submit-journaled ./refundd ...
 package crashpoint
 
+import "github.com/refundd/refundd/journal"
+
 // The crash points in refundd.
 const (
 	// AfterSubmitJournaled: a refund request (and its submission) is
@@ -28,8 +30,10 @@ const (
 	// The steps of an archival (journal.ArchiveStreams, docs/AUDIT.md
 	// "Crash safety"): the segment is durable; its manifest is; the new
 	// hot generation is written beside the old one; it replaced the old.
-	ArchiveSegmentWritten    = "archive-segment-written"
-	ArchiveManifestWritten   = "archive-manifest-written"
-	ArchiveGenerationWritten = "archive-generation-written"
-	ArchiveSwapped           = "archive-swapped"
+	// The journal names them (it imports no project package); refundctl
+	// passes Hit as journal.ArchivePlan.AfterStep.
+	ArchiveSegmentWritten    = journal.ArchiveStepSegment
+	ArchiveManifestWritten   = journal.ArchiveStepManifest
+	ArchiveGenerationWritten = journal.ArchiveStepGeneration
+	ArchiveSwapped           = journal.ArchiveStepSwapped
 )
