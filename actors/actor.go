@@ -164,8 +164,7 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 		Encode: a.e.cfg.Encode, Unconfigured: !configured}
 	quiet := m.quiet
 	if a.archived {
-		// Finished and moved out of the hot journal: nothing can change it.
-		a.answer(m, reply{state: a.snapshot(quiet), err: reservation.ErrArchived})
+		a.answerArchived(m, env)
 		return
 	}
 	events, err := reservation.Decide(a.state, m.cmd, env)
@@ -222,6 +221,26 @@ func (a *reservationActor) execute(ctx actor.Context, m *envelope) {
 	a.answer(m, reply{state: a.snapshot(quiet), events: events})
 	a.logJournaled(reqCtx, cmd, by, events)
 	a.startCalls(calls)
+}
+
+// answerArchived answers m for a reservation read from the archive, which
+// nothing may change (it is finished and its events are sealed). A command
+// that decides nothing new is answered as on a hot reservation: a repeated
+// request gets the refund's state, a notification that matches our records
+// is a duplicate WeChat must see acknowledged, one that contradicts them
+// its mismatch. Anything that would journal an event (a new refund, a
+// conflict, a move WeChat reports) is refused with ErrArchived, so that a
+// notification stays refused, kept and retried where operators see it.
+func (a *reservationActor) answerArchived(m *envelope, env reservation.Env) {
+	events, err := reservation.Decide(a.state, m.cmd, env)
+	switch {
+	case err == nil && len(events) == 0:
+		a.answer(m, reply{state: a.snapshot(m.quiet)})
+	case errors.Is(err, reservation.ErrOutcomeMismatch):
+		a.answer(m, reply{state: a.snapshot(m.quiet), err: err})
+	default:
+		a.answer(m, reply{state: a.snapshot(m.quiet), err: reservation.ErrArchived})
+	}
 }
 
 // merchant is the merchant cmd is decided for: the reservation's once

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
@@ -85,5 +86,92 @@ func TestArchived_ReadButNeverChanged(t *testing.T) {
 	wantError(t, e.refund(t, "r2", "k1", `{"user_id":"u-r2","amount":100}`), http.StatusConflict, "refund_window_closed", "")
 	if got := e.get(t, "r2"); got.Refunded != 0 || len(got.Refunds) != 0 {
 		t.Fatalf("hot reservation: %+v", got)
+	}
+}
+
+// WeChat re-sends a notification until it is acknowledged, also after the
+// reservation was archived (a late retry, a restored backup's redelivery):
+// one that matches the archived refund is acknowledged, one that differs
+// is a mismatch, and one that would change the sealed records (a
+// contradiction of its terminal state) is refused, kept and retried for
+// operators; none changes the reservation, and a repeated refund request
+// answers the refund's state.
+func TestArchived_NotificationsAreComparedAndAcknowledged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refundd.db")
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid := time.Date(2025, 1, 10, 2, 0, 0, 0, time.UTC)
+	e := newNtEnvOn(t, db, paid)
+	no := e.refund("r1")
+	good := ntNotice{no: no, outTradeNo: "ORD-r1", status: "SUCCESS", refund: 4000, total: 10000}
+	if code, body := e.postV3(good); code != http.StatusNoContent {
+		t.Fatalf("notification before archival: %d %s", code, body)
+	}
+	later := paid.Add(500 * 24 * time.Hour)
+	if err := e.engine.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := journal.ArchiveStreams(context.Background(), path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: []string{"r1"}, Cutoff: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Manifest.Streams != 1 {
+		t.Fatalf("archived %d streams, want 1", res.Manifest.Streams)
+	}
+	if db, err = journal.Open(path, &journal.Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	e = newNtEnvOn(t, db, later)
+
+	closed := good
+	closed.status = "CLOSED"
+	differs := good
+	differs.refund = 4001
+	cases := []struct {
+		name    string
+		n       ntNotice
+		status  int
+		outcome string
+	}{
+		{"the same success", good, http.StatusNoContent, "duplicate"},
+		{"refund amount differs", differs, http.StatusBadRequest, "mismatch"},
+		{"contradicts the terminal state", closed, http.StatusConflict, "mismatch"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.counts()[tc.outcome]
+			keptBefore, _, _ := e.q.Stats()
+			code, body := e.postV3(tc.n)
+			if code != tc.status {
+				t.Fatalf("answer %d %s, want %d", code, body, tc.status)
+			}
+			if got := e.counts()[tc.outcome]; got != before+1 {
+				t.Fatalf("%s count %d, want %d", tc.outcome, got, before+1)
+			}
+			kept, _, _ := e.q.Stats()
+			if wantKept := tc.status != http.StatusNoContent; (kept > keptBefore) != wantKept {
+				t.Fatalf("quarantined %v, want %v", kept > keptBefore, wantKept)
+			}
+			if r := e.state("r1", no); r.State != reservation.Succeeded || r.Conflicts != 0 {
+				t.Fatalf("refund after the notification: %s with %d conflicts", r.State, r.Conflicts)
+			}
+		})
+	}
+
+	// A repeated request names the refund: its state, not an error.
+	amount := int64(4000)
+	st, _, err := e.engine.Execute(context.Background(), "r1", "test", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k", Amount: &amount})
+	if err != nil || st.RefundByKey("k").State != reservation.Succeeded {
+		t.Fatalf("repeated request on the archived reservation: %v", err)
+	}
+	other := int64(100)
+	if _, _, err := e.engine.Execute(context.Background(), "r1", "test", reservation.RequestRefund{UserID: "u", IdempotencyKey: "k2", Amount: &other}); !errors.Is(err, reservation.ErrArchived) {
+		t.Fatalf("new refund on the archived reservation: %v, want ErrArchived", err)
 	}
 }

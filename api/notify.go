@@ -541,6 +541,12 @@ func (n *notifier) engineFailure(err error) *notifyFailure {
 		return nil
 	case errors.Is(err, reservation.ErrOutcomeMismatch):
 		return &notifyFailure{outcome: nMismatch, status: http.StatusBadRequest, reason: "does not match our records", err: err}
+	case errors.Is(err, reservation.ErrArchived):
+		// It would change a reservation whose events are sealed in the
+		// archive (a conflict, or a move WeChat reports): an operator's
+		// case, kept and retried like a mismatch. A notification that
+		// matches an archived refund is acknowledged (no events).
+		return &notifyFailure{outcome: nMismatch, status: http.StatusConflict, reason: "would change an archived reservation", err: err}
 	case errors.Is(err, reservation.ErrNotFound):
 		// The refund number, or its reservation: see record.
 		return &notifyFailure{outcome: nUnknown, status: http.StatusNotFound, reason: "unknown out_refund_no", err: err}

@@ -25,6 +25,7 @@ import (
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
 	"github.com/refundd/refundd/internal/wechatpay"
+	"github.com/refundd/refundd/journal"
 	"github.com/refundd/refundd/journal/journaltest"
 )
 
@@ -63,8 +64,14 @@ func ntPlatformKey(t *testing.T) *rsa.PrivateKey {
 
 func newNtEnv(t *testing.T) *ntEnv {
 	t.Helper()
+	return newNtEnvOn(t, journaltest.Open(t), time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+}
+
+// newNtEnvOn is newNtEnv on journal db, its clocks reading now.
+func newNtEnvOn(t *testing.T, db *journal.DB, now time.Time) *ntEnv {
+	t.Helper()
 	e := &ntEnv{t: t, platform: ntPlatformKey(t), v3Key: []byte("0123456789abcdef0123456789abcdef"), v2Key: []byte("v2keyv2keyv2keyv2keyv2keyv2key12")}
-	e.now.Store(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).UnixNano())
+	e.now.Store(now.UnixNano())
 	clock := func() time.Time { return time.Unix(0, e.now.Load()).UTC() }
 	provider := simprovider.New(simprovider.Options{Delay: time.Hour, Now: clock,
 		Fault: func(op, _ string, _ int) (simprovider.Injected, bool) {
@@ -74,7 +81,7 @@ func newNtEnv(t *testing.T) *ntEnv {
 			return simprovider.Injected{}, false
 		}})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	engine, err := actors.New(actors.Config{Store: eventstore.New(journaltest.Open(t)), Provider: provider, Encode: simprovider.Encode, Logger: log,
+	engine, err := actors.New(actors.Config{Store: eventstore.New(db), Provider: provider, Encode: simprovider.Encode, Logger: log,
 		Policy: reservation.Policy{RefundNoPrefix: "N"}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
