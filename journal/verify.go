@@ -326,10 +326,14 @@ func (c *checker) run() error {
 	}
 	var arch *merged
 	if c.opts.Archive != nil {
-		for _, p := range c.opts.Archive.CheckManifests(c.opts.PublicKey) {
+		var after uint64
+		if since != nil {
+			after = since.Global
+		}
+		for _, p := range c.opts.Archive.checkManifests(c.opts.PublicKey, after) {
 			c.addProblem(p)
 		}
-		if arch, err = c.opts.Archive.open(); err != nil {
+		if arch, err = c.opts.Archive.openAfter(after); err != nil {
 			c.addErr("archive", 0, err)
 			arch = nil
 		} else {
@@ -507,11 +511,21 @@ func (c *checker) checkSince(b buckets, since Checkpoint) error {
 		}
 		return nil
 	}
-	v := b.log.Get(be64(since.Global))
-	if v == nil {
-		return fmt.Errorf("%w: there is no record %d (the log ends at %d)", ErrNotOnChain, since.Global, b.log.Sequence())
+	var r Record
+	var err error
+	if v := b.log.Get(be64(since.Global)); v != nil {
+		r, err = decodeRecord(since.Global, v)
+	} else if c.opts.Archive == nil {
+		return fmt.Errorf("%w: there is no record %d (the log ends at %d; an archived record is found with the archive)", ErrNotOnChain, since.Global, b.log.Sequence())
+	} else {
+		// Archived since it was recorded: its segment has it.
+		var ok bool
+		if r, ok, err = c.opts.Archive.recordAt(since.Global); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("%w: there is no record %d in the log (it ends at %d) or the archive", ErrNotOnChain, since.Global, b.log.Sequence())
+		}
 	}
-	r, err := decodeRecord(since.Global, v)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: record %d does not decode: %w", ErrNotOnChain, since.Global, err)
