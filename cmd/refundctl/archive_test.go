@@ -280,3 +280,26 @@ func TestArchive_VerifySinceAnArchivedHead(t *testing.T) {
 		t.Fatalf("verify --since over a damaged segment passed: %s", r)
 	}
 }
+
+// stats --fold (and reconcile, and --build-counters, which fold the same
+// way) replays the whole history, archived reservations included: the
+// figures after archival are those before it.
+func TestArchive_FoldReadsTheArchive(t *testing.T) {
+	dir, now := archiveScenario(t)
+	figures := func() string {
+		t.Helper()
+		r := ctl(t, "journal", "stats", "--fold", "--data", dir)
+		i, j := strings.Index(r.stdout, "latest event"), strings.Index(r.stdout, "last checkpoint")
+		if r.code != exitOK || i < 0 || j < i {
+			t.Fatalf("stats --fold: %s", r)
+		}
+		return r.stdout[i:j]
+	}
+	before := figures()
+	if r := ctl(t, "journal", "archive", "--data", dir, "--now", now.Format(time.RFC3339)); r.code != exitOK || !strings.Contains(r.stdout, "archived     2 reservations") {
+		t.Fatalf("archive: %s", r)
+	}
+	if after := figures(); after != before {
+		t.Fatalf("stats --fold after archival:\n%s\nbefore:\n%s", after, before)
+	}
+}

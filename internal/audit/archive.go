@@ -57,7 +57,8 @@ func PlanArchive(ctx context.Context, db *journal.DB, opts ArchiveOptions) (*Arc
 	sel := &ArchiveSelection{Totals: map[string]int64{}, Kept: map[string]int{}}
 	var mu sync.Mutex
 	var candidates []*reservation.State
-	err := foldStreams(ctx, db, opts.Progress, func(_ int, f folded) {
+	// Only the hot reservations are candidates: the archived are moved.
+	err := foldStreams(ctx, db, false, opts.Progress, func(_ int, f folded) {
 		why := ""
 		switch {
 		case f.Undecoded > 0 || f.State == nil:

@@ -548,7 +548,7 @@ func foldCounts(ctx context.Context, db *journal.DB, merchant string, progress f
 	for i := range parts {
 		parts[i] = &folding{values: map[string]int64{}}
 	}
-	err = foldStreams(ctx, db, progress, func(w int, f folded) {
+	err = foldStreams(ctx, db, true, progress, func(w int, f folded) {
 		p := parts[w]
 		if merchant != "" && (!f.State.Registered() || f.State.Merchant != merchant) {
 			return

@@ -30,7 +30,10 @@ type folded struct {
 // foldWorkers() workers, and calls fn with each from the worker numbered
 // worker: fn keeps its sums per worker, and the caller merges them after.
 // Memory is a few reservations per worker, whatever the journal's size.
-func foldStreams(ctx context.Context, db *journal.DB, progress func(uint64), fn func(worker int, f folded)) error {
+// With archived, the reservations archived out of db (its archive beside
+// it, or Options.ArchiveDir) come first: the whole history, as verify
+// reads it.
+func foldStreams(ctx context.Context, db *journal.DB, archived bool, progress func(uint64), fn func(worker int, f folded)) error {
 	n := foldWorkers()
 	work := make(chan []journal.StreamRecords, n)
 	var records atomic.Uint64
@@ -62,7 +65,7 @@ func foldStreams(ctx context.Context, db *journal.DB, progress func(uint64), fn 
 	}
 	var batch []journal.StreamRecords
 	size := 0
-	_, err := gatherStreams(ctx, db, gatherBudget, func(sr journal.StreamRecords) error {
+	emit := func(sr journal.StreamRecords) error {
 		batch = append(batch, sr)
 		if size += len(sr.Records); size >= 4096 {
 			select {
@@ -73,7 +76,17 @@ func foldStreams(ctx context.Context, db *journal.DB, progress func(uint64), fn 
 			batch, size = nil, 0
 		}
 		return nil
-	})
+	}
+	var err error
+	if archived {
+		var arch *journal.Archive
+		if arch, err = journal.OpenArchive(db, db.ArchiveDir()); err == nil && len(arch.Applied) > 0 {
+			err = arch.ForEachStream(emit)
+		}
+	}
+	if err == nil {
+		_, err = gatherStreams(ctx, db, gatherBudget, emit)
+	}
 	if err == nil && len(batch) > 0 {
 		work <- batch
 	}

@@ -287,7 +287,7 @@ func RangeFacts(from, to time.Time) func(*RefundFact) bool {
 func RefundFacts(ctx context.Context, db *journal.DB, keep func(*RefundFact) bool, progress func(uint64)) ([]RefundFact, int, error) {
 	parts := make([][]RefundFact, foldWorkers())
 	undecoded := make([]int, len(parts))
-	err := foldStreams(ctx, db, progress, func(w int, f folded) {
+	err := foldStreams(ctx, db, true, progress, func(w int, f folded) {
 		undecoded[w] += f.Undecoded
 		if f.State == nil {
 			return
