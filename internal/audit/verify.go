@@ -226,7 +226,8 @@ func checkKept(ctx context.Context, db KeptChecker, rep *Report, rp *replayer, w
 }
 
 // implied is the journal's indexes as reservation.AppendIndexes, the
-// function the event store writes them with, says the events leave them.
+// function the event store writes them with, says the events leave them
+// (AppendKeyIndexes: the list rows are checked against the final states).
 // It is fed one event at a time: the entries an append implies do not
 // depend on how the events were batched into appends, but for due times
 // put and superseded in one append, which leave the index as they found it.
@@ -253,7 +254,7 @@ func (m *implied) reset() {
 // add folds in the entries of e, decided on s (before e is applied).
 func (m *implied) add(stream string, s *reservation.State, e reservation.Event) {
 	m.one[0] = e
-	m.ix = reservation.AppendIndexes(reservation.IndexChanges{Claims: m.ix.Claims[:0], Dues: m.ix.Dues[:0],
+	m.ix = reservation.AppendKeyIndexes(reservation.IndexChanges{Claims: m.ix.Claims[:0], Dues: m.ix.Dues[:0],
 		Dropped: m.ix.Dropped[:0], Marks: m.ix.Marks[:0]}, s, m.one[:])
 	for _, c := range m.ix.Claims {
 		m.claims[c.Namespace+"\x00"+c.Key] = stream

@@ -987,6 +987,16 @@ func (h *sim) exec(cmd Command, by string) {
 	}
 	pieces.Dropped = DroppedDues(before, events)
 	ix := AppendIndexes(IndexChanges{}, before, events)
+	// AppendKeyIndexes, what the audit replays with, is the same but for
+	// the rows, which it leaves as given.
+	keyed := AppendKeyIndexes(IndexChanges{Rows: []ListRow{{RefundNo: "given"}}}, before, events)
+	if len(keyed.Rows) != 1 || keyed.Rows[0].RefundNo != "given" {
+		t.Fatalf("after %T AppendKeyIndexes changed the rows: %+v", cmd, keyed.Rows)
+	}
+	keyed.Rows = ix.Rows
+	if !reflect.DeepEqual(keyed, ix) {
+		t.Fatalf("after %T AppendKeyIndexes gives %+v, AppendIndexes %+v", cmd, keyed, ix)
+	}
 	ix.Claims = nil
 	// The search index, kept from Search alone, finds the reservation by
 	// every id it holds, and the refunds by WeChat's refund_id.
