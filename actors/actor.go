@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -45,7 +44,7 @@ func (a *reservationActor) Receive(ctx actor.Context) {
 		a.load()
 	case idleCheck:
 		a.dropGoneWaiters()
-		if time.Duration(a.e.since()-a.entry.active.Load()) >= a.e.cfg.IdleTimeout && len(a.waiters) == 0 {
+		if a.entry.active.Load() <= m.before && len(a.waiters) == 0 {
 			a.passivate(ctx)
 		}
 	case passivateNow:

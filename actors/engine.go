@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,17 @@ type Config struct {
 	// IdleTimeout passivates an actor that received nothing for this long;
 	// zero means 2 minutes.
 	IdleTimeout time.Duration
+	// MaxActive bounds the live actors: past it, the sweep passivates the
+	// least recently used idle ones down to 7/8 of it, checked every
+	// second. Zero means 20,000; negative means no bound (IdleTimeout
+	// only).
+	//
+	// A live actor is a cache of its journal (activation replays it), and
+	// an unbounded cache cost more than the replays it saves: at 2,700
+	// lifecycles/s two minutes of actors held 1.1 GB of heap, 6 GB resident
+	// under --gc-percent 400, and the lifecycle lost 45% of its throughput
+	// to fresh memory by the fifth 20 s round (docs/BENCHMARKS.md).
+	MaxActive int
 	// ProviderTimeout bounds one provider call; zero means 10 seconds.
 	ProviderTimeout time.Duration
 	// DeliverTimeout bounds handing a provider result back to an actor,
@@ -83,6 +95,9 @@ func (c *Config) validate() error {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.MaxActive == 0 {
+		c.MaxActive = 20000
 	}
 	if c.ProviderTimeout <= 0 {
 		c.ProviderTimeout = 10 * time.Second
@@ -158,7 +173,11 @@ type entry struct {
 }
 
 // New starts an engine.
-func New(cfg Config) (*Engine, error) {
+func New(cfg Config) (*Engine, error) { return newEngine(cfg, true) }
+
+// newEngine starts an engine, with its sweep unless tests drive it by hand
+// (askIdle, trim).
+func newEngine(cfg Config, sweep bool) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -174,7 +193,9 @@ func New(cfg Config) (*Engine, error) {
 	e.journalDeadline = newSharedDeadline(e.baseCtx, cfg.DeliverTimeout)
 	e.providerDeadline = newSharedDeadline(e.baseCtx, cfg.ProviderTimeout)
 	e.deliverDeadline = newSharedDeadline(context.Background(), cfg.DeliverTimeout)
-	go e.sweep()
+	if sweep {
+		go e.sweep()
+	}
 	return e, nil
 }
 
@@ -183,36 +204,76 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) since() int64 { return int64(time.Since(e.epoch)) }
 
 // sweep asks the live actors that have been idle for IdleTimeout to
-// passivate, twice per IdleTimeout. It reads each actor's last activity
-// instead of asking every actor: with hundreds of thousands of live actors
-// (two minutes of traffic) a message to each took ~10% of the CPU of a 20 s
-// profile that held one sweep. The actor decides again on its own state (a
-// message may be queued, or a waiter pending), so a stale reading here only
-// costs a message.
+// passivate, twice per IdleTimeout, and every second trims the live actors
+// to MaxActive. It reads each actor's last activity instead of asking every
+// actor: with hundreds of thousands of live actors a message to each took
+// ~10% of the CPU of a 20 s profile that held one sweep. The actor decides
+// again on its own state (a message may be queued, or a waiter pending), so
+// a stale reading here only costs a message.
 func (e *Engine) sweep() {
-	t := time.NewTicker(e.cfg.IdleTimeout / 2)
+	every := min(e.cfg.IdleTimeout/2, time.Second)
+	t := time.NewTicker(every)
 	defer t.Stop()
+	var lastIdle int64
+	var buf []int64
 	for {
 		select {
 		case <-e.baseCtx.Done():
 			return
 		case <-t.C:
 		}
-		e.askIdle()
+		if now := e.since(); now-lastIdle >= int64(e.cfg.IdleTimeout/2) {
+			e.askIdle()
+			lastIdle = now
+		}
+		buf, _ = e.trim(buf)
 	}
 }
 
 // askIdle sends idleCheck to every live actor idle for IdleTimeout and
 // returns how many it asked.
 func (e *Engine) askIdle() int {
-	idle, asked := int64(e.cfg.IdleTimeout), 0
+	return e.askBefore(e.since() - int64(e.cfg.IdleTimeout))
+}
+
+// trim asks the least recently used live actors to passivate when more
+// than MaxActive are live, down to 7/8 of MaxActive (a margin, so that a
+// steady load does not trim a few actors every second), and returns buf
+// for reuse. Those with waiters or queued work stay (idleCheck): the bound
+// is on idle actors, and the sweep's second later tries again. It
+// returns how many it asked.
+func (e *Engine) trim(buf []int64) ([]int64, int) {
+	if e.cfg.MaxActive < 0 {
+		return buf, 0
+	}
+	buf = buf[:0]
 	for i := range e.shards {
 		sh := &e.shards[i]
-		now := e.since()
 		sh.mu.Lock()
 		for _, en := range sh.live {
-			if !en.passivating && now-en.active.Load() >= idle {
-				e.system.Root.Send(en.pid, idleCheck{})
+			if !en.passivating {
+				buf = append(buf, en.active.Load())
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(buf) <= e.cfg.MaxActive {
+		return buf, 0
+	}
+	slices.Sort(buf)
+	return buf, e.askBefore(buf[len(buf)-e.cfg.MaxActive*7/8-1])
+}
+
+// askBefore sends idleCheck to every live actor whose last activity is at
+// or before the given time (Engine.since) and returns how many it asked.
+func (e *Engine) askBefore(before int64) int {
+	asked := 0
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for _, en := range sh.live {
+			if !en.passivating && en.active.Load() <= before {
+				e.system.Root.Send(en.pid, idleCheck{before: before})
 				asked++
 			}
 		}
@@ -259,10 +320,11 @@ type reply struct {
 // Messages an actor understands, besides *envelope.
 type (
 	passivateNow struct{}
-	// idleCheck asks an actor to passivate if it has been idle for
-	// IdleTimeout. The engine's sweeper sends it instead of protoactor's
-	// ReceiveTimeout, whose timer races with the mailbox (go test -race).
-	idleCheck struct{}
+	// idleCheck asks an actor to passivate if it has had no work since
+	// before (Engine.since) and nobody waits on it. The engine's sweeper
+	// sends it instead of protoactor's ReceiveTimeout, whose timer races
+	// with the mailbox (go test -race).
+	idleCheck struct{ before int64 }
 )
 
 // newEnvelope returns an envelope for ctx, reused when one is free: an ask

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,10 +50,9 @@ func (noProvider) Query(context.Context, string) reservation.Outcome {
 // TestSweep_AsksOnlyIdleActors: the sweep sends nothing to actors that had
 // work within IdleTimeout, and the ones it asks passivate.
 func TestSweep_AsksOnlyIdleActors(t *testing.T) {
-	// An hour: the sweep's own ticker never fires during the test; askIdle
-	// is called by hand.
-	e, err := New(Config{Store: emptyStore{}, Provider: noProvider{}, Encode: noProvider{}.RequestBody, IdleTimeout: time.Hour,
-		Policy: reservation.Policy{RefundNoPrefix: "T"}})
+	// No sweep of its own: askIdle is called by hand.
+	e, err := newEngine(Config{Store: emptyStore{}, Provider: noProvider{}, Encode: noProvider{}.RequestBody, IdleTimeout: time.Hour,
+		Policy: reservation.Policy{RefundNoPrefix: "T"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +100,68 @@ func TestSweep_AsksOnlyIdleActors(t *testing.T) {
 	}
 	if n := e.Active(); n != 2 {
 		t.Fatalf("%d actors live after the reactivation, want 2", n)
+	}
+}
+
+// TestSweep_TrimsToMaxActive: past MaxActive live actors, the sweep
+// passivates the least recently used down to 7/8 of MaxActive, on its own
+// (every second), and keeps the most recently used.
+func TestSweep_TrimsToMaxActive(t *testing.T) {
+	e, err := New(Config{Store: emptyStore{}, Provider: noProvider{}, Encode: noProvider{}.RequestBody, IdleTimeout: time.Hour,
+		MaxActive: 8, Policy: reservation.Policy{RefundNoPrefix: "T"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		id := "m" + strconv.Itoa(i)
+		ids = append(ids, id)
+		if _, _, err := e.Execute(ctx, id, "test", reservation.Register{ReservationID: id, UserID: "u",
+			OutTradeNo: "O-" + id, Amount: 100, Currency: "CNY"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Passivation is asynchronous: wait for the count to settle at 7 (7/8
+	// of 8), the actors used last (one after another).
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Active() != 7 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d actors live 10 s after 20 were used, want 7 (7/8 of MaxActive 8)", e.Active())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, id := range ids[len(ids)-7:] {
+		sh := e.shard(id)
+		sh.mu.Lock()
+		_, live := sh.live[id]
+		sh.mu.Unlock()
+		if !live {
+			t.Errorf("%s, one of the 7 most recently used, was passivated", id)
+		}
+	}
+}
+
+// TestTrim_WithinBound: at or under MaxActive, or with no bound, trim asks
+// nothing; past it, only the least recently used.
+func TestTrim_WithinBound(t *testing.T) {
+	for _, tc := range []struct{ max, asked int }{{-1, 0}, {3, 0}, {2, 2}} {
+		max := tc.max
+		e, err := newEngine(Config{Store: emptyStore{}, Provider: noProvider{}, Encode: noProvider{}.RequestBody, IdleTimeout: time.Hour,
+			MaxActive: max, Policy: reservation.Policy{RefundNoPrefix: "T"}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"w1", "w2", "w3"} {
+			if _, _, err := e.Execute(context.Background(), id, "test", reservation.Register{ReservationID: id, UserID: "u",
+				OutTradeNo: "O-" + id, Amount: 100, Currency: "CNY"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, asked := e.trim(nil); asked != tc.asked {
+			t.Errorf("MaxActive %d, 3 live: trim asked %d actors to passivate, want %d", max, asked, tc.asked)
+		}
+		_ = e.Close(context.Background())
 	}
 }

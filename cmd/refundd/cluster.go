@@ -14,7 +14,6 @@ import (
 	"github.com/refundd/refundd/internal/eventstore"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/reservation"
-	"github.com/refundd/refundd/internal/tally"
 	"github.com/refundd/refundd/internal/webhook"
 	"github.com/refundd/refundd/journal"
 	"github.com/refundd/refundd/journal/pgjournal"
@@ -111,9 +110,7 @@ func (m *Main) openCluster(ctx context.Context, _ *checked) (*backend, error) {
 		store := eventstore.New(pg)
 		var err error
 		node, err = cluster.Start(ctx, cluster.Config{
-			Engine: actors.Config{Store: m.metrics.Store(store), Provider: tally.CountProvider(m.metrics.Provider(w.provider), m.tally), Encode: w.encode, Logger: m.log,
-				Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout, Merchant: w.merchant(),
-				ProviderTimeout: c.ProviderTimeout},
+			Engine:     m.engineConfig(store, w, policies),
 			Membership: membership, Name: cc.Name, Host: host, Port: port, AdvertisedAddress: cc.Advertise, Logger: m.log,
 		})
 		if err != nil {

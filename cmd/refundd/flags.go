@@ -58,6 +58,7 @@ type Config struct {
 	CheckpointInterval                time.Duration
 	Cluster                           ClusterConfig // cluster mode (cluster.go); zero: single node
 	IdleTimeout, SchedulerInterval    time.Duration
+	MaxActiveActors                   int           // actors.Config.MaxActive; 0: no bound
 	ProviderTimeout                   time.Duration // bounds one call to WeChat Pay, its wait for pacing included
 	ShutdownTimeout, LockTimeout      time.Duration
 	ReadHeaderTimeout                 time.Duration
@@ -84,7 +85,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{
 			Listen: "127.0.0.1:8080", DataDir: "data", RefundNoPrefix: reservation.DefaultRefundNoPrefix,
-			IdleTimeout: 2 * time.Minute, ProviderTimeout: 10 * time.Second, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
+			IdleTimeout: 2 * time.Minute, MaxActiveActors: 20000, ProviderTimeout: 10 * time.Second, ReconcileAfter: 30 * time.Second, SchedulerInterval: 200 * time.Millisecond,
 			ReconcileSchedule: "1m,5m,10m,30m,1h", StuckAfter: 24 * time.Hour, MaxAttempts: 5,
 			RetryBackoff: time.Second, RetryBackoffMax: time.Minute, RefundSpacing: 60 * time.Second,
 			RefundWindow: 365 * 24 * time.Hour, SettleHorizon: reservation.DefaultSettleHorizon, ReadHeaderTimeout: 5 * time.Second,
@@ -222,6 +223,8 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 
 	t.in(secTuning)
 	t.def(&c.IdleTimeout, "idle-timeout", "passivate a reservation actor after this long without messages")
+	t.def(&c.MaxActiveActors, "max-active-actors",
+		"most reservation actors kept in memory: past it the least recently used idle ones are passivated (checked every second); 0: no bound but --idle-timeout")
 	t.def(&c.SchedulerInterval, "scheduler-interval", "how often due timers are drained")
 	t.def(&c.ProviderTimeout, "provider-timeout",
 		"bounds one call to WeChat Pay, its wait for its account's pacing turn included: a call whose turn comes later is not sent (unknown outcome, retried at its due time); so a backlog of about pace x this is queued without deferring")
@@ -312,6 +315,7 @@ func (c *Config) validate() error {
 		msg string
 	}{
 		{c.GC.Percent < 25, "--gc-percent must be at least 25"},
+		{c.MaxActiveActors < 0, "--max-active-actors must not be negative"},
 		{c.CheckpointEvery < 1, "--checkpoint-every must be at least 1"},
 		{c.MaxAttempts < 1, "--retry-max-attempts must be at least 1"},
 		{c.RefundSpacing < 0, "--refund-spacing must not be negative"},

@@ -34,6 +34,34 @@ func TestParseFlags_GC(t *testing.T) {
 	}
 }
 
+// --max-active-actors: 20,000 by default, 0 for no bound (the engine's
+// -1), never negative.
+func TestParseFlags_MaxActiveActors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int // actors.Config.MaxActive
+	}{
+		{nil, 20000},
+		{[]string{"--max-active-actors", "500"}, 500},
+		{[]string{"--max-active-actors", "0"}, -1},
+	} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		if err := m.ParseFlags(tc.args, func(string) string { return "" }); err != nil {
+			t.Fatalf("ParseFlags(%v): %v", tc.args, err)
+		}
+		if got := m.Config.maxActive(); got != tc.want {
+			t.Errorf("ParseFlags(%v): MaxActive %d, want %d", tc.args, got, tc.want)
+		}
+	}
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--max-active-actors", "-1"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "--max-active-actors") {
+		t.Fatalf("--max-active-actors -1: %v, want an error naming the flag", err)
+	}
+}
+
 // --help lists every flag once, under the sections in order, each with
 // its REFUNDD_* variable named by the rule.
 func TestHelp_SectionsAndVariables(t *testing.T) {

@@ -90,6 +90,25 @@ func (p enginePolicies) of(merchant string) reservation.Policy {
 	return policy
 }
 
+// engineConfig is the reservation actors' configuration, the same for a
+// single node and for each node of a cluster.
+func (m *Main) engineConfig(store actors.Store, w *wiredProvider, policies enginePolicies) actors.Config {
+	return actors.Config{
+		Store: m.metrics.Store(store), Provider: tally.CountProvider(m.metrics.Provider(w.provider), m.tally), Encode: w.encode, Logger: m.log,
+		Merchant: w.merchant(), Policy: policies.base, Policies: policies.merchants,
+		IdleTimeout: m.Config.IdleTimeout, MaxActive: m.Config.maxActive(), ProviderTimeout: m.Config.ProviderTimeout,
+	}
+}
+
+// maxActive is --max-active-actors for actors.Config.MaxActive: the flag's
+// 0 (no bound) is the engine's -1, since the engine's zero is its default.
+func (c *Config) maxActive() int {
+	if c.MaxActiveActors == 0 {
+		return -1
+	}
+	return c.MaxActiveActors
+}
+
 // sharedJournal is what both journals (bbolt and PostgreSQL) give the
 // shared wiring.
 type sharedJournal interface {
@@ -451,11 +470,7 @@ func (m *Main) openSingle(ctx context.Context, pre *checked) (*backend, error) {
 	be.totals = eventstore.Totals{DB: db}
 	be.start = func(ctx, bg context.Context, w *wiredProvider, policies enginePolicies) error {
 		store := eventstore.New(db)
-		engine, err := actors.New(actors.Config{
-			Store: m.metrics.Store(store), Provider: tally.CountProvider(m.metrics.Provider(w.provider), m.tally), Encode: w.encode, Logger: m.log,
-			Merchant: w.merchant(), Policy: policies.base, Policies: policies.merchants, IdleTimeout: c.IdleTimeout,
-			ProviderTimeout: c.ProviderTimeout,
-		})
+		engine, err := actors.New(m.engineConfig(store, w, policies))
 		if err != nil {
 			return err
 		}
