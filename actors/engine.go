@@ -122,6 +122,15 @@ func (c *Config) policyOf(merchant string) (reservation.Policy, bool) {
 
 const shardCount = 64
 
+// mailboxWorkers is the goroutines kept for running mailboxes: more than
+// the actors a busy node has running at once (each run waits for its
+// append's fsync), so that few runs start a goroutine of their own.
+// mailboxThroughput is protoactor's default: messages per run.
+const (
+	mailboxWorkers    = 256
+	mailboxThroughput = 300
+)
+
 // Engine routes messages to reservation actors by id, activating them on
 // demand.
 type Engine struct {
@@ -140,6 +149,8 @@ type Engine struct {
 
 	// envelopes holds envelopes free for reuse (newEnvelope).
 	envelopes sync.Pool
+	// dispatcher runs the actors' mailboxes (poolDispatcher).
+	dispatcher *poolDispatcher
 
 	// work tracks provider calls and result deliveries in flight, so that
 	// Close can let them finish and journal their results.
@@ -190,6 +201,7 @@ func newEngine(cfg Config, sweep bool) (*Engine, error) {
 		e.shards[i].live = make(map[string]*entry)
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	e.dispatcher = newPoolDispatcher(e.baseCtx, mailboxWorkers, mailboxThroughput)
 	e.journalDeadline = newSharedDeadline(e.baseCtx, cfg.DeliverTimeout)
 	e.providerDeadline = newSharedDeadline(e.baseCtx, cfg.ProviderTimeout)
 	e.deliverDeadline = newSharedDeadline(context.Background(), cfg.DeliverTimeout)
@@ -378,7 +390,7 @@ func (e *Engine) send(ctx context.Context, id string, msg any) error {
 			name := "reservation/" + id + "/" + strconv.FormatUint(e.gen.Add(1), 10)
 			pid, err := e.system.Root.SpawnNamed(actor.PropsFromProducerWithActorSystem(func(*actor.ActorSystem) actor.Actor {
 				return &reservationActor{e: e, id: id, entry: en}
-			}), name)
+			}, actor.WithDispatcher(e.dispatcher)), name)
 			if err != nil {
 				sh.mu.Unlock()
 				return fmt.Errorf("actors: spawn %s: %w", id, err)
