@@ -22,15 +22,18 @@ import (
 // the real event store so claims, due times and marks are there too. The
 // last refund of every tenth reservation stays in flight with a due time.
 func writeHistory(b testing.TB, path string, n int) (events int) {
-	return writeHistoryInterleaved(b, path, n, 1)
+	return writeHistoryInterleaved(b, path, n, 1, true)
 }
 
 // writeHistoryInterleaved is writeHistory with window reservations in
 // progress at once: their decisions are appended in turns, one decision
 // of each in turn, as a merchant's refunds interleave over the days of a
 // refund window. With window 1 each reservation's events are one append,
-// next to each other in the log.
-func writeHistoryInterleaved(b testing.TB, path string, n, window int) (events int) {
+// next to each other in the log. inFlight leaves every tenth reservation's
+// last refund submitted without an outcome, due at once when refundd
+// starts (recovery work, as after a crash); without it every refund
+// succeeded (a steady history).
+func writeHistoryInterleaved(b testing.TB, path string, n, window int, inFlight bool) (events int) {
 	db, err := journal.Open(path, &journal.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
@@ -61,7 +64,7 @@ func writeHistoryInterleaved(b testing.TB, path string, n, window int) (events i
 			run(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k" + strconv.Itoa(k), Amount: &amount})
 			no := st.Refunds[k-1].No
 			run(reservation.StartSubmission{RefundNo: no, Request: []byte(`{"out_refund_no":"` + no + `"}`)})
-			if k == 3 && i%10 == 0 {
+			if inFlight && k == 3 && i%10 == 0 {
 				continue // in flight: its due time is in the index
 			}
 			run(reservation.RecordOutcome{RefundNo: no, Source: reservation.SourceResponse, Attempt: 1,
@@ -114,7 +117,8 @@ func writeHistoryInterleaved(b testing.TB, path string, n, window int) (events i
 // TestWriteHistoryFile writes writeHistory's journal to $HISTORY_FILE with
 // $HISTORY_RESERVATIONS reservations (default 100,000: about a million
 // events), $HISTORY_INTERLEAVE of them in progress at once (default 1),
-// for measuring the audit tools on it (docs/BENCHMARKS.md):
+// every tenth with a refund in flight unless $HISTORY_IN_FLIGHT is 0, for
+// measuring the audit tools on it (docs/BENCHMARKS.md):
 //
 //	HISTORY_FILE=/tmp/h.db go test -run=TestWriteHistoryFile -count=1 ./cmd/refundd/
 func TestWriteHistoryFile(t *testing.T) {
@@ -130,7 +134,9 @@ func TestWriteHistoryFile(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HISTORY_INTERLEAVE")); err == nil && v > 0 {
 		window = v
 	}
-	t.Logf("wrote %d events for %d reservations (%d at once) to %s", writeHistoryInterleaved(t, path, n, window), n, window, path)
+	inFlight := os.Getenv("HISTORY_IN_FLIGHT") != "0"
+	t.Logf("wrote %d events for %d reservations (%d at once, in flight %v) to %s",
+		writeHistoryInterleaved(t, path, n, window, inFlight), n, window, inFlight, path)
 }
 
 // BenchmarkBootToReady measures how long refundd takes from Run to a 200 on
