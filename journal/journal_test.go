@@ -504,6 +504,9 @@ func TestVerify_Inconsistent(t *testing.T) {
 		{"index points elsewhere", func(tx *bolt.Tx) error {
 			return tx.Bucket([]byte("streams")).Put(append([]byte("s\x00"), be64(2)...), be64(3))
 		}, "index entry"},
+		{"missing index entry", func(tx *bolt.Tx) error { // the cursor's Next lands on seq 3's entry
+			return tx.Bucket([]byte("streams")).Delete(append([]byte("s\x00"), be64(2)...))
+		}, "seq 2: index entry"},
 		{"extra index entry", func(tx *bolt.Tx) error {
 			return tx.Bucket([]byte("streams")).Put(append([]byte("s\x00"), be64(9)...), be64(3))
 		}, "stream index has"},
@@ -694,5 +697,37 @@ func TestAppend_Concurrent(t *testing.T) {
 	}
 	if err := db.Verify(bg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheck_MissingEntryNamesOnlyItsRecord: the log walk reads the streams
+// index with a cursor that steps to the next entry; when an entry is
+// missing, the records after it are still checked against their own
+// entries, not the ones the cursor stepped onto.
+func TestCheck_MissingEntryNamesOnlyItsRecord(t *testing.T) {
+	path := writeThree(t)
+	patchFile(t, path, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("streams")).Delete(append([]byte("s\x00"), be64(2)...))
+	})
+	db, err := journal.Open(path, &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Check(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var atTwo bool
+	for _, p := range res.Problems {
+		switch {
+		case p.Global == 2 && p.Kind == "index":
+			atTwo = true
+		case p.Global == 3 && p.Kind == "index":
+			t.Errorf("index problem at record 3, whose entry is intact: %v", p)
+		}
+	}
+	if !atTwo {
+		t.Fatalf("no index problem at global 2 in %v", res.Problems)
 	}
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -194,6 +195,12 @@ type checker struct {
 	// tailSeqs is the last seq seen of each stream with records its stored
 	// head does not cover (the index tail: bounded by the flush policy).
 	tailSeqs map[string]uint64
+	// entries reads the streams index beside the log walk (entry).
+	entries *bolt.Cursor
+	// entryStream and entrySeq are where entries stands when it stands on
+	// the index entry of the last record looked up.
+	entryStream string
+	entrySeq    uint64
 	// selfIndexed counts records whose index entry points to them.
 	selfIndexed uint64
 	// undecodable are the globals of records that do not decode, in order.
@@ -543,7 +550,7 @@ func (c *checker) checkSince(b buckets, since Checkpoint) error {
 // stream's last record.
 func (c *checker) checkIndexed(b buckets, r Record, watermark uint64) {
 	g := r.Global
-	iv := b.streams.Get(streamKey(r.Stream, r.Seq))
+	iv := c.entry(b, r.Stream, r.Seq)
 	if len(iv) == 8 && binary.BigEndian.Uint64(iv) == g {
 		c.selfIndexed++
 		if c.opts.Since != nil && r.Seq > 1 {
@@ -580,6 +587,30 @@ func (c *checker) checkIndexed(b buckets, r Record, watermark uint64) {
 		}
 		c.tailSeqs[r.Stream] = r.Seq
 	}
+}
+
+// entry returns the streams index entry of stream's seq, or nil. A
+// reservation's records mostly follow one another in the log, and so do
+// their entries in the index: the entry after the last one looked up is
+// the cursor's next, which costs no descent from the root. A Get per
+// record took 6 s of verify's 65 s of CPU at 10.8M events.
+func (c *checker) entry(b buckets, stream string, seq uint64) []byte {
+	if c.entries == nil {
+		c.entries = b.streams.Cursor()
+	}
+	key := streamKey(stream, seq)
+	var k, v []byte
+	if c.entrySeq > 0 && c.entryStream == stream && c.entrySeq+1 == seq {
+		k, v = c.entries.Next()
+	} else {
+		k, v = c.entries.Seek(key)
+	}
+	if !bytes.Equal(k, key) {
+		c.entrySeq = 0 // the cursor stands elsewhere: seek next time
+		return nil
+	}
+	c.entryStream, c.entrySeq = stream, seq
+	return v
 }
 
 // marks loads the stored checkpoints and the given heads in global order,
