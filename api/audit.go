@@ -7,10 +7,13 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/refundd/refundd/internal/auth"
+	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/journal"
 )
 
@@ -24,6 +27,12 @@ import (
 //	GET /v1/admin/backup  a consistent copy of the live journal file
 //	                      (permission operate: operators only; the file
 //	                      holds every request)
+//	GET /v1/admin/archive/{file}
+//	                      one segment or manifest of the journal's archive,
+//	                      by the name the journal records for it, so that a
+//	                      hot backup of an archived journal is whole
+//	                      (permission operate; 404 for any other name, and
+//	                      on a journal without archival)
 type AuditConfig struct {
 	// Journal is the live journal. Required.
 	Journal AuditJournal
@@ -55,6 +64,15 @@ type AuditJournal interface {
 	Snapshot(ctx context.Context) (*journal.Snapshot, error)
 }
 
+// ArchiveJournal is an AuditJournal with archive segments (*journal.DB;
+// the PostgreSQL journal does not archive). Segments and manifests never
+// change once written, and archival needs the journal's file lock, so a
+// running server's files are the ones any hot backup of it names.
+type ArchiveJournal interface {
+	ArchivedSegments() ([]journal.AppliedSegment, error)
+	ArchiveDir() string
+}
+
 // Backup response headers: the chain head the copy holds, so the client
 // can check the file it received (refundctl backup does).
 const (
@@ -71,8 +89,9 @@ const refundRequestRoute = "/v1/reservations/{id}/refunds"
 // (unless the caller set them) so that the deny-by-default table admits
 // them.
 var auditPerms = map[string]auth.Permission{
-	"GET /v1/audit/head":   auth.PermAudit,
-	"GET /v1/admin/backup": auth.PermOperate,
+	"GET /v1/audit/head":           auth.PermAudit,
+	"GET /v1/admin/backup":         auth.PermOperate,
+	"GET /v1/admin/archive/{file}": auth.PermOperate,
 }
 
 // auditRoutes registers the audit routes when Options.Audit is set.
@@ -93,6 +112,7 @@ func (s *Server) auditRoutes() {
 	s.opts.RoutePerms = perms
 	s.router.HandleFunc("/v1/audit/head", s.auditHead).Methods(http.MethodGet)
 	s.router.HandleFunc("/v1/admin/backup", s.adminBackup).Methods(http.MethodGet)
+	s.router.HandleFunc("/v1/admin/archive/{file}", s.adminArchiveFile).Methods(http.MethodGet)
 }
 
 // HeadView is the body of GET /v1/audit/head.
@@ -194,6 +214,49 @@ func (s *Server) adminBackup(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	s.log.InfoContext(r.Context(), "backup sent", "global", head.Global, "bytes", n, "elapsed", time.Since(start))
+}
+
+// adminArchiveFile serves one file of the journal's archive: only a name
+// the journal records (a segment or its manifest), never a path.
+func (s *Server) adminArchiveFile(w http.ResponseWriter, r *http.Request) {
+	name := pathVars(r)["file"]
+	notFound := &apiError{code: string(reservation.CodeNotFound), msg: "the journal's archive has no file " + strconv.Quote(name)}
+	aj, ok := s.opts.Audit.Journal.(ArchiveJournal)
+	if !ok {
+		s.writeError(w, r, notFound)
+		return
+	}
+	segs, err := aj.ArchivedSegments()
+	if err != nil {
+		s.journalError(w, r, "archive file", err)
+		return
+	}
+	known := slices.ContainsFunc(segs, func(a journal.AppliedSegment) bool { return a.Segment == name || a.Manifest == name })
+	if !known || filepath.Base(name) != name {
+		s.writeError(w, r, notFound)
+		return
+	}
+	f, err := os.Open(filepath.Join(aj.ArchiveDir(), name))
+	if err != nil {
+		s.journalError(w, r, "archive file", err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.journalError(w, r, "archive file", err)
+		return
+	}
+	timeout := s.opts.Audit.BackupTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		s.log.WarnContext(r.Context(), "archive file: cannot extend the write deadline; a large segment may be cut off", "err", err)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, name, st.ModTime(), f)
 }
 
 // spool copies the snapshot to a temporary file in dir, positioned at its

@@ -51,6 +51,7 @@ var routePerms = map[string]routeRule{
 	"GET /v1/notify/quarantine":                             {auth.PermOperate, scopeRefused},
 	"GET /v1/audit/head":                                    {auth.PermAudit, scopeRefused},
 	"GET /v1/admin/backup":                                  {auth.PermOperate, scopeRefused},
+	"GET /v1/admin/archive/{file}":                          {auth.PermOperate, scopeRefused},
 	"GET /v1/admin/credentials":                             {auth.PermOperate, scopeRefused},
 	"POST /v1/admin/credentials/reload":                     {auth.PermOperate, scopeRefused},
 	"GET /v1/summary":                                       {auth.PermRead, scopeFiltered},

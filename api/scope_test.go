@@ -208,6 +208,7 @@ func TestScope_OtherMerchantIsUnknown(t *testing.T) {
 		"GET /v1/notify/quarantine":                              refused,
 		"GET /v1/audit/head":                                     refused,
 		"GET /v1/admin/backup":                                   refused,
+		"GET /v1/admin/archive/{file}":                           refused,
 		"GET /v1/admin/credentials":                              refused,
 		"POST /v1/admin/credentials/reload":                      refused,
 		"GET /metrics":                                           refused,

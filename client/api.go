@@ -44,6 +44,7 @@ var operations = map[string]string{
 	"notifyQuarantine":    "NotifyQuarantine",
 	"auditHead":           "AuditHead",
 	"adminBackup":         "Backup",
+	"adminArchiveFile":    "ArchiveFile",
 	"adminCredentials":    "Credentials",
 	"reloadCredentials":   "ReloadCredentials",
 }
@@ -506,6 +507,17 @@ func (c *Client) ReloadCredentials(ctx context.Context) (*Credentials, error) {
 func (c *Client) Backup(ctx context.Context) (io.ReadCloser, error) {
 	var body io.ReadCloser
 	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/backup", retry: retrySafe, ok: []int{http.StatusOK},
+		raw: func(resp *http.Response) error { body = resp.Body; return nil }})
+	return body, err
+}
+
+// ArchiveFile streams one segment or manifest of the journal's archive (GET
+// /v1/admin/archive/{file}), by the name the journal records for it
+// (journal.AppliedSegment); an operator token is needed. The caller closes
+// the body.
+func (c *Client) ArchiveFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	var body io.ReadCloser
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/admin/archive/" + url.PathEscape(name), retry: retrySafe, ok: []int{http.StatusOK},
 		raw: func(resp *http.Response) error { body = resp.Body; return nil }})
 	return body, err
 }

@@ -361,7 +361,7 @@ func (a *Archive) CopyTo(dir string) error {
 	for i, ap := range a.Applied {
 		for _, f := range []struct{ name, sum string }{{ap.Segment, a.Manifests[i].SegmentSHA256}, {ap.Manifest, ap.ManifestSHA256}} {
 			from, to := filepath.Join(a.Dir, f.name), filepath.Join(dir, f.name)
-			if sum, err := fileSHA256(to); err == nil && sum == f.sum {
+			if sum, err := FileSHA256(to); err == nil && sum == f.sum {
 				continue
 			}
 			err := WriteFileAtomic(to, func(w io.Writer) error {
@@ -382,8 +382,9 @@ func (a *Archive) CopyTo(dir string) error {
 	return nil
 }
 
-// fileSHA256 is the hex SHA-256 of the file at path.
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex SHA-256 of the file at path, as manifests and
+// AppliedSegment record it.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

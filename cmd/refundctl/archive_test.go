@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -301,5 +302,50 @@ func TestArchive_FoldReadsTheArchive(t *testing.T) {
 	}
 	if after := figures(); after != before {
 		t.Fatalf("stats --fold after archival:\n%s\nbefore:\n%s", after, before)
+	}
+}
+
+// TestArchive_HotBackup: a hot backup from a server whose journal archived
+// reservations fetches every archive file the journal names, and checks
+// the copy with them as one chain; the server serves no other file.
+func TestArchive_HotBackup(t *testing.T) {
+	dir, now := archiveScenario(t)
+	priv, pub := keys(t)
+	if r := ctl(t, "journal", "archive", "--data", dir, "--now", now.Format(time.RFC3339), "--checkpoint-key", priv); r.code != exitOK {
+		t.Fatalf("archive: %s", r)
+	}
+	w := audittest.New(t, audittest.Options{Prefix: "R", Path: filepath.Join(dir, "refundd.db")})
+	srv := serve(t, w)
+	out := filepath.Join(t.TempDir(), "hot.db")
+	for range 2 { // the second run finds the archive files in place
+		if r := ctl(t, "backup", "--server", srv.URL, "--out", out); r.code != exitOK {
+			t.Fatalf("hot backup: %s", r)
+		}
+	}
+	if r := ctl(t, "journal", "verify", "--file", out, "--public-key", pub); r.code != exitOK || !strings.Contains(r.stdout, "1 segments, 11 records archived") {
+		t.Fatalf("verify the hot backup: %s", r)
+	}
+	segs, err := w.DB.ArchivedSegments()
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("archived segments %v, %v", segs, err)
+	}
+	for _, name := range []string{segs[0].Segment, segs[0].Manifest} {
+		want, err := os.ReadFile(filepath.Join(dir, "archive", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(journal.ArchiveDir(out), name)); err != nil || string(got) != string(want) {
+			t.Fatalf("%s in the backup's archive differs from the server's (%v)", name, err)
+		}
+	}
+	for _, name := range []string{"refundd.db", "..%2Frefundd.db", "2099-01.seg"} {
+		resp, err := http.Get(srv.URL + "/v1/admin/archive/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /v1/admin/archive/%s: %s, want 404", name, resp.Status)
+		}
 	}
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +37,11 @@ func backupCommand() command {
 REFUNDCTL_TOKEN): a consistent copy of the live file as of one moment.
 The copy is written to a temporary file, checked (complete length, a
 journal that passes its own checks, and the chain head the server
-announced), then renamed to --out: --out never holds a partial backup.`,
+announced), then renamed to --out: --out never holds a partial backup.
+A journal that archived reservations comes with its archive: every
+segment and manifest it names is fetched (GET /v1/admin/archive/{file})
+into the archive directory beside --out, checked against its SHA-256,
+and the copy is checked with it as one chain.`,
 		options: func() options { return &backupOptions{} },
 	}
 }
@@ -90,8 +99,8 @@ func (o *backupOptions) run(c *cli, args []string) int {
 	defer b.Close()
 	var check journal.CheckOptions
 	if check.Archive, err = openArchive(b); err != nil {
-		// A hot backup (--server) has no archive beside it.
-		return c.fail(name, fmt.Errorf("the backup's journal archived reservations, and its archive is not beside it: copy the data directory's archive/ to %s and run journal verify: %w", journal.ArchiveDir(o.out), err))
+		// Both kinds of backup put it there: it was removed or changed since.
+		return c.fail(name, fmt.Errorf("the backup's journal archived reservations, and its archive is not beside it as the journal names it: copy the data directory's archive/ to %s and run journal verify: %w", journal.ArchiveDir(o.out), err))
 	}
 	res, err := b.Check(c.ctx, &check)
 	if err != nil {
@@ -161,8 +170,20 @@ func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error)
 	}
 	b, err := journal.Open(out, &journal.Options{ReadOnly: true})
 	if err == nil {
+		// An archived journal is whole only with the segments it names:
+		// they come from the server too, and the copy is checked with them
+		// as one chain.
+		check := journal.CheckOptions{Heads: []journal.Checkpoint{head}}
+		var segs []journal.AppliedSegment
+		if segs, err = b.ArchivedSegments(); err == nil && len(segs) > 0 {
+			if err = c.fetchArchive(server, token, segs, b.ArchiveDir()); err == nil {
+				check.Archive, err = openArchive(b)
+			}
+		}
 		var res journal.CheckResult
-		res, err = b.Check(c.ctx, &journal.CheckOptions{Heads: []journal.Checkpoint{head}})
+		if err == nil {
+			res, err = b.Check(c.ctx, &check)
+		}
 		b.Close()
 		if err == nil && res.Head.Global != head.Global {
 			err = fmt.Errorf("the copy ends at global %d, the server announced %d", res.Head.Global, head.Global)
@@ -191,4 +212,75 @@ func (r *progressReader) Read(b []byte) (int, error) {
 	r.n += uint64(n)
 	r.p.report(r.n)
 	return n, err
+}
+
+// fetchArchive fetches the archive files segs name (GET
+// /v1/admin/archive/{file}) into dir, each checked against its SHA-256:
+// the manifest's as the journal recorded it, the segment's as its manifest
+// says. A file already in dir with the right digest is kept (segments never
+// change), so a second backup to the same place fetches only new ones.
+func (c *cli) fetchArchive(server, token string, segs []journal.AppliedSegment, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, ap := range segs {
+		if err := c.fetchArchiveFile(server, token, dir, ap.Manifest, ap.ManifestSHA256); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ap.Manifest))
+		if err != nil {
+			return err
+		}
+		var m journal.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("archive manifest %s: %w", ap.Manifest, err)
+		}
+		if m.Segment != ap.Segment {
+			return fmt.Errorf("archive manifest %s names segment %q, the journal %q", ap.Manifest, m.Segment, ap.Segment)
+		}
+		if err := c.fetchArchiveFile(server, token, dir, ap.Segment, m.SegmentSHA256); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchArchiveFile fetches one archive file into dir unless it is there
+// with digest sum (hex SHA-256), and checks what it received against sum.
+func (c *cli) fetchArchiveFile(server, token, dir, name, sum string) error {
+	path := filepath.Join(dir, name)
+	if got, err := journal.FileSHA256(path); err == nil && got == sum {
+		return nil
+	}
+	route := "/v1/admin/archive/" + url.PathEscape(name)
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+route, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: %s: %s", route, resp.Status, strings.TrimSpace(string(b)))
+	}
+	err = journal.WriteFileAtomic(path, func(w io.Writer) error {
+		h := sha256.New()
+		if _, err := io.Copy(io.MultiWriter(w, h), resp.Body); err != nil {
+			return err
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return fmt.Errorf("received %s with SHA-256 %s, want %s", name, got, sum)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("archive file %s: %w", name, err)
+	}
+	return os.Chmod(path, 0o400) // as the archive's own copies: never changed
 }
