@@ -25,6 +25,9 @@ func writeHistory(b testing.TB, path string, n int) (events int) {
 	return writeHistoryInterleaved(b, path, n, 1, true)
 }
 
+// historySpan is how far back writeHistory's reservations were paid.
+const historySpan = 800 * 24 * time.Hour
+
 // writeHistoryInterleaved is writeHistory with window reservations in
 // progress at once: their decisions are appended in turns, one decision
 // of each in turn, as a merchant's refunds interleave over the days of a
@@ -47,8 +50,12 @@ func writeHistoryInterleaved(b testing.TB, path string, n, window int, inFlight 
 	decisions := func(i int) (id string, out [][]reservation.Event) {
 		id = "boot-" + strconv.Itoa(i)
 		st := &reservation.State{}
+		// Paid over the historySpan before t0, in order, each refunded
+		// within its hour: about half of them older than archival's default
+		// retention (400 days).
+		at := t0.Add(-historySpan + time.Duration(int64(historySpan)/int64(max(n, 1))*int64(i)))
 		run := func(cmd reservation.Command) {
-			env := reservation.Env{Now: t0, By: "bench", Policy: reservation.Policy{RefundNoPrefix: "B"}}
+			env := reservation.Env{Now: at, By: "bench", Policy: reservation.Policy{RefundNoPrefix: "B"}}
 			evs, err := reservation.Decide(st, cmd, env)
 			if err != nil {
 				b.Fatalf("%s: %v", id, err)
@@ -58,7 +65,8 @@ func writeHistoryInterleaved(b testing.TB, path string, n, window int, inFlight 
 			}
 			out = append(out, evs)
 		}
-		run(reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "BOOT" + strconv.Itoa(i), Amount: 3000, Currency: "CNY"})
+		run(reservation.Register{ReservationID: id, UserID: "u", OutTradeNo: "BOOT" + strconv.Itoa(i), Amount: 3000, Currency: "CNY",
+			PaidAt: at.Add(-time.Minute)})
 		for k := 1; k <= 3; k++ {
 			amount := int64(1000)
 			run(reservation.RequestRefund{UserID: "u", IdempotencyKey: "k" + strconv.Itoa(k), Amount: &amount})
