@@ -3,12 +3,16 @@ package journal_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/refundd/refundd/journal"
 )
@@ -287,5 +291,76 @@ func TestArchive_HotFileShrinks(t *testing.T) {
 	}
 	if got := checkWith(t, path, nil, true); !got.OK() || got.Archived != 540 {
 		t.Fatalf("check: %+v", got)
+	}
+}
+
+// TestArchiveStreams_ManifestCountsChecked: a manifest whose counts or
+// digest disagree with its segment's records is reported by the full
+// check, which tallies the records in its walk (no pass of its own), and
+// by CheckManifests. The manifest here is re-signed and recorded again in
+// the hot file, so only its contents are wrong.
+func TestArchiveStreams_ManifestCountsChecked(t *testing.T) {
+	ctx := context.Background()
+	pub, key, _ := ed25519.GenerateKey(nil)
+	path := filepath.Join(t.TempDir(), "refundd.db")
+	db, err := journal.Open(path, &journal.Options{SigningKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStreams(t, db, []string{"a", "b", "c"}, 3)
+	db.Close()
+	res, err := journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: []string{"a", "c"}, Cutoff: time.Now(), SigningKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checkWith(t, path, pub, true); !got.OK() {
+		t.Fatalf("archived journal: %v", got.Problems)
+	}
+	m := res.Manifest
+	m.Streams++ // not among what the hot file records of it
+	m.Sign(key)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(res.ManifestPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(res.ManifestPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := journal.FileSHA256(res.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patchFile(t, path, func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte("meta"))
+		var applied []journal.AppliedSegment
+		if err := json.Unmarshal(meta.Get([]byte("archive")), &applied); err != nil {
+			return err
+		}
+		applied[0].ManifestSHA256 = sum
+		v, err := json.Marshal(applied)
+		if err != nil {
+			return err
+		}
+		return meta.Put([]byte("archive"), v)
+	})
+	const want = "its manifest says"
+	got := checkWith(t, path, pub, true)
+	if len(got.Problems) != 1 || !strings.Contains(got.Problems[0].Message, want) {
+		t.Fatalf("Check: %v, want one problem saying %q", got.Problems, want)
+	}
+	rdb, err := journal.Open(path, &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	arch, err := journal.OpenArchive(rdb, journal.ArchiveDir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := arch.CheckManifests(pub); len(ps) != 1 || !strings.Contains(ps[0].Message, want) {
+		t.Fatalf("CheckManifests: %v, want one problem saying %q", ps, want)
 	}
 }

@@ -337,7 +337,10 @@ func (c *checker) run() error {
 		if since != nil {
 			after = since.Global
 		}
-		for _, p := range c.opts.Archive.checkManifests(c.opts.PublicKey, after) {
+		// From the start, the walk below tallies each segment's records
+		// for its manifest (merged.tallyProblems); after Since it reads
+		// only part of them, so the segments are read on their own.
+		for _, p := range c.opts.Archive.checkManifests(c.opts.PublicKey, after, since != nil) {
 			c.addProblem(p)
 		}
 		if arch, err = c.opts.Archive.openAfter(after); err != nil {
@@ -466,6 +469,9 @@ func (c *checker) run() error {
 			c.add("archive", 0, ErrCorrupt, "%v", err)
 		}
 		if since == nil {
+			for _, p := range arch.tallyProblems() {
+				c.add("archive", 0, ErrCorrupt, "%s", p)
+			}
 			for s, seq := range archOpen {
 				_, h, _ := archivedEntry(archB, s)
 				c.add("archive", 0, ErrCorrupt, "archived stream %q ends at seq %d in the segments, its archived head is %d", s, seq, h)
