@@ -351,16 +351,7 @@ func TestArchiveStreams_ManifestCountsChecked(t *testing.T) {
 	if len(got.Problems) != 1 || !strings.Contains(got.Problems[0].Message, want) {
 		t.Fatalf("Check: %v, want one problem saying %q", got.Problems, want)
 	}
-	rdb, err := journal.Open(path, &journal.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	arch, err := journal.OpenArchive(rdb, journal.ArchiveDir(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ps := arch.CheckManifests(pub); len(ps) != 1 || !strings.Contains(ps[0].Message, want) {
+	if ps := openArchive(t, path).CheckManifests(pub); len(ps) != 1 || !strings.Contains(ps[0].Message, want) {
 		t.Fatalf("CheckManifests: %v, want one problem saying %q", ps, want)
 	}
 }
