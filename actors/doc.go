@@ -14,6 +14,11 @@
 // provider calls run outside the mailbox; their results come back as
 // messages and are journaled like everything else.
 //
+// A live actor is therefore only a cache of its journal: it passivates
+// after Config.IdleTimeout without messages, or sooner when more than
+// Config.MaxActive are live (the least recently used go first), and
+// mailboxes run on a pool of long-lived goroutines (poolDispatcher).
+//
 // The package talks to the journal and the provider only through the Store
 // and Provider interfaces it declares, in the core's types; the provider's
 // pure request encoder (Config.Encode) goes to the core with each decision.
