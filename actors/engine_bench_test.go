@@ -45,7 +45,10 @@ func newBenchEngine(b *testing.B, opts *journal.Options, idle time.Duration) *be
 	store := eventstore.New(db)
 	e, err := actors.New(actors.Config{
 		Store: store, Provider: simprovider.New(simprovider.Options{}), Encode: simprovider.Encode, IdleTimeout: idle,
-		Policy: reservation.Policy{RefundNoPrefix: "B"}, Logger: slog.New(slog.DiscardHandler),
+		// No bound on live actors: the activation benchmark measures the
+		// heap of every actor it activated, and passivation by idle time.
+		MaxActive: -1,
+		Policy:    reservation.Policy{RefundNoPrefix: "B"}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		b.Fatal(err)
