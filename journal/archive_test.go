@@ -160,20 +160,28 @@ func archivedStream(t *testing.T, path, stream string) (string, uint64, bool) {
 	return seg, head, ok
 }
 
-func TestArchiveStreams_TamperedSegment(t *testing.T) {
-	ctx := context.Background()
+// archived writes three rounds of streams to a new signed journal and
+// archives those of them in move; it returns the file, the key and the
+// archival's result.
+func archived(t *testing.T, streams, move []string) (string, ed25519.PublicKey, ed25519.PrivateKey, journal.ArchiveResult) {
+	t.Helper()
 	pub, key, _ := ed25519.GenerateKey(nil)
 	path := filepath.Join(t.TempDir(), "refundd.db")
 	db, err := journal.Open(path, &journal.Options{SigningKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeStreams(t, db, []string{"a", "b"}, 3)
+	writeStreams(t, db, streams, 3)
 	db.Close()
-	res, err := journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: []string{"a"}, Cutoff: time.Now(), SigningKey: key})
+	res, err := journal.ArchiveStreams(context.Background(), path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: move, Cutoff: time.Now(), SigningKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, pub, key, res
+}
+
+func TestArchiveStreams_TamperedSegment(t *testing.T) {
+	path, pub, _, res := archived(t, []string{"a", "b"}, []string{"a"})
 	if err := os.Chmod(res.SegmentPath, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -300,19 +308,7 @@ func TestArchive_HotFileShrinks(t *testing.T) {
 // by CheckManifests. The manifest here is re-signed and recorded again in
 // the hot file, so only its contents are wrong.
 func TestArchiveStreams_ManifestCountsChecked(t *testing.T) {
-	ctx := context.Background()
-	pub, key, _ := ed25519.GenerateKey(nil)
-	path := filepath.Join(t.TempDir(), "refundd.db")
-	db, err := journal.Open(path, &journal.Options{SigningKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeStreams(t, db, []string{"a", "b", "c"}, 3)
-	db.Close()
-	res, err := journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{Streams: []string{"a", "c"}, Cutoff: time.Now(), SigningKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, pub, key, res := archived(t, []string{"a", "b", "c"}, []string{"a", "c"})
 	if got := checkWith(t, path, pub, true); !got.OK() {
 		t.Fatalf("archived journal: %v", got.Problems)
 	}
