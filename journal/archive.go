@@ -388,9 +388,10 @@ type merged struct {
 	lasts   []bool
 	live    []bool
 	names   []string
-	// manifests and tallies: each segment's manifest and what next
-	// returned of it, compared by tallyProblems once a walk from the
-	// start has read everything.
+	// With tally set (Check from the start), next keeps what it returned
+	// of each segment in tallies, for tallyProblems to compare with its
+	// manifest once the walk has read everything; other readers skip it.
+	tally     bool
 	manifests []Manifest
 	tallies   []segmentTally
 }
@@ -491,7 +492,9 @@ func (m *merged) next() (Record, bool, string, bool) {
 		return Record{}, false, "", false
 	}
 	r, last := m.heads[i], m.lasts[i]
-	m.tallies[i].add(r, last)
+	if m.tally {
+		m.tallies[i].add(r, last)
+	}
 	m.heads[i], m.lasts[i], m.live[i] = m.readers[i].Next()
 	return r, last, m.names[i], true
 }

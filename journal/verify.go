@@ -348,6 +348,7 @@ func (c *checker) run() error {
 			arch = nil
 		} else {
 			defer arch.Close()
+			arch.tally = since == nil
 			c.res.Segments = len(arch.readers)
 		}
 	} else if len(applied) > 0 {
