@@ -228,6 +228,12 @@ func TestConsole_RefundPageOnRealProcesses(t *testing.T) {
 	// The approver approves one and rejects the other from their pages,
 	// and may not reconcile.
 	ap := signIn(approverToken, "approver:carol")
+	// The overview, drawn first, lists both pending refunds with their
+	// approve and reject buttons and stays in the page, hidden, when a
+	// refund is opened: the counts of buttons below look in #refund only
+	// (counting the whole document failed whenever the overview was drawn
+	// before the navigation, which is a race this wait makes certain).
+	ap.WaitTrue(t, "the approver's overview drawn", `!document.body.hasAttribute('aria-busy') && document.querySelectorAll('button[data-action]').length > 0`)
 	open(ap, "villa-9", toApprove)
 	mustContain("why of a pending refund", text(ap, "#refund-why"), "waits for an approver other than its requester (service:service")
 	mustContain("who of a pending refund", text(ap, "#refund-who"), "an approver")
@@ -249,7 +255,7 @@ func TestConsole_RefundPageOnRealProcesses(t *testing.T) {
 		t.Fatalf("after the rejection the API says %v", got)
 	}
 	open(ap, "tour-7", refused)
-	if n := ap.Eval(t, `document.querySelectorAll('button[data-action]').length`); n != float64(0) {
+	if n := ap.Eval(t, `document.querySelectorAll('#refund button[data-action]').length`); n != float64(0) {
 		t.Errorf("an approver is offered %v operator buttons on a refused refund", n)
 	}
 
@@ -257,7 +263,7 @@ func TestConsole_RefundPageOnRealProcesses(t *testing.T) {
 	rdr := signIn(readerToken, "reader:rita")
 	open(rdr, "tour-7", refused)
 	mustContain("why for a reader", text(rdr, "#refund-why"), "An operator must fix the cause")
-	if n := rdr.Eval(t, `document.querySelectorAll('button[data-action]').length`); n != float64(0) {
+	if n := rdr.Eval(t, `document.querySelectorAll('#refund button[data-action]').length`); n != float64(0) {
 		t.Errorf("a reader is offered %v buttons", n)
 	}
 
