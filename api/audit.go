@@ -165,14 +165,7 @@ func (s *Server) journalError(w http.ResponseWriter, r *http.Request, what strin
 // exact Content-Length.
 func (s *Server) adminBackup(w http.ResponseWriter, r *http.Request) {
 	cfg := s.opts.Audit
-	timeout := cfg.BackupTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Minute
-	}
-	// The server's write deadline is sized for small JSON answers.
-	if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout)); err != nil {
-		s.log.WarnContext(r.Context(), "backup: cannot extend the write deadline; a large backup may be cut off", "err", err)
-	}
+	timeout := s.extendWriteDeadline(w, r, "backup")
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	start := time.Now()
@@ -247,16 +240,24 @@ func (s *Server) adminArchiveFile(w http.ResponseWriter, r *http.Request) {
 		s.journalError(w, r, "archive file", err)
 		return
 	}
+	s.extendWriteDeadline(w, r, "archive file")
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, name, st.ModTime(), f)
+}
+
+// extendWriteDeadline gives a file download AuditConfig.BackupTimeout
+// (default 10 minutes) to be written, since the server's write deadline is
+// sized for small JSON answers, and returns that timeout.
+func (s *Server) extendWriteDeadline(w http.ResponseWriter, r *http.Request, what string) time.Duration {
 	timeout := s.opts.Audit.BackupTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
 	if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout)); err != nil {
-		s.log.WarnContext(r.Context(), "archive file: cannot extend the write deadline; a large segment may be cut off", "err", err)
+		s.log.WarnContext(r.Context(), what+": cannot extend the write deadline; a large file may be cut off", "err", err)
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	http.ServeContent(w, r, name, st.ModTime(), f)
+	return timeout
 }
 
 // spool copies the snapshot to a temporary file in dir, positioned at its

@@ -8,12 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/refundd/refundd/api"
@@ -130,23 +128,12 @@ func (o *backupOptions) run(c *cli, args []string) int {
 // head the server announced, after checking the copy holds it.
 func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error) {
 	var head journal.Checkpoint
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+"/v1/admin/backup", nil)
-	if err != nil {
-		return head, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 	start := time.Now()
-	resp, err := c.http.Do(req)
+	resp, err := c.getOK(server, token, "/v1/admin/backup")
 	if err != nil {
 		return head, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return head, fmt.Errorf("GET /v1/admin/backup: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
 	if head.Global, err = strconv.ParseUint(resp.Header.Get(api.HeaderHeadGlobal), 10, 64); err != nil {
 		return head, fmt.Errorf("GET /v1/admin/backup: no %s header", api.HeaderHeadGlobal)
 	}
@@ -252,23 +239,11 @@ func (c *cli) fetchArchiveFile(server, token, dir, name, sum string) error {
 	if got, err := journal.FileSHA256(path); err == nil && got == sum {
 		return nil
 	}
-	route := "/v1/admin/archive/" + url.PathEscape(name)
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+route, nil)
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.getOK(server, token, "/v1/admin/archive/"+url.PathEscape(name))
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %s: %s", route, resp.Status, strings.TrimSpace(string(b)))
-	}
 	err = journal.WriteFileAtomic(path, func(w io.Writer) error {
 		h := sha256.New()
 		if _, err := io.Copy(io.MultiWriter(w, h), resp.Body); err != nil {

@@ -94,14 +94,7 @@ func (o *headOptions) run(c *cli, args []string) int {
 // fetchHead reads GET /v1/audit/head.
 func (c *cli) fetchHead(server, token string) (api.HeadView, error) {
 	var v api.HeadView
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+"/v1/audit/head", nil)
-	if err != nil {
-		return v, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.getOK(server, token, "/v1/audit/head")
 	if err != nil {
 		return v, err
 	}
@@ -110,11 +103,31 @@ func (c *cli) fetchHead(server, token string) (api.HeadView, error) {
 	if err != nil {
 		return v, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return v, fmt.Errorf("GET /v1/audit/head: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return v, fmt.Errorf("GET /v1/audit/head: %v", err)
 	}
 	return v, nil
+}
+
+// getOK sends GET route to server with token (if any) and returns the
+// response of a 200, whose body the caller closes; any other status is an
+// error naming the route, with the start of the server's answer.
+func (c *cli) getOK(server, token, route string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, strings.TrimRight(server, "/")+route, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("GET %s: %s: %s", route, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return resp, nil
 }
