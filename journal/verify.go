@@ -244,9 +244,16 @@ func (c *checker) run() error {
 	tx := c.tx
 	since := c.opts.Since
 	if since == nil {
-		for err := range tx.Check() {
-			// Drain the whole channel so the checker goroutine ends.
-			c.add("bbolt", 0, ErrCorrupt, "bbolt: %v", err)
+		// A read transaction sees the committed meta's txid, the write
+		// transaction the next one.
+		txid := uint64(tx.ID())
+		if tx.Writable() {
+			txid--
+		}
+		if err := checkPages(tx.DB().Path(), txid, func(msg string) {
+			c.add("bbolt", 0, ErrCorrupt, "bbolt: %s", msg)
+		}); err != nil {
+			return err
 		}
 	}
 	if c.opts.PagesDone != nil {
