@@ -122,7 +122,8 @@ type pageChecker struct {
 	reached  bitmap
 	freed    bitmap
 	report   func(msg string)
-	bufs     [][]byte // one page buffer per depth of the walk
+	mapped   []byte   // the file's pages below the high-water mark, if mapped
+	bufs     [][]byte // without a mapping: one page buffer per depth of the walk
 	pages    uint64   // pages read
 	problems int
 }
@@ -164,6 +165,16 @@ func checkPages(path string, txid uint64, report func(msg string)) error {
 		return nil
 	}
 	c := &pageChecker{f: f, meta: meta, reached: newBitmap(meta.hwm), freed: newBitmap(meta.hwm), report: report}
+	// Read through a mapping where there is one: a read per page doubled
+	// the check's time (BenchmarkCheckPages).
+	m, unmap, err := mapFile(f, int64(meta.hwm)*int64(meta.pageSize))
+	if err != nil {
+		return fmt.Errorf("journal: page check: %w", err)
+	}
+	if unmap != nil {
+		defer unmap()
+		c.mapped = m
+	}
 	for _, id := range []uint64{0, 1} {
 		c.reach(id, 0, nil)
 	}
@@ -207,6 +218,15 @@ func (c *pageChecker) reach(id uint64, overflow uint32, stack []uint64) bool {
 
 // read returns page id with its overflow, in the buffer of depth.
 func (c *pageChecker) read(id uint64, depth int) ([]byte, error) {
+	if c.mapped != nil {
+		size := uint64(c.meta.pageSize)
+		n := uint64(1)
+		if of := binary.LittleEndian.Uint32(c.mapped[id*size+12:]); uint64(of) < c.meta.hwm-id {
+			n += uint64(of)
+		}
+		c.pages++
+		return c.mapped[id*size : (id+n)*size : (id+n)*size], nil
+	}
 	for len(c.bufs) <= depth {
 		c.bufs = append(c.bufs, nil)
 	}
@@ -366,7 +386,7 @@ func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth in
 		kind = "branch"
 	}
 	// Children and buckets are read at depth+1, so this page's buffer
-	// stays valid; keys that outlive the loop are copied.
+	// stays valid while they are walked; only the key returned outlives it.
 	prev := lo
 	var last []byte
 	for i := range n {
@@ -384,7 +404,7 @@ func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth in
 					next = ne.key
 				}
 			}
-			max, err := c.subtree(e.child, bytes.Clone(e.key), bytes.Clone(next), stack, depth+1)
+			max, err := c.subtree(e.child, e.key, next, stack, depth+1)
 			if err != nil {
 				return nil, err
 			}

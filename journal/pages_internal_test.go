@@ -105,18 +105,25 @@ func TestCheck_ReportsBrokenPages(t *testing.T) {
 
 // pagesFixture writes a journal whose log bucket is a branch over several
 // leaves and whose freelist is not empty, and returns its path.
-func pagesFixture(t testing.TB) string {
+func pagesFixture(t testing.TB) string { return pagesFixtureN(t, 200, 1) }
+
+// pagesFixtureN appends n times, each time perAppend events to one of
+// seven streams.
+func pagesFixtureN(t testing.TB, n, perAppend int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j.db")
 	db, err := Open(path, &Options{NoSync: true, CheckpointInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 200 {
+	for i := range n {
 		stream := fmt.Sprintf("s%02d", i%7)
 		head, _ := db.Head(bgCtx, stream)
-		if _, err := db.Append(bgCtx, AppendRequest{Stream: stream, Expected: head,
-			Events: []Event{{Type: "t", Version: 1, Data: fmt.Appendf(nil, "event %03d %080d", i, i)}}}); err != nil {
+		events := make([]Event, perAppend)
+		for j := range events {
+			events[j] = Event{Type: "t", Version: 1, Data: fmt.Appendf(nil, "event %03d %080d", i, j)}
+		}
+		if _, err := db.Append(bgCtx, AppendRequest{Stream: stream, Expected: head, Events: events}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,6 +349,52 @@ func FuzzCheckPages(f *testing.F) {
 		}
 		if merr == nil && bytes.Equal(file, seed) && len(got) > 0 {
 			t.Fatalf("problems in the intact file: %q", got)
+		}
+	})
+}
+
+// BenchmarkCheckPages: the bitmap walk against bbolt's tx.Check on the
+// same file (100,000 records, 6,000 pages), time and memory per check.
+//
+//	go test -run='^$' -bench=CheckPages -benchmem ./journal/
+func BenchmarkCheckPages(b *testing.B) {
+	path := pagesFixtureN(b, 1000, 100)
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	meta, err := committedMeta(f)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d pages", meta.hwm)
+	b.Run("walk=bitmap", func(b *testing.B) {
+		for b.Loop() {
+			if err := checkPages(path, meta.txid, func(msg string) { b.Fatal(msg) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// bbolt's check on a file opened for it, as verify opens it: both
+	// then fault the file's pages into a new mapping.
+	b.Run("walk=bbolt", func(b *testing.B) {
+		for b.Loop() {
+			bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := bdb.View(func(tx *bolt.Tx) error {
+				for err := range tx.Check() {
+					b.Fatal(err)
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if err := bdb.Close(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
