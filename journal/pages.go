@@ -124,6 +124,8 @@ type pageChecker struct {
 	report   func(msg string)
 	mapped   []byte   // the file's pages below the high-water mark, if mapped
 	bufs     [][]byte // without a mapping: one page buffer per depth of the walk
+	maxKeys  [][]byte // per depth: the largest key of the subtree walked last
+	path     []uint64 // the pages from the root to the one walked
 	pages    uint64   // pages read
 	problems int
 }
@@ -181,7 +183,7 @@ func checkPages(path string, txid uint64, report func(msg string)) error {
 	if err := c.readFreelist(); err != nil {
 		return err
 	}
-	if err := c.tree(meta.root, nil, nil, 0); err != nil {
+	if _, err := c.subtree(meta.root, nil, nil, 0); err != nil {
 		return err
 	}
 	for id := uint64(0); id < meta.hwm && meta.freelist != noFreelist; id++ {
@@ -343,15 +345,12 @@ func element(p []byte, flags uint16, i int) (elem, bool) {
 	return out, true
 }
 
-// tree checks the B+tree rooted at page id: keys within [lo, hi) (nil:
-// unbounded), and the buckets its leaves hold. It returns the largest
-// key it holds, which bounds the next sibling's keys from below.
-func (c *pageChecker) tree(id uint64, lo, hi []byte, depth int) error {
-	_, err := c.subtree(id, lo, hi, nil, depth)
-	return err
-}
-
-func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth int) ([]byte, error) {
+// subtree checks the B+tree rooted at page id: keys within [lo, hi)
+// (nil: unbounded), and the buckets its leaves hold. It returns the
+// largest key it holds, which bounds the next sibling's keys from below;
+// the slice is valid until the next subtree at this depth ends.
+func (c *pageChecker) subtree(id uint64, lo, hi []byte, depth int) ([]byte, error) {
+	stack := c.path[:min(depth, len(c.path))]
 	if depth >= maxTreeDepth {
 		c.add("page %d: trees nested deeper than %d (stack: %v)", id, maxTreeDepth, stack)
 		return nil, nil
@@ -365,7 +364,8 @@ func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth in
 		return nil, err
 	}
 	hdr := pageHeader(p)
-	stack = append(stack, id)
+	c.path = append(stack, id)
+	stack = c.path
 	if hdr.id != id {
 		c.add("page %d: its header says page %d (stack: %v)", id, hdr.id, stack)
 	}
@@ -404,7 +404,7 @@ func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth in
 					next = ne.key
 				}
 			}
-			max, err := c.subtree(e.child, e.key, next, stack, depth+1)
+			max, err := c.subtree(e.child, e.key, next, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -412,13 +412,17 @@ func (c *pageChecker) subtree(id uint64, lo, hi []byte, stack []uint64, depth in
 		default:
 			prev, last = e.key, e.key
 			if e.flags&leafBucket != 0 {
-				if err := c.bucket(id, i, e.value, stack, depth+1); err != nil {
+				if err := c.bucket(id, i, e.value, depth+1); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
-	return bytes.Clone(last), nil
+	for len(c.maxKeys) <= depth {
+		c.maxKeys = append(c.maxKeys, nil)
+	}
+	c.maxKeys[depth] = append(c.maxKeys[depth][:0], last...)
+	return c.maxKeys[depth], nil
 }
 
 // keyOrder checks key i of a page against the key before it (for i = 0:
@@ -437,15 +441,15 @@ func (c *pageChecker) keyOrder(id uint64, kind string, i int, key, prev, hi []by
 
 // bucket checks the bucket whose value is v: a root page, or an inline
 // page (which bbolt does not check and holds no pages).
-func (c *pageChecker) bucket(id uint64, i int, v []byte, stack []uint64, depth int) error {
+func (c *pageChecker) bucket(id uint64, i int, v []byte, depth int) error {
 	if len(v) < bucketHdrSize {
-		c.add("page %d: bucket value %d is %d bytes (stack: %v)", id, i, len(v), stack)
+		c.add("page %d: bucket value %d is %d bytes (stack: %v)", id, i, len(v), c.path[:depth])
 		return nil
 	}
 	root := binary.LittleEndian.Uint64(v)
 	if root == 0 {
 		return nil
 	}
-	_, err := c.subtree(root, nil, nil, stack, depth)
+	_, err := c.subtree(root, nil, nil, depth)
 	return err
 }

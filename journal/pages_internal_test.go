@@ -354,11 +354,16 @@ func FuzzCheckPages(f *testing.F) {
 }
 
 // BenchmarkCheckPages: the bitmap walk against bbolt's tx.Check on the
-// same file (100,000 records, 6,000 pages), time and memory per check.
+// same file (100,000 records, 6,000 pages; or the journal at
+// $PAGES_FILE, which must not be open for writing), time and memory per
+// check.
 //
 //	go test -run='^$' -bench=CheckPages -benchmem ./journal/
 func BenchmarkCheckPages(b *testing.B) {
-	path := pagesFixtureN(b, 1000, 100)
+	path := os.Getenv("PAGES_FILE")
+	if path == "" {
+		path = pagesFixtureN(b, 1000, 100)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
