@@ -68,9 +68,14 @@ func (o *backupOptions) run(c *cli, args []string) int {
 	if o.src.server != "" && (o.src.file != "" || o.src.data != "") {
 		return c.usageError(name, "give exactly one of --file, --data and --server")
 	}
-	var err error
+	var (
+		err     error
+		res     journal.CheckResult
+		checked bool // a hot backup is checked as it is received
+	)
 	if o.src.server != "" {
-		_, err = c.fetchBackup(o.src.server, o.src.tokenOr(c), o.out)
+		_, res, err = c.fetchBackup(o.src.server, o.src.tokenOr(c), o.out)
+		checked = true
 	} else {
 		db, done, code := c.openOrExit(name, &o.src)
 		if db == nil {
@@ -90,19 +95,10 @@ func (o *backupOptions) run(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(name, err)
 	}
-	b, err := journal.Open(o.out, &journal.Options{ReadOnly: true})
-	if err != nil {
-		return c.fail(name, err)
-	}
-	defer b.Close()
-	var check journal.CheckOptions
-	if check.Archive, err = openArchive(b); err != nil {
-		// Both kinds of backup put it there: it was removed or changed since.
-		return c.fail(name, fmt.Errorf("the backup's journal archived reservations, and its archive is not beside it as the journal names it: copy the data directory's archive/ to %s and run journal verify: %w", journal.ArchiveDir(o.out), err))
-	}
-	res, err := b.Check(c.ctx, &check)
-	if err != nil {
-		return c.fail(name, err)
+	if !checked {
+		if res, err = checkBackup(c, o.out); err != nil {
+			return c.fail(name, err)
+		}
 	}
 	st, _ := os.Stat(o.out)
 	bo := backupOutput{OK: res.OK(), File: o.out, Head: journal.Checkpoint{Global: res.Head.Global, Hash: res.Head.Hash}, Check: res}
@@ -124,21 +120,38 @@ func (o *backupOptions) run(c *cli, args []string) int {
 	return exitOK
 }
 
+// checkBackup checks the backup at path with the archive beside it.
+func checkBackup(c *cli, path string) (journal.CheckResult, error) {
+	b, err := journal.Open(path, &journal.Options{ReadOnly: true})
+	if err != nil {
+		return journal.CheckResult{}, err
+	}
+	defer b.Close()
+	var check journal.CheckOptions
+	if check.Archive, err = openArchive(b); err != nil {
+		// Both kinds of backup put it there: it was removed or changed since.
+		return journal.CheckResult{}, fmt.Errorf("the backup's journal archived reservations, and its archive is not beside it as the journal names it: copy the data directory's archive/ to %s and run journal verify: %w", journal.ArchiveDir(path), err)
+	}
+	return b.Check(c.ctx, &check)
+}
+
 // fetchBackup downloads a hot backup from server into out and returns the
-// head the server announced, after checking the copy holds it.
-func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error) {
+// head the server announced and the check of the copy (with the archive
+// files it names, fetched beside it), which holds that head.
+func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, journal.CheckResult, error) {
 	var head journal.Checkpoint
+	var res journal.CheckResult
 	start := time.Now()
 	resp, err := c.getOK(server, token, "/v1/admin/backup")
 	if err != nil {
-		return head, err
+		return head, res, err
 	}
 	defer resp.Body.Close()
 	if head.Global, err = strconv.ParseUint(resp.Header.Get(api.HeaderHeadGlobal), 10, 64); err != nil {
-		return head, fmt.Errorf("GET /v1/admin/backup: no %s header", api.HeaderHeadGlobal)
+		return head, res, fmt.Errorf("GET /v1/admin/backup: no %s header", api.HeaderHeadGlobal)
 	}
 	if head.Hash, err = journal.ParseHash(resp.Header.Get(api.HeaderHeadHash)); err != nil {
-		return head, fmt.Errorf("GET /v1/admin/backup: %s: %v", api.HeaderHeadHash, err)
+		return head, res, fmt.Errorf("GET /v1/admin/backup: %s: %v", api.HeaderHeadHash, err)
 	}
 	p := c.progress("bytes received")
 	err = journal.WriteFileAtomic(out, func(w io.Writer) error {
@@ -153,7 +166,7 @@ func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error)
 	})
 	p.done()
 	if err != nil {
-		return head, fmt.Errorf("backup from %s: %w", server, err)
+		return head, res, fmt.Errorf("backup from %s: %w", server, err)
 	}
 	b, err := journal.Open(out, &journal.Options{ReadOnly: true})
 	if err == nil {
@@ -167,7 +180,6 @@ func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error)
 				check.Archive, err = openArchive(b)
 			}
 		}
-		var res journal.CheckResult
 		if err == nil {
 			res, err = b.Check(c.ctx, &check)
 		}
@@ -180,12 +192,12 @@ func (c *cli) fetchBackup(server, token, out string) (journal.Checkpoint, error)
 	}
 	if err != nil {
 		os.Remove(out)
-		return head, fmt.Errorf("backup from %s is not usable: %w", server, err)
+		return head, res, fmt.Errorf("backup from %s is not usable: %w", server, err)
 	}
 	if c.progressOK {
 		fmt.Fprintf(c.stderr, "backup received in %s\n", time.Since(start).Round(time.Millisecond))
 	}
-	return head, nil
+	return head, res, nil
 }
 
 type progressReader struct {

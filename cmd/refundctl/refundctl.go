@@ -249,7 +249,7 @@ func (s *source) open(c *cli) (*journal.DB, func(), error) {
 			return nil, nil, err
 		}
 		path = filepath.Join(dir, "backup.db")
-		if _, err := c.fetchBackup(s.server, s.tokenOr(c), path); err != nil {
+		if _, _, err := c.fetchBackup(s.server, s.tokenOr(c), path); err != nil {
 			os.RemoveAll(dir)
 			return nil, nil, err
 		}

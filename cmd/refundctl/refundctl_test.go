@@ -681,9 +681,17 @@ func TestBackupFromServer(t *testing.T) {
 			Global uint64 `json:"global"`
 			Hash   string `json:"hash"`
 		} `json:"head"`
+		Check struct {
+			HeadsMatched int `json:"heads_matched"`
+		} `json:"check"`
 	}](t, r)
 	if r.code != exitOK || !b.OK || b.File != out || b.Bytes == 0 || b.Head.Global < 20 {
 		t.Fatalf("backup: %s", r)
+	}
+	// The check reported is the one run as the copy arrived, against the
+	// head the server announced (the copy is not checked a second time).
+	if b.Check.HeadsMatched != 1 {
+		t.Fatalf("backup's check matched %d announced heads, want 1: %s", b.Check.HeadsMatched, r)
 	}
 	// The copy's head is on the live chain: it replays to the service's
 	// state at that sequence.
