@@ -209,17 +209,24 @@ func writeAt(t testing.TB, path string, off int64, b []byte) {
 func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 func le16(v uint16) []byte { return binary.LittleEndian.AppendUint16(nil, v) }
 
-func runCheckPages(t testing.TB, path string) []string {
+// metaOf returns the committed meta of the file at path.
+func metaOf(t testing.TB, path string) boltMeta {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	meta, err := committedMeta(f)
-	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return meta
+}
+
+func runCheckPages(t testing.TB, path string) []string {
+	t.Helper()
+	meta := metaOf(t, path)
 	var got []string
 	if err := checkPages(path, meta.txid, func(msg string) { got = append(got, msg) }); err != nil {
 		t.Fatal(err)
@@ -364,15 +371,7 @@ func BenchmarkCheckPages(b *testing.B) {
 	if path == "" {
 		path = pagesFixtureN(b, 1000, 100)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	meta, err := committedMeta(f)
-	f.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
+	meta := metaOf(b, path)
 	b.Logf("%d pages", meta.hwm)
 	b.Run("walk=bitmap", func(b *testing.B) {
 		for b.Loop() {
