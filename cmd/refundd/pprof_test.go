@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,13 +63,7 @@ func TestMain_PprofOffByDefaultAndServedWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A free loopback port for --pprof.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t) // for --pprof
 	m = NewMain()
 	m.Stdout, m.Stderr = io.Discard, io.Discard
 	if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--provider", "memory", "--pprof", addr}, testEnv); err != nil {

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,27 +59,54 @@ func buildCrashBinaries(t *testing.T) (refundd, wxpaysim string) {
 }
 
 // freeAddr returns a loopback address that was free a moment ago. refundd
-// keeps it across restarts, so WeChat's notify_url stays valid.
+// keeps it across restarts, so WeChat's notify_url stays valid. The port
+// is below the kernel's ephemeral range: between the pick and the bind (and
+// between restarts) any outgoing connection on the machine can be given a
+// port from that range as its own, which failed a crash test with "bind:
+// address already in use".
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	handedOut.Lock()
 	defer handedOut.Unlock()
+	lo := ephemeralLow()
 	for range 1000 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := fmt.Sprintf("127.0.0.1:%d", fixedPortMin+rand.IntN(lo-fixedPortMin))
+		if handedOut.addrs[addr] {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue // someone listens there
 		}
-		addr := ln.Addr().String()
 		ln.Close()
-		// The kernel hands a closed port out again at once (often within a
-		// few calls), so two daemons of one test could be given one port.
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr
-		}
+		handedOut.addrs[addr] = true
+		return addr
 	}
-	t.Fatal("freeAddr: no port that was not handed out already")
+	t.Fatal("freeAddr: no free port below the ephemeral range")
 	return ""
+}
+
+// fixedPortMin is the lowest port freeAddr hands out: above the well-known
+// and most registered services' ports.
+const fixedPortMin = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// /proc setting). Where it cannot be read, or leaves too few ports below
+// it, 32768: Linux's default, and below other systems' ranges.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < fixedPortMin+1000 {
+		return 32768
+	}
+	return lo
 }
 
 // handedOut is every address freeAddr gave this test binary.
