@@ -145,15 +145,12 @@ type filePages struct {
 
 func readFilePages(t testing.TB, path string) filePages {
 	t.Helper()
+	meta := metaOf(t, path)
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	meta, err := committedMeta(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fp := filePages{size: int64(meta.pageSize), meta: meta}
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
