@@ -24,7 +24,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/refundd/refundd/internal/gctune"
+	"github.com/refundd/refundd/internal/runtimetune"
 )
 
 func main() {
@@ -35,7 +35,7 @@ func main() {
 	// interleaved journal): the memory limit keeps the heap under the
 	// audit's 512 MiB target, collecting more often only near it
 	// (docs/BENCHMARKS.md). GOGC and GOMEMLIMIT in the environment win.
-	if _, err := gctune.Apply(gctune.Config{Percent: 400, MemoryLimit: "384MiB"}, os.Getenv); err != nil {
+	if _, err := runtimetune.Apply(runtimetune.Config{Percent: 400, MemoryLimit: "384MiB"}, os.Getenv); err != nil {
 		panic(err) // a constant that parses
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

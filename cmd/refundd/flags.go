@@ -13,18 +13,18 @@ import (
 	"github.com/refundd/refundd/api"
 	"github.com/refundd/refundd/internal/auth"
 	"github.com/refundd/refundd/internal/config"
-	"github.com/refundd/refundd/internal/gctune"
 	"github.com/refundd/refundd/internal/logs"
 	"github.com/refundd/refundd/internal/merchant"
 	"github.com/refundd/refundd/internal/profiler"
 	"github.com/refundd/refundd/internal/reservation"
+	"github.com/refundd/refundd/internal/runtimetune"
 	"github.com/refundd/refundd/internal/wechatpay"
 )
 
 var errHelp = errors.New("help requested")
 
-// GCConfig is the collector's settings, applied by main (gctune.Apply).
-type GCConfig = gctune.Config
+// RuntimeConfig is Go's runtime settings (collector, Ps), applied by main (runtimetune.Apply).
+type RuntimeConfig = runtimetune.Config
 
 // Config is refundd's effective configuration.
 type Config struct {
@@ -62,7 +62,7 @@ type Config struct {
 	ProviderTimeout                   time.Duration // bounds one call to WeChat Pay, its wait for pacing included
 	ShutdownTimeout, LockTimeout      time.Duration
 	ReadHeaderTimeout                 time.Duration
-	GC                                GCConfig // applied by main (it is process-wide), not by Run
+	Runtime                           RuntimeConfig // applied by main (it is process-wide), not by Run
 	RateLimit                         RateLimitConfig
 	// Pacing is the outbound rate to WeChat Pay per account (sandbox and
 	// wechatpay providers; not the memory stand-in).
@@ -95,7 +95,7 @@ func NewMain() *Main {
 			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
-			GC:      GCConfig{Percent: 400, MemoryLimit: "auto"},
+			Runtime: RuntimeConfig{Percent: 400, MemoryLimit: "auto", MinProcs: 2},
 			// One merchant account's worst retry storm (api.NotifyRateFor).
 			RateLimit: RateLimitConfig{Notify: api.NotifyRateFor(1)},
 			Pacing:    merchant.DefaultPacing,
@@ -231,9 +231,11 @@ func (m *Main) defineFlags(t *flagTable, certs *stringList) {
 	t.def(&c.ShutdownTimeout, "shutdown-timeout", "how long shutdown waits for in-flight work")
 	t.def(&c.LockTimeout, "lock-timeout", "how long to wait for the journal file lock")
 	t.def(&c.ReadHeaderTimeout, "read-header-timeout", "drop connections that do not finish their headers in time (slow-header clients)")
-	t.def(&c.GC.Percent, "gc-percent", "heap growth between garbage collections, as GOGC, which wins when set")
-	t.def(&c.GC.MemoryLimit, "memory-limit",
+	t.def(&c.Runtime.Percent, "gc-percent", "heap growth between garbage collections, as GOGC, which wins when set")
+	t.def(&c.Runtime.MemoryLimit, "memory-limit",
 		"soft limit of the Go heap: a size (1536MiB, 4GiB), auto (half of the cgroup's or the machine's memory) or off; GOMEMLIMIT wins when set")
+	t.def(&c.Runtime.MinProcs, "min-procs",
+		"least GOMAXPROCS when the CPU affinity allows fewer CPUs: a second P runs requests while the journal waits in fdatasync; 0: Go's choice; GOMAXPROCS wins when set")
 }
 
 // ParseFlags reads flags, falling back to REFUNDD_* variables from getenv
@@ -299,7 +301,7 @@ func (c *Config) validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
-	if _, err := gctune.Limit(c.GC.MemoryLimit, func() (int64, error) { return 1 << 30, nil }); err != nil {
+	if _, err := runtimetune.Limit(c.Runtime.MemoryLimit, func() (int64, error) { return 1 << 30, nil }); err != nil {
 		return err
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": c.IdleTimeout, "--reconcile-after": c.ReconcileAfter,
@@ -314,7 +316,8 @@ func (c *Config) validate() error {
 		bad bool
 		msg string
 	}{
-		{c.GC.Percent < 25, "--gc-percent must be at least 25"},
+		{c.Runtime.Percent < 25, "--gc-percent must be at least 25"},
+		{c.Runtime.MinProcs < 0 || c.Runtime.MinProcs > 64, "--min-procs must be 0 to 64"},
 		{c.MaxActiveActors < 0, "--max-active-actors must not be negative"},
 		{c.CheckpointEvery < 1, "--checkpoint-every must be at least 1"},
 		{c.MaxAttempts < 1, "--retry-max-attempts must be at least 1"},

@@ -15,17 +15,26 @@ import (
 	"github.com/refundd/refundd/internal/merchant"
 )
 
-func TestParseFlags_GC(t *testing.T) {
+func TestParseFlags_Runtime(t *testing.T) {
 	m := NewMain()
 	m.Stderr = io.Discard
-	env := map[string]string{"REFUNDD_GC_PERCENT": "200", "REFUNDD_MEMORY_LIMIT": "2GiB"}
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.Runtime != (RuntimeConfig{Percent: 400, MemoryLimit: "auto", MinProcs: 2}) {
+		t.Fatalf("runtime defaults: %+v", m.Config.Runtime)
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	env := map[string]string{"REFUNDD_GC_PERCENT": "200", "REFUNDD_MEMORY_LIMIT": "2GiB", "REFUNDD_MIN_PROCS": "0"}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.GC != (GCConfig{Percent: 200, MemoryLimit: "2GiB"}) {
-		t.Fatalf("GC from env: %+v", m.Config.GC)
+	if m.Config.Runtime != (RuntimeConfig{Percent: 200, MemoryLimit: "2GiB"}) {
+		t.Fatalf("runtime from env: %+v", m.Config.Runtime)
 	}
-	for _, args := range [][]string{{"--gc-percent", "10"}, {"--memory-limit", "12"}, {"--memory-limit", "much"}} {
+	for _, args := range [][]string{{"--gc-percent", "10"}, {"--memory-limit", "12"}, {"--memory-limit", "much"},
+		{"--min-procs", "-1"}, {"--min-procs", "65"}} {
 		m := NewMain()
 		m.Stderr = io.Discard
 		if err := m.ParseFlags(args, func(string) string { return "" }); err == nil {

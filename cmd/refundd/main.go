@@ -23,7 +23,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/refundd/refundd/internal/gctune"
+	"github.com/refundd/refundd/internal/runtimetune"
 	"github.com/refundd/refundd/internal/version"
 )
 
@@ -43,12 +43,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(2)
 	}
-	gc, err := gctune.Apply(m.Config.GC, os.Getenv)
+	note, err := runtimetune.Apply(m.Config.Runtime, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
 		os.Exit(2)
 	}
-	m.runtimeNote = gc
+	m.runtimeNote = note
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// SIGHUP reloads the credentials; caught from before the start, so

@@ -57,7 +57,7 @@ type Main struct {
 	effective config.Settings // the effective configuration, secrets masked, logged at start
 	notes     []string        // warnings from ParseFlags (deprecated names), logged at start
 	bg        sync.WaitGroup
-	// runtimeNote says how main set Go's collector (gc.go); logged at start.
+	// runtimeNote says how main set Go's runtime (runtimetune.Apply); logged at start.
 	runtimeNote string
 	// readyEvery is how often /readyz's probe writes at most; zero means
 	// a second (tests set it).

@@ -1,4 +1,4 @@
-package gctune
+package runtimetune
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func TestApplyGC(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != 512<<20 {
 		t.Errorf("memory limit = %d, want %d", got, 512<<20)
 	}
-	if note != "gc percent 300, memory limit 512 MiB" {
+	if want := fmt.Sprintf("procs %d, gc percent 300, memory limit 512 MiB", runtime.GOMAXPROCS(0)); note != want {
 		t.Errorf("note = %q", note)
 	}
 
@@ -92,6 +93,49 @@ func TestApplyGC(t *testing.T) {
 	}
 	if !strings.Contains(note, "GOGC=150") || !strings.Contains(note, "GOMEMLIMIT=1GiB") {
 		t.Errorf("note = %q", note)
+	}
+}
+
+func TestProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		min           int
+		env           string
+		cpus, current int
+		want          int
+		noteHas       string
+	}{
+		{"one CPU by affinity: two Ps", 2, "", 1, 1, 2, "procs 2 on 1 CPU"},
+		{"enough CPUs", 2, "", 2, 2, 0, "procs 2"},
+		{"more than asked", 2, "", 16, 16, 0, "procs 16"},
+		{"a quota chose one P: Go's choice stands", 2, "", 8, 1, 0, "the CPU quota's"},
+		{"GOMAXPROCS set by the operator", 2, "1", 1, 1, 0, "GOMAXPROCS=1"},
+		{"off", 0, "", 1, 1, 0, "procs 1"},
+		{"one is Go's choice", 1, "", 1, 1, 0, "procs 1"},
+		{"more asked", 4, "", 1, 1, 4, "procs 4 on 1 CPU"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note := Procs(tc.min, tc.env, tc.cpus, tc.current)
+			if got != tc.want || !strings.Contains(note, tc.noteHas) {
+				t.Errorf("Procs(%d, %q, %d, %d) = %d, %q; want %d and a note with %q",
+					tc.min, tc.env, tc.cpus, tc.current, got, note, tc.want, tc.noteHas)
+			}
+		})
+	}
+}
+
+// TestApplyProcs asks for one P more than the CPUs this process may use,
+// as --min-procs 2 does on one CPU, and checks Go's setting moved.
+func TestApplyProcs(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	want := runtime.NumCPU() + 1
+	note, err := Apply(Config{MinProcs: want}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("GOMAXPROCS = %d after --min-procs %d on %d CPUs (note %q)", got, want, runtime.NumCPU(), note)
 	}
 }
 

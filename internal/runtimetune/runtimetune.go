@@ -1,6 +1,7 @@
-// Package gctune sets Go's garbage collector for refundd's heap from its
-// --gc-percent and --memory-limit settings.
-package gctune
+// Package runtimetune sets Go's runtime for refundd: the garbage collector
+// from --gc-percent and --memory-limit, and the number of Ps (GOMAXPROCS)
+// from --min-procs.
+package runtimetune
 
 import (
 	"bufio"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -15,7 +17,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// Config sets Go's garbage collector for refundd's heap, which is a small
+// Config sets Go's runtime. Its collector settings are for refundd's heap: a small
 // live set (idle actors of a few KiB each) under a stream of short-lived
 // request, decision and commit garbage. With Go's default (a cycle each
 // time the heap doubles) the collector took about a fifth of refundd's CPU
@@ -31,12 +33,20 @@ type Config struct {
 	// limit, or of the machine's memory) or "off". GOMEMLIMIT in the
 	// environment wins.
 	MemoryLimit string
+	// MinProcs is the least GOMAXPROCS when the CPUs the process may run on
+	// (its affinity) are fewer; 0 or 1 leaves Go's choice. GOMAXPROCS in the
+	// environment wins. See Procs for why.
+	MinProcs int
 }
 
-// Apply sets the collector as c says and describes what it did, for the
+// Apply sets the runtime as c says and describes what it did, for the
 // start-up log. It changes process-wide settings, so only main calls it.
 func Apply(c Config, getenv func(string) string) (string, error) {
-	var parts []string
+	n, note := Procs(c.MinProcs, getenv("GOMAXPROCS"), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+	parts := []string{note}
 	switch {
 	case getenv("GOGC") != "":
 		parts = append(parts, "gc percent from GOGC="+getenv("GOGC"))
@@ -58,6 +68,32 @@ func Apply(c Config, getenv func(string) string) (string, error) {
 		parts = append(parts, "no memory limit")
 	}
 	return strings.Join(parts, ", "), nil
+}
+
+// Procs decides GOMAXPROCS from minProcs (--min-procs), env (GOMAXPROCS in the
+// environment), cpus (the CPUs the affinity mask allows, runtime.NumCPU)
+// and current (Go's own choice). It returns the value to set, 0 to leave
+// current, and a note for the start-up log.
+//
+// The journal's committer spends most of each commit blocked in fdatasync,
+// and Go's scheduler hands that goroutine's P to other work only once its
+// monitor notices the blocked system call. With one P the core sits idle
+// meanwhile: pinned to one CPU, refundd kept it 84% busy under the
+// lifecycle load, and 92-94% with two Ps, for about a seventh more
+// lifecycles (docs/BENCHMARKS.md, "Two Ps on one CPU"). The affinity case
+// only: when a CPU quota, not the mask, makes Go choose fewer Ps, the
+// threads could run on several CPUs at once and spend the quota early, so
+// Go's choice stands.
+func Procs(minProcs int, env string, cpus, current int) (int, string) {
+	switch {
+	case env != "":
+		return 0, "procs from GOMAXPROCS=" + env
+	case current >= minProcs:
+		return 0, fmt.Sprintf("procs %d", current)
+	case cpus >= minProcs:
+		return 0, fmt.Sprintf("procs %d (the CPU quota's; --min-procs %d applies to an affinity of fewer CPUs only)", current, minProcs)
+	}
+	return minProcs, fmt.Sprintf("procs %d on %d CPU (--min-procs: a P runs requests while the journal waits in fdatasync)", minProcs, cpus)
 }
 
 // Limit turns a --memory-limit value into bytes; 0 means none. total
