@@ -15,6 +15,9 @@
 # run on CPU 0, refundbench on CPU 1. Unpinned, the load generator takes
 # CPU from whichever service it measures, and the services differ in how
 # much they lose to it. PostgreSQL's affinity is given back at exit.
+# On one CPU refundd raises its own GOMAXPROCS to 2 (--min-procs); pgrefund
+# keeps Go's choice (one P), which measured faster for it than two
+# (docs/BENCHMARKS.md, "Two Ps on one CPU").
 #
 # notify-storm needs refunds that wait for their notification: refundd then
 # runs --provider sandbox --sandbox-delay 1h (the WeChat Pay protocol, RSA
