@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/actors/cluster"
+	"github.com/refundd/refundd/internal/freeport"
 	"github.com/refundd/refundd/internal/reservation"
 	"github.com/refundd/refundd/internal/simprovider"
 )
@@ -24,24 +24,24 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// freePorts returns n ports free on loopback right now.
+// freePorts returns n ports free on loopback right now, below the
+// ephemeral range (an outgoing connection could take one from it before
+// the node binds it) and never handed out twice in this test binary.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	out := make([]int, n)
+	for i := range out {
+		p, err := ports.Port()
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		out[i] = p
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
+	return out
 }
+
+// ports hands out every port of this test binary's nodes.
+var ports freeport.Picker
 
 // world is what the nodes of a test share: the journal and the provider.
 type world struct {

@@ -7,19 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/freeport"
 	"github.com/refundd/refundd/internal/wechatpay/sandbox"
 )
 
@@ -58,62 +56,20 @@ func buildCrashBinaries(t *testing.T) (refundd, wxpaysim string) {
 	return refundd, wxpaysim
 }
 
-// freeAddr returns a loopback address that was free a moment ago. refundd
-// keeps it across restarts, so WeChat's notify_url stays valid. The port
-// is below the kernel's ephemeral range: between the pick and the bind (and
-// between restarts) any outgoing connection on the machine can be given a
-// port from that range as its own, which failed a crash test with "bind:
-// address already in use".
+// freeAddr returns a loopback address that was free a moment ago, below
+// the ephemeral range and never handed out twice in this test binary.
+// refundd keeps it across restarts, so WeChat's notify_url stays valid.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	lo := ephemeralLow()
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", fixedPortMin+rand.IntN(lo-fixedPortMin))
-		if handedOut.addrs[addr] {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // someone listens there
-		}
-		ln.Close()
-		handedOut.addrs[addr] = true
-		return addr
-	}
-	t.Fatal("freeAddr: no free port below the ephemeral range")
-	return ""
-}
-
-// fixedPortMin is the lowest port freeAddr hands out: above the well-known
-// and most registered services' ports.
-const fixedPortMin = 10000
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
-// /proc setting). Where it cannot be read, or leaves too few ports below
-// it, 32768: Linux's default, and below other systems' ranges.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	a, err := ports.Addr()
 	if err != nil {
-		return 32768
+		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil || lo < fixedPortMin+1000 {
-		return 32768
-	}
-	return lo
+	return a
 }
 
-// handedOut is every address freeAddr gave this test binary.
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
+// ports hands out every address of this test binary's daemons.
+var ports freeport.Picker
 
 // daemon is a child process whose exit is observed by one goroutine.
 type daemon struct {
