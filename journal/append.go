@@ -468,8 +468,8 @@ func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks 
 		return 0, nil, err
 	}
 	if head == 0 {
-		if seg, _, ok := archivedEntry(b.archived, req.Stream); ok {
-			return 0, &ArchivedError{Stream: req.Stream, Segment: seg}, nil
+		if at, ok := archivedEntry(b.archived, req.Stream); ok {
+			return 0, &ArchivedError{Stream: req.Stream, Segment: at.Segment}, nil
 		}
 	}
 	if head != req.Expected {

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/ed25519"
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,9 +30,14 @@ import (
 // A hot file that archived streams (file format 6) holds:
 //
 //	archived  stream -> be64(last seq) || segment file name
+//	                    [ || 0x00 || blocks ]
 //	meta      "archive" -> JSON []AppliedSegment, in the order applied
 //
-// and its log has gaps where the archived records were.
+// and its log has gaps where the archived records were. blocks are the
+// file offsets of the segment blocks that hold the stream's records, as
+// uvarint deltas in increasing order: a read of the stream decompresses
+// those blocks, not the segment up to it. An entry without them (written
+// before blocks) is read by walking the segment.
 
 // archivedFileFormat is the file format of a hot file with archived
 // streams: a build that reads up to format 5 (fileFormat) would take the
@@ -54,6 +61,14 @@ const manifestDomain = "refundd archive manifest v1\n"
 
 // frameLast flags the last record of its stream in a segment frame.
 const frameLast = 1
+
+// segmentBlockBytes is the decompressed size after which a segment's
+// writer ends a block (a gzip member) at the next frame. A read of one
+// archived stream decompresses one block per record at most, so smaller
+// blocks read faster; each block restarts deflate's dictionary, so
+// smaller blocks compress worse. docs/BENCHMARKS.md, "Reading an archived
+// reservation", measured the choice.
+const segmentBlockBytes = 64 << 10
 
 // ErrArchived is returned by Append for a stream that was archived: it can
 // never change again. The error is an *ArchivedError.
@@ -167,44 +182,95 @@ func (db *DB) ArchivedSegments() ([]AppliedSegment, error) {
 	return out, nil
 }
 
-// ArchivedStream reports whether stream was archived, with its last seq
-// and the segment holding it.
-func (db *DB) ArchivedStream(stream string) (segment string, head uint64, ok bool, err error) {
+// ArchivedAt is where an archived stream's records are.
+type ArchivedAt struct {
+	Segment string
+	// Head is the stream's last seq.
+	Head uint64
+	// Blocks are the file offsets of the segment's blocks that hold the
+	// stream's records, increasing; none in an entry written before
+	// blocks, whose stream is read by walking the segment.
+	Blocks []int64
+}
+
+// ArchivedStream reports whether stream was archived, and where.
+func (db *DB) ArchivedStream(stream string) (at ArchivedAt, ok bool, err error) {
 	err = db.bolt.View(func(tx *bolt.Tx) error {
-		segment, head, ok = archivedEntry(tx.Bucket(bucketArchived), stream)
+		at, ok = archivedEntry(tx.Bucket(bucketArchived), stream)
 		return nil
 	})
 	if err != nil {
-		return "", 0, false, fmt.Errorf("journal: archived stream: %w", err)
+		return ArchivedAt{}, false, fmt.Errorf("journal: archived stream: %w", err)
 	}
-	return segment, head, ok, nil
+	return at, ok, nil
 }
 
-func archivedEntry(b *bolt.Bucket, stream string) (segment string, head uint64, ok bool) {
+// archivedEntry reads stream's entry in the archived bucket b. A block
+// list that does not decode is left out (the stream is then read by
+// walking its segment); verify reports it (decodeArchived).
+func archivedEntry(b *bolt.Bucket, stream string) (at ArchivedAt, ok bool) {
 	if b == nil {
-		return "", 0, false
+		return ArchivedAt{}, false
 	}
 	v := b.Get([]byte(stream))
 	if len(v) < 8 {
-		return "", 0, false
+		return ArchivedAt{}, false
 	}
-	return string(v[8:]), binary.BigEndian.Uint64(v[:8]), true
+	at, _ = decodeArchived(v)
+	return at, true
+}
+
+// decodeArchived decodes an archived entry of at least 8 bytes; on an
+// error in its block list, at has no Blocks.
+func decodeArchived(v []byte) (at ArchivedAt, err error) {
+	at.Head = binary.BigEndian.Uint64(v[:8])
+	name, list, hasBlocks := bytes.Cut(v[8:], []byte{0})
+	at.Segment = string(name)
+	if !hasBlocks {
+		return at, nil
+	}
+	var prev int64
+	for len(list) > 0 {
+		d, n := binary.Uvarint(list)
+		if n <= 0 || d == 0 && len(at.Blocks) > 0 || d > math.MaxInt64-uint64(prev) {
+			return ArchivedAt{Segment: at.Segment, Head: at.Head}, fmt.Errorf("%w: archived entry's block list does not decode", ErrCorrupt)
+		}
+		prev += int64(d)
+		at.Blocks = append(at.Blocks, prev)
+		list = list[n:]
+	}
+	return at, nil
+}
+
+// archivedValue encodes an archived entry.
+func archivedValue(head uint64, segment string, blocks []int64) []byte {
+	v := append(be64(head), segment...)
+	if len(blocks) == 0 {
+		return v
+	}
+	v = append(v, 0)
+	var prev int64
+	for _, b := range blocks {
+		v = binary.AppendUvarint(v, uint64(b-prev))
+		prev = b
+	}
+	return v
 }
 
 // LoadArchived returns the records of stream from its archive segment
 // (in DB.ArchiveDir) when it was archived; archived is false, and nothing
-// is read, for a stream that was not. It reads the segment until the
-// stream's last record: for the reads of a reservation that will never
-// change, not for a hot path.
+// is read, for a stream that was not. It decompresses the blocks that
+// hold the stream's records (the whole segment up to them for an entry
+// without blocks).
 func (db *DB) LoadArchived(ctx context.Context, stream string) (recs []Record, archived bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	seg, _, ok, err := db.ArchivedStream(stream)
+	at, ok, err := db.ArchivedStream(stream)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	recs, err = (&Archive{Dir: db.ArchiveDir()}).Load(stream, seg)
+	recs, err = (&Archive{Dir: db.ArchiveDir()}).Load(stream, at)
 	if err != nil {
 		return nil, true, err
 	}
@@ -223,17 +289,52 @@ func (db *DB) ForEachArchived(fn func(stream, segment string, head uint64) error
 			if len(v) < 8 {
 				return fmt.Errorf("%w: archived entry of %q is %d bytes", ErrCorrupt, k, len(v))
 			}
-			return fn(string(k), string(v[8:]), binary.BigEndian.Uint64(v[:8]))
+			at, _ := decodeArchived(v)
+			return fn(string(k), at.Segment, at.Head)
 		})
 	})
 }
 
 // SegmentReader reads one segment's records in global order.
+//
+// A segment is a sequence of gzip members ("blocks", see segmentBlockBytes):
+// the header alone, then frames, a block ending only between two frames.
+// The reader reads the members one at a time and knows the file offset
+// where each starts (countingFile): Block says which one the
+// last record came from, the offset the hot file's archived entry keeps.
+// A segment written as one member (before blocks) reads the same way, all
+// of it block 0.
 type SegmentReader struct {
-	f   *os.File
-	gz  *gzip.Reader
-	br  *bufio.Reader
-	err error
+	file *countingFile
+	src  *bufio.Reader
+	gz   *gzip.Reader
+	// member is the file offset of the gzip member gz reads; one is true
+	// for a read of one block (openBlock), which ends with that member.
+	member int64
+	one    bool
+	// buf[r:w] are decompressed bytes of the member at bufMember: a fill
+	// never mixes two members, so a frame's first byte tells its block.
+	buf       []byte
+	r, w      int
+	bufMember int64
+	block     int64
+	err       error
+}
+
+// countingFile counts the bytes read from the file. gzip reads through
+// a bufio.Reader (an io.ByteReader, so it takes no byte past a member's
+// end): the bytes consumed are those read less those buffered. Counting
+// at the file rather than at each byte gzip takes keeps the walk as fast
+// as without offsets (BenchmarkSegmentWalk).
+type countingFile struct {
+	f *os.File
+	n int64
+}
+
+func (c *countingFile) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // OpenSegment opens the segment file at path and checks its header.
@@ -242,18 +343,92 @@ func OpenSegment(path string) (*SegmentReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: segment: %w", err)
 	}
-	gz, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<16))
-	if err != nil {
+	cf := &countingFile{f: f}
+	s := &SegmentReader{file: cf, src: bufio.NewReaderSize(cf, 1<<16), buf: make([]byte, 1<<16)}
+	if s.gz, err = gzip.NewReader(s.src); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal: segment %s: %w: %v", path, ErrCorrupt, err)
 	}
-	s := &SegmentReader{f: f, gz: gz, br: bufio.NewReaderSize(gz, 1<<16)}
+	s.gz.Multistream(false)
 	magic := make([]byte, len(segmentMagic))
-	if _, err := io.ReadFull(s.br, magic); err != nil || string(magic) != segmentMagic {
+	if err := s.readFull(magic); err != nil || string(magic) != segmentMagic {
 		s.Close()
 		return nil, fmt.Errorf("journal: segment %s: %w: not a segment (bad header)", path, ErrCorrupt)
 	}
 	return s, nil
+}
+
+// openBlock positions s at the block starting at file offset off: Next
+// then returns that block's records and ends with it.
+func (s *SegmentReader) openBlock(off int64) error {
+	if _, err := s.file.f.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	s.src.Reset(s.file)
+	s.file.n = off
+	s.member, s.one, s.r, s.w, s.err = off, true, 0, 0, nil
+	if err := s.gz.Reset(s.src); err != nil {
+		return fmt.Errorf("%w: no block at offset %d: %v", ErrCorrupt, off, err)
+	}
+	s.gz.Multistream(false)
+	return nil
+}
+
+// fill refills buf from the current member, or from the next one when it
+// is done; io.EOF at the segment's (or the block's) end.
+func (s *SegmentReader) fill() error {
+	s.r, s.w = 0, 0
+	for {
+		n, err := s.gz.Read(s.buf)
+		if n > 0 {
+			// An io.EOF with bytes comes again on the next Read.
+			s.w, s.bufMember = n, s.member
+			return nil
+		}
+		if err != io.EOF {
+			if err == nil {
+				continue
+			}
+			return err
+		}
+		if s.one {
+			return io.EOF
+		}
+		at := s.file.n - int64(s.src.Buffered())
+		if err := s.gz.Reset(s.src); err != nil {
+			return err // io.EOF: no member after this one
+		}
+		s.gz.Multistream(false)
+		s.member = at
+	}
+}
+
+func (s *SegmentReader) readByte() (byte, error) {
+	if s.r == s.w {
+		if err := s.fill(); err != nil {
+			return 0, err
+		}
+	}
+	b := s.buf[s.r]
+	s.r++
+	return b, nil
+}
+
+func (s *SegmentReader) readFull(p []byte) error {
+	for len(p) > 0 {
+		if s.r == s.w {
+			if err := s.fill(); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
+		}
+		n := copy(p, s.buf[s.r:s.w])
+		s.r += n
+		p = p[n:]
+	}
+	return nil
 }
 
 // Next returns the next record and whether it is its stream's last in the
@@ -262,10 +437,24 @@ func (s *SegmentReader) Next() (r Record, last, ok bool) {
 	if s.err != nil {
 		return Record{}, false, false
 	}
-	n, err := binary.ReadUvarint(s.br)
+	first, err := s.readByte()
+	if err == io.EOF && s.one {
+		s.err = io.EOF // a block ends between two frames
+		return Record{}, false, false
+	}
 	if err != nil {
 		s.err = fmt.Errorf("%w: segment truncated: %v", ErrCorrupt, err)
 		return Record{}, false, false
+	}
+	s.block = s.bufMember
+	n := uint64(first)
+	if first >= 0x80 {
+		s.r-- // let ReadUvarint read it again
+		n, err = binary.ReadUvarint(byteReader{s})
+		if err != nil {
+			s.err = fmt.Errorf("%w: segment truncated: %v", ErrCorrupt, err)
+			return Record{}, false, false
+		}
 	}
 	if n == 0 {
 		s.err = io.EOF
@@ -276,7 +465,7 @@ func (s *SegmentReader) Next() (r Record, last, ok bool) {
 		return Record{}, false, false
 	}
 	buf := make([]byte, n+1)
-	if _, err := io.ReadFull(s.br, buf); err != nil {
+	if err := s.readFull(buf); err != nil {
 		s.err = fmt.Errorf("%w: segment truncated: %v", ErrCorrupt, err)
 		return Record{}, false, false
 	}
@@ -295,6 +484,14 @@ func (s *SegmentReader) Next() (r Record, last, ok bool) {
 	return r, flags&frameLast != 0, true
 }
 
+// Block returns the file offset of the block the last record Next
+// returned came from.
+func (s *SegmentReader) Block() int64 { return s.block }
+
+type byteReader struct{ s *SegmentReader }
+
+func (b byteReader) ReadByte() (byte, error) { return b.s.readByte() }
+
 // Err returns nil after a clean end, else why reading stopped.
 func (s *SegmentReader) Err() error {
 	if s.err == io.EOF {
@@ -306,7 +503,7 @@ func (s *SegmentReader) Err() error {
 // Close closes the file.
 func (s *SegmentReader) Close() error {
 	s.gz.Close()
-	return s.f.Close()
+	return s.file.f.Close()
 }
 
 // Archive is the set of segments a hot file takes into account, read from
@@ -388,6 +585,9 @@ type merged struct {
 	lasts   []bool
 	live    []bool
 	names   []string
+	blocks  []int64 // the block of each head
+	// lastBlock is the block of the record next returned last.
+	lastBlock int64
 	// With tally set (Check from the start), next keeps what it returned
 	// of each segment in tallies, for tallyProblems to compare with its
 	// manifest once the walk has read everything; other readers skip it.
@@ -469,6 +669,7 @@ func (a *Archive) openAfter(after uint64) (*merged, error) {
 		m.heads = append(m.heads, rec)
 		m.lasts = append(m.lasts, last)
 		m.live = append(m.live, ok)
+		m.blocks = append(m.blocks, r.Block())
 	}
 	return m, nil
 }
@@ -495,7 +696,9 @@ func (m *merged) next() (Record, bool, string, bool) {
 	if m.tally {
 		m.tallies[i].add(r, last)
 	}
+	m.lastBlock = m.blocks[i]
 	m.heads[i], m.lasts[i], m.live[i] = m.readers[i].Next()
+	m.blocks[i] = m.readers[i].Block()
 	return r, last, m.names[i], true
 }
 
@@ -603,32 +806,63 @@ func (a *Archive) ForEachStream(fn func(StreamRecords) error) error {
 	return nil
 }
 
-// Load returns stream's records from segment (ArchivedStream names it).
-func (a *Archive) Load(stream, segment string) ([]Record, error) {
-	r, err := OpenSegment(filepath.Join(a.Dir, segment))
+// Load returns stream's records from the segment at names
+// (ArchivedStream). With at.Blocks it decompresses only those blocks;
+// without, the segment from its start to the stream's last record. The
+// records must run from seq 1 to at.Head, else the error is ErrCorrupt.
+func (a *Archive) Load(stream string, at ArchivedAt) ([]Record, error) {
+	r, err := OpenSegment(filepath.Join(a.Dir, at.Segment))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	recs := []Record{}
-	for {
-		rec, last, ok := r.Next()
-		if !ok {
+	collect := func() (done bool) {
+		for {
+			rec, last, ok := r.Next()
+			if !ok {
+				return false
+			}
+			if rec.Stream != stream {
+				continue
+			}
+			rec.Data = append([]byte(nil), rec.Data...)
+			recs = append(recs, rec)
+			if last {
+				return true
+			}
+		}
+	}
+	done := false
+	if len(at.Blocks) == 0 {
+		done = collect()
+	}
+	for i, off := range at.Blocks {
+		if i > 0 && off <= at.Blocks[i-1] {
+			return nil, fmt.Errorf("journal: archive %s: %w: blocks of stream %q out of order", at.Segment, ErrCorrupt, stream)
+		}
+		if err := r.openBlock(off); err != nil {
+			return nil, fmt.Errorf("journal: archive %s: %w", at.Segment, err)
+		}
+		if done = collect(); done {
 			break
 		}
-		if rec.Stream != stream {
-			continue
-		}
-		rec.Data = append([]byte(nil), rec.Data...)
-		recs = append(recs, rec)
-		if last {
-			return recs, nil
+		if r.Err() != nil {
+			break
 		}
 	}
 	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("journal: archive %s: %w", segment, err)
+		return nil, fmt.Errorf("journal: archive %s: %w", at.Segment, err)
 	}
-	return nil, fmt.Errorf("journal: archive %s: %w: stream %q not found whole", segment, ErrCorrupt, stream)
+	for i, rec := range recs {
+		if rec.Seq != uint64(i)+1 {
+			return nil, fmt.Errorf("journal: archive %s: %w: stream %q has seq %d where %d belongs", at.Segment, ErrCorrupt, stream, rec.Seq, i+1)
+		}
+	}
+	if !done || uint64(len(recs)) != at.Head {
+		return nil, fmt.Errorf("journal: archive %s: %w: stream %q not found whole (%d of %d records)", at.Segment, ErrCorrupt, stream, len(recs), at.Head)
+	}
+	return recs, nil
 }
 
 // recordAt returns the archived record at global g; ok is false when no

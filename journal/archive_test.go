@@ -122,11 +122,11 @@ func TestArchiveStreams_OneChain(t *testing.T) {
 	}
 
 	a := openArchive(t, path)
-	seg, head, ok := archivedStream(t, path, "d")
-	if !ok || head != 4 {
-		t.Fatalf("archived entry of d: %v %d", ok, head)
+	at, ok := archivedStream(t, path, "d")
+	if !ok || at.Head != 4 || len(at.Blocks) == 0 {
+		t.Fatalf("archived entry of d: %v %+v", ok, at)
 	}
-	recs, err := a.Load("d", seg)
+	recs, err := a.Load("d", at)
 	if err != nil || len(recs) != 4 || string(recs[3].Data) != "d-3" || recs[3].Global != 16 {
 		t.Fatalf("load from archive: %v %+v", err, recs)
 	}
@@ -146,18 +146,18 @@ func openArchive(t *testing.T, path string) *journal.Archive {
 	return a
 }
 
-func archivedStream(t *testing.T, path, stream string) (string, uint64, bool) {
+func archivedStream(t *testing.T, path, stream string) (journal.ArchivedAt, bool) {
 	t.Helper()
 	db, err := journal.Open(path, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	seg, head, ok, err := db.ArchivedStream(stream)
+	at, ok, err := db.ArchivedStream(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seg, head, ok
+	return at, ok
 }
 
 // archived writes three rounds of streams to a new signed journal and

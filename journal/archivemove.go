@@ -135,6 +135,9 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 
 	// The streams, whole: every one known, indexed to its head.
 	heads := make(map[string]uint64, len(plan.Streams))
+	// blocks are the blocks holding each stream's records, as its
+	// archived entry keeps them.
+	blocks := make(map[string][]int64, len(plan.Streams))
 	hb := tx.Bucket(bucketHeads)
 	for _, s := range plan.Streams {
 		h, err := readHead(hb, s)
@@ -184,9 +187,16 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 		if err != nil {
 			return err
 		}
+		// The header is a member of its own, so every block starts with a
+		// frame.
 		if _, err := io.WriteString(gz, segmentMagic); err != nil {
 			return err
 		}
+		if err := gz.Close(); err != nil {
+			return err
+		}
+		gz.Reset(cw)
+		block, blockLen := cw.n, 0
 		digest := sha256.New()
 		seen := map[string]uint64{}
 		var frame []byte
@@ -218,9 +228,20 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 			frame = binary.AppendUvarint(frame[:0], uint64(len(v)))
 			frame = append(frame, flags)
 			frame = append(frame, v...)
+			if blockLen >= segmentBlockBytes {
+				if err := gz.Close(); err != nil {
+					return err
+				}
+				gz.Reset(cw)
+				block, blockLen = cw.n, 0
+			}
+			if bs := blocks[r.Stream]; len(bs) == 0 || bs[len(bs)-1] != block {
+				blocks[r.Stream] = append(bs, block)
+			}
 			if _, err := gz.Write(frame); err != nil {
 				return err
 			}
+			blockLen += len(frame)
 			if m.Records == 0 {
 				m.FirstGlobal = g
 			}
@@ -280,7 +301,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	applied = append(applied, AppliedSegment{Manifest: name + manifestSuffix, ManifestSHA256: hex.EncodeToString(sum[:]),
 		Segment: m.Segment, FirstGlobal: m.FirstGlobal, LastGlobal: m.LastGlobal, Records: m.Records})
 	next := path + ".next"
-	if err := writeGeneration(ctx, tx, next, heads, m.Segment, plan.DropMarks, applied, endTip, progress); err != nil {
+	if err := writeGeneration(ctx, tx, next, heads, blocks, m.Segment, plan.DropMarks, applied, endTip, progress); err != nil {
 		_ = os.Remove(next)
 		return fail(fmt.Errorf("new generation: %w", err))
 	}
@@ -359,7 +380,7 @@ const generationBatch = 50000
 // writeGeneration writes to next (fsynced) the file tx reads, without the
 // streams of heads, with them in the archived bucket, and with meta
 // "archive" = applied.
-func writeGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[string]uint64, segment string, dropMarks []string, applied []AppliedSegment, end tip, progress func(string, uint64)) error {
+func writeGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[string]uint64, blocks map[string][]int64, segment string, dropMarks []string, applied []AppliedSegment, end tip, progress func(string, uint64)) error {
 	ndb, err := bolt.Open(next, 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
 		return err
@@ -456,7 +477,7 @@ func writeGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[st
 				return err
 			}
 			for _, s := range batch {
-				if err := ab.Put([]byte(s), append(be64(heads[s]), segment...)); err != nil {
+				if err := ab.Put([]byte(s), archivedValue(heads[s], segment, blocks[s])); err != nil {
 					return err
 				}
 			}

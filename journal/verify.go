@@ -362,6 +362,8 @@ func (c *checker) run() error {
 		c.add("archive", 0, ErrCorrupt, "the journal's records up to global %d are partly in %d archive segments: check it with its archive", applied[len(applied)-1].LastGlobal, len(applied))
 	}
 	archOpen := map[string]uint64{} // archived stream -> its last seq walked
+	var archSeg string              // segment and block of the archived record walked last
+	var archBlock int64
 	archB := tx.Bucket(bucketArchived)
 	count := func() error {
 		c.res.Records++
@@ -386,7 +388,7 @@ func (c *checker) run() error {
 			c.add("record", g, ErrCorrupt, "global %d: %v", g, err)
 		}
 		if archived {
-			c.checkArchived(b, archB, r, archOpen)
+			c.checkArchived(b, archB, r, archSeg, archBlock, archOpen)
 		} else {
 			c.checkIndexed(b, r, watermark)
 		}
@@ -417,7 +419,8 @@ func (c *checker) run() error {
 			if i < 0 || arch.heads[i].Global >= end {
 				return nil
 			}
-			r, _, _, _ := arch.next()
+			r, _, seg, _ := arch.next()
+			archSeg, archBlock = seg, arch.lastBlock
 			g := r.Global
 			if g <= last && since != nil {
 				continue // before the point checked from
@@ -481,14 +484,17 @@ func (c *checker) run() error {
 				c.add("archive", 0, ErrCorrupt, "%s", p)
 			}
 			for s, seq := range archOpen {
-				_, h, _ := archivedEntry(archB, s)
-				c.add("archive", 0, ErrCorrupt, "archived stream %q ends at seq %d in the segments, its archived head is %d", s, seq, h)
+				at, _ := archivedEntry(archB, s)
+				c.add("archive", 0, ErrCorrupt, "archived stream %q ends at seq %d in the segments, its archived head is %d", s, seq, at.Head)
 			}
 			var want uint64
 			if archB != nil {
 				_ = archB.ForEach(func(k, v []byte) error {
 					if len(v) >= 8 {
 						want += binary.BigEndian.Uint64(v[:8])
+						if _, err := decodeArchived(v); err != nil {
+							c.add("archive", 0, ErrCorrupt, "archived entry of %q: %v", k, err)
+						}
 					} else {
 						c.add("archive", 0, ErrCorrupt, "archived entry of %q is %d bytes", k, len(v))
 					}
@@ -803,15 +809,23 @@ func (c *checker) addProblem(p Problem) {
 	c.res.Problems = append(c.res.Problems, p)
 }
 
-// checkArchived checks an archived record r: its stream is in the archived
-// bucket and no longer hot, and its seqs run 1..head in global order
-// (open holds the last seq walked of each stream not finished).
-func (c *checker) checkArchived(b buckets, archB *bolt.Bucket, r Record, open map[string]uint64) {
+// checkArchived checks an archived record r, read from the block at
+// offset block of segment: its stream is in the archived bucket, which
+// names that segment and block, and no longer hot, and its seqs run
+// 1..head in global order (open holds the last seq walked of each stream
+// not finished).
+func (c *checker) checkArchived(b buckets, archB *bolt.Bucket, r Record, segment string, block int64, open map[string]uint64) {
 	g := r.Global
-	_, head, ok := archivedEntry(archB, r.Stream)
+	at, ok := archivedEntry(archB, r.Stream)
 	if !ok {
 		c.add("archive", g, ErrCorrupt, "global %d: stream %q is in a segment but not in the journal's archived streams", g, r.Stream)
 		return
+	}
+	head := at.Head
+	if at.Segment != segment {
+		c.add("archive", g, ErrCorrupt, "global %d: archived stream %q is in segment %s, its archived entry names %s", g, r.Stream, segment, at.Segment)
+	} else if _, listed := slices.BinarySearch(at.Blocks, block); len(at.Blocks) > 0 && !listed {
+		c.add("archive", g, ErrCorrupt, "global %d: archived stream %q has a record in the block at offset %d of %s, which its archived entry does not list (a read of the stream would fail)", g, r.Stream, block, segment)
 	}
 	if r.Seq == 1 && b.heads.Get([]byte(r.Stream)) != nil {
 		c.add("archive", g, ErrCorrupt, "stream %q is archived and still has a head in the hot journal", r.Stream)
@@ -830,6 +844,6 @@ func (c *checker) checkArchived(b buckets, archB *bolt.Bucket, r Record, open ma
 }
 
 func isArchived(b *bolt.Bucket, stream []byte) bool {
-	_, _, ok := archivedEntry(b, string(stream))
+	_, ok := archivedEntry(b, string(stream))
 	return ok
 }

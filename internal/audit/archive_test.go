@@ -38,10 +38,20 @@ func statesOf(t *testing.T, path string) map[string]string {
 	return out
 }
 
-// verifyArchived runs the full Verify over archive + hot journal.
+// verifyArchived runs the full Verify over archive + hot journal, on the
+// file opened read-only, as refundctl does: the archived reservations are
+// replayed from the chain walk's reading of the segments.
 func verifyArchived(t *testing.T, path string, pub ed25519.PublicKey) *audit.Report {
 	t.Helper()
-	db, err := journal.Open(path, &journal.Options{ReadOnly: true})
+	return verifyArchivedRO(t, path, pub, true)
+}
+
+// verifyArchivedRO is verifyArchived with the file opened read-only or
+// not (then the archived reservations are read from the segments again,
+// after the chain walk).
+func verifyArchivedRO(t *testing.T, path string, pub ed25519.PublicKey, readOnly bool) *audit.Report {
+	t.Helper()
+	db, err := journal.Open(path, &journal.Options{ReadOnly: readOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +99,12 @@ func TestArchive_ReplaysTheSame(t *testing.T) {
 		t.Fatalf("eligible %v (kept %v)", eligible.Streams, eligible.Kept)
 	}
 
+	before := verifyArchived(t, orig, pub)
+	wantRefunds := before.Refunds
+	if !before.OK() || before.Reservations != 5 || wantRefunds == 0 {
+		t.Fatalf("verify before archival: ok=%v reservations=%d refunds=%d", before.OK(), before.Reservations, wantRefunds)
+	}
+
 	rng := rand.New(rand.NewPCG(24, 3))
 	for round := range 6 {
 		path := copyFile(t, orig)
@@ -127,10 +143,12 @@ func TestArchive_ReplaysTheSame(t *testing.T) {
 		if got := statesOf(t, path); !equalMaps(got, want) {
 			t.Fatalf("round %d (archived %v in %d runs): states\n%v\nwant\n%v", round, ids, len(runs), got, want)
 		}
-		rep := verifyArchived(t, path, pub)
-		if !rep.OK() || rep.Reservations != 5 || rep.Journal.Archived == 0 || rep.Counters != "match the events" {
-			t.Fatalf("round %d: verify: ok=%v reservations=%d archived=%d counters=%q problems=%v journal=%v",
-				round, rep.OK(), rep.Reservations, rep.Journal.Archived, rep.Counters, rep.Problems, rep.Journal.Problems)
+		for _, readOnly := range []bool{true, false} {
+			rep := verifyArchivedRO(t, path, pub, readOnly)
+			if !rep.OK() || rep.Reservations != 5 || rep.Refunds != wantRefunds || rep.Journal.Archived == 0 || rep.Counters != "match the events" {
+				t.Fatalf("round %d, read-only %v: verify: ok=%v reservations=%d refunds=%d (want %d) archived=%d counters=%q problems=%v journal=%v",
+					round, readOnly, rep.OK(), rep.Reservations, rep.Refunds, wantRefunds, rep.Journal.Archived, rep.Counters, rep.Problems, rep.Journal.Problems)
+			}
 		}
 	}
 }

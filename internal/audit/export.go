@@ -285,14 +285,14 @@ func (c *stateCache) beforeArchived(ctx context.Context, r journal.Record, last 
 	}
 	if r.Seq > 1 {
 		// Evicted while it still had events to come: replay it up to r.
-		seg, _, ok, err := c.db.ArchivedStream(r.Stream)
+		at, ok, err := c.db.ArchivedStream(r.Stream)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: stream %q is in the archive but not archived", journal.ErrCorrupt, r.Stream)
 		}
-		recs, err := (&journal.Archive{Dir: c.db.ArchiveDir()}).Load(r.Stream, seg)
+		recs, err := (&journal.Archive{Dir: c.db.ArchiveDir()}).Load(r.Stream, at)
 		if err != nil {
 			return nil, err
 		}

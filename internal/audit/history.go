@@ -98,12 +98,12 @@ func load(ctx context.Context, db *journal.DB, id string) ([]journal.Record, err
 	}
 	if len(recs) == 0 {
 		// An archived reservation is read from its segment.
-		seg, _, ok, err := db.ArchivedStream(id)
+		at, ok, err := db.ArchivedStream(id)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return (&journal.Archive{Dir: db.ArchiveDir()}).Load(id, seg)
+			return (&journal.Archive{Dir: db.ArchiveDir()}).Load(id, at)
 		}
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}

@@ -294,13 +294,13 @@ func (v *verifier) since(ctx context.Context, check journal.CheckOptions, rep *R
 			sr := journal.StreamRecords{Stream: id, Records: recs}
 			if err == nil && len(recs) == 0 && check.Archive != nil {
 				// Archived since: its records are in a segment.
-				seg, _, ok, aerr := v.db.ArchivedStream(id)
+				at, ok, aerr := v.db.ArchivedStream(id)
 				if aerr != nil {
 					return aerr
 				}
 				if ok {
 					sr.Archived = true
-					recs, err = check.Archive.Load(id, seg)
+					recs, err = check.Archive.Load(id, at)
 					if err != nil && !errors.Is(err, journal.ErrCorrupt) {
 						return err
 					}
