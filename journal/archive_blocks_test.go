@@ -3,7 +3,9 @@ package journal_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,4 +254,38 @@ func entry(head uint64, segment string, blocks []int64) []byte {
 		prev = b
 	}
 	return v
+}
+
+// An archival stopped part way (here: canceled once the copy of the
+// next generation has begun, while the segment may still be written)
+// leaves the journal as it was and no partial next generation.
+func TestArchiveStreams_CanceledLeavesNoNext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refundd.db")
+	db, err := journal.Open(path, &journal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := []string{"a", "b", "c", "d"}
+	writeStreams(t, db, streams, 3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = journal.ArchiveStreams(ctx, path, journal.ArchiveDir(path), journal.ArchivePlan{
+		Streams: []string{"a", "c"}, Cutoff: time.Now(),
+		Progress: func(stage string, _ uint64) {
+			if stage == "generation" {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ArchiveStreams canceled: %v", err)
+	}
+	if _, err := os.Stat(path + ".next"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a partial next generation is left: %v", err)
+	}
+	if got := checkWith(t, path, nil, false); !got.OK() || got.Records != 12 || got.Archived != 0 {
+		t.Fatalf("the journal after a canceled archival: %+v", got)
+	}
 }
