@@ -78,7 +78,7 @@ func (p *proxy) setCut(cut bool) {
 // these tests are about the nodes' leases, not about etcd on a busy disk.
 func startEtcd(t *testing.T) *devetcd.Server {
 	t.Helper()
-	s, err := devetcd.Start(devetcd.Options{Dir: t.TempDir(), NoFsync: true})
+	s, err := devetcd.Start(devetcd.Options{Dir: t.TempDir(), NoFsync: true, Ports: &ports})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,12 @@ package devetcd
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/refundd/refundd/internal/freeport"
 )
 
 // Options configure a Server.
@@ -26,6 +27,10 @@ type Options struct {
 	PeerAddr string
 	// StartTimeout bounds waiting for the server to be ready; zero means 30s.
 	StartTimeout time.Duration
+	// Ports gives the free ports for an empty ClientAddr or PeerAddr; nil
+	// means a picker of this call. Tests that start other servers pass
+	// theirs, so no two of them are given the same port.
+	Ports *freeport.Picker
 	// NoFsync skips fsyncing etcd's log, for a throwaway server in tests.
 	// etcd renews leases only while its raft loop runs, and that loop waits
 	// for each fsync: on a disk shared with fsync-heavy tests a stall of
@@ -52,15 +57,21 @@ func Start(opts Options) (*Server, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
+	if opts.Ports == nil {
+		opts.Ports = &freeport.Picker{}
+	}
+	// Ports from below the ephemeral range (freeport): one the kernel
+	// gave to Listen(":0") can be taken by any outgoing connection before
+	// etcd binds it.
 	var err error
 	if opts.ClientAddr == "" {
-		if opts.ClientAddr, err = freeAddr(); err != nil {
-			return nil, err
+		if opts.ClientAddr, err = opts.Ports.Addr(); err != nil {
+			return nil, fmt.Errorf("devetcd: client address: %w", err)
 		}
 	}
 	if opts.PeerAddr == "" {
-		if opts.PeerAddr, err = freeAddr(); err != nil {
-			return nil, err
+		if opts.PeerAddr, err = opts.Ports.Addr(); err != nil {
+			return nil, fmt.Errorf("devetcd: peer address: %w", err)
 		}
 	}
 	cu := url.URL{Scheme: "http", Host: opts.ClientAddr}
@@ -94,12 +105,3 @@ func (s *Server) Endpoint() string { return s.endpoint }
 
 // Close stops the server.
 func (s *Server) Close() { s.etcd.Close() }
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("devetcd: find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
