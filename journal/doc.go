@@ -77,16 +77,18 @@
 //	pending      be64(n) -> one commit's marks and counter changes, until
 //	             a mark flush writes them to marks and counters (marktail.go)
 //	kv           key -> value (kv.go; not part of the history)
-//	archived     stream -> be64(last seq) segment name: streams moved to
-//	             an archive segment (archive.go; file format 6, with
+//	archived     stream -> be64(last seq) segment name [0 block offsets]:
+//	             streams moved to an archive segment, and the blocks of it
+//	             that hold their records (archive.go; file format 6, with
 //	             meta "archive", the segments applied, and "archive-tip")
 //
 // # Archival
 //
 // ArchiveStreams (offline) moves finished streams into a gzip segment that
-// keeps their log values byte for byte, with a manifest signed like the
-// checkpoints, then replaces the file by a new generation without them
-// (bbolt never shrinks a file). Check with CheckOptions.Archive walks
+// keeps their log values byte for byte, in blocks of about 64 KiB so that
+// one stream is read without the rest (Archive.Load), with a manifest
+// signed like the checkpoints, then replaces the file by a new generation
+// without them (bbolt never shrinks a file). Check with CheckOptions.Archive walks
 // segments and log as one chain; appends to an archived stream fail with
 // ErrArchived; its claims stay. docs/AUDIT.md, "Archival".
 //
