@@ -257,8 +257,8 @@ func entry(head uint64, segment string, blocks []int64) []byte {
 }
 
 // An archival stopped part way (here: canceled once the copy of the
-// next generation has begun, while the segment may still be written)
-// leaves the journal as it was and no partial next generation.
+// next generation has begun) leaves the journal as it was and no partial
+// next generation.
 func TestArchiveStreams_CanceledLeavesNoNext(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "refundd.db")
 	db, err := journal.Open(path, &journal.Options{NoSync: true})

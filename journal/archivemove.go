@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -97,13 +96,7 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	}
 	progress := func(string, uint64) {}
 	if plan.Progress != nil {
-		// The segment and the generation's copy report from two goroutines.
-		var mu sync.Mutex
-		progress = func(stage string, n uint64) {
-			mu.Lock()
-			defer mu.Unlock()
-			plan.Progress(stage, n)
-		}
+		progress = plan.Progress
 	}
 	// Open for writing once, so the whole index tail is flushed at Close
 	// and the streams index is complete.
@@ -187,34 +180,6 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 		m.Previous = applied[len(applied)-1].ManifestSHA256
 	}
 	res.SegmentPath = filepath.Join(dir, m.Segment)
-	// Beside the segment, on the other core, what stays hot is copied into
-	// the next generation: both only read the old file, each in its own
-	// read transaction. The generation is finished (its archived entries,
-	// its meta, fsync) only once the manifest is durable, so the steps
-	// keep their crash-safe order; a crash before that leaves a partial
-	// refundd.db.next, which nothing reads and the next run removes.
-	next := path + ".next"
-	var ndb *bolt.DB
-	copied := make(chan error, 1)
-	copyCtx, stopCopy := context.WithCancel(ctx)
-	defer stopCopy()
-	go func() {
-		copied <- func() error {
-			gtx, err := old.Begin(false)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = gtx.Rollback() }()
-			ndb, err = copyGeneration(copyCtx, gtx, next, heads, plan.DropMarks, progress)
-			return err
-		}()
-	}()
-	cleanNext := func() {
-		if ndb != nil {
-			_ = ndb.Close()
-		}
-		_ = os.Remove(next)
-	}
 	err = WriteFileAtomic(res.SegmentPath, func(w io.Writer) error {
 		h := sha256.New()
 		cw := &countWriter{w: io.MultiWriter(w, h)}
@@ -308,18 +273,11 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 		return nil
 	})
 	if err != nil {
-		stopCopy()
-		<-copied
-		cleanNext()
 		return fail(fmt.Errorf("segment: %w", err))
 	}
 	_ = os.Chmod(res.SegmentPath, 0o400)
 	progress("segment", m.Records)
 	plan.AfterStep(ArchiveStepSegment)
-	if err := <-copied; err != nil {
-		cleanNext()
-		return fail(fmt.Errorf("new generation: %w", err))
-	}
 
 	// 2. The manifest.
 	if plan.SigningKey != nil {
@@ -332,7 +290,6 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	mb = append(mb, '\n')
 	res.ManifestPath = filepath.Join(dir, name+manifestSuffix)
 	if err := WriteFileAtomic(res.ManifestPath, func(w io.Writer) error { _, err := w.Write(mb); return err }); err != nil {
-		cleanNext()
 		return fail(fmt.Errorf("manifest: %w", err))
 	}
 	_ = os.Chmod(res.ManifestPath, 0o400)
@@ -343,10 +300,9 @@ func ArchiveStreams(ctx context.Context, path, dir string, plan ArchivePlan) (re
 	sum := sha256.Sum256(mb)
 	applied = append(applied, AppliedSegment{Manifest: name + manifestSuffix, ManifestSHA256: hex.EncodeToString(sum[:]),
 		Segment: m.Segment, FirstGlobal: m.FirstGlobal, LastGlobal: m.LastGlobal, Records: m.Records})
-	err = finishGeneration(ndb, next, heads, blocks, m.Segment, applied, endTip)
-	ndb = nil // closed
-	if err != nil {
-		cleanNext()
+	next := path + ".next"
+	if err := writeGeneration(ctx, tx, next, heads, blocks, m.Segment, plan.DropMarks, applied, endTip, progress); err != nil {
+		_ = os.Remove(next)
 		return fail(fmt.Errorf("new generation: %w", err))
 	}
 	plan.AfterStep(ArchiveStepGeneration)
@@ -421,19 +377,15 @@ func linkAside(path, what string, at time.Time) (string, error) {
 // generation, so its dirty pages stay bounded.
 const generationBatch = 50000
 
-// copyGeneration writes to a new file at next (not synced) the file tx
-// reads without the streams of heads, and returns it open:
-// finishGeneration completes it.
-func copyGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[string]uint64, dropMarks []string, progress func(string, uint64)) (_ *bolt.DB, err error) {
+// writeGeneration writes to next (fsynced) the file tx reads, without the
+// streams of heads, with them in the archived bucket, and with meta
+// "archive" = applied.
+func writeGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[string]uint64, blocks map[string][]int64, segment string, dropMarks []string, applied []AppliedSegment, end tip, progress func(string, uint64)) error {
 	ndb, err := bolt.Open(next, 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = ndb.Close()
-		}
-	}()
+	defer ndb.Close()
 	drop := make(map[string]bool, len(dropMarks))
 	for _, k := range dropMarks {
 		drop[k] = true
@@ -444,7 +396,7 @@ func copyGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[str
 		names = append(names, slices.Clone(name))
 		return nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	var copied uint64
 	for _, name := range names {
@@ -492,12 +444,12 @@ func copyGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[str
 				return nil
 			})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			copied += generationBatch
 			progress("generation", copied)
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		err := ndb.Update(func(ntx *bolt.Tx) error {
@@ -508,18 +460,9 @@ func copyGeneration(ctx context.Context, tx *bolt.Tx, next string, heads map[str
 			return dst.SetSequence(src.Sequence())
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ndb, nil
-}
-
-// finishGeneration completes the generation copyGeneration wrote to next
-// (ndb): the streams of heads in the archived bucket, with their blocks
-// of segment, meta "archive" = applied and the chain's end; then it
-// syncs and closes the file.
-func finishGeneration(ndb *bolt.DB, next string, heads map[string]uint64, blocks map[string][]int64, segment string, applied []AppliedSegment, end tip) error {
-	defer ndb.Close()
 	// The archived streams go in in key order and in batches: bbolt keeps a
 	// node's keys sorted in memory until the commit splits it, so keys in
 	// a map's order made each Put shift the keys before it, quadratic in
@@ -544,7 +487,7 @@ func finishGeneration(ndb *bolt.DB, next string, heads map[string]uint64, blocks
 			return err
 		}
 	}
-	err := ndb.Update(func(ntx *bolt.Tx) error {
+	err = ndb.Update(func(ntx *bolt.Tx) error {
 		if _, err := ntx.CreateBucketIfNotExists(bucketArchived); err != nil {
 			return err
 		}

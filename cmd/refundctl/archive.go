@@ -134,20 +134,20 @@ func (o *archiveOptions) run(c *cli, args []string) int {
 	out := archiveOutput{Journal: path, Archived: len(sel.Streams), Kept: sel.Kept, Totals: sel.Totals, DryRun: o.dryRun}
 	if len(sel.Streams) > 0 && !o.dryRun {
 		plan.Streams, plan.DropMarks, plan.Totals = sel.Streams, sel.ListRows, sel.Totals
-		// The segment and the copy of what stays hot run side by side: one
-		// line says how far each is.
-		p := c.progress("records")
-		var segment, hot uint64
+		stage := map[string]*progress{}
 		plan.Progress = func(s string, n uint64) {
-			if s == "segment" {
-				segment = n
-			} else {
-				hot = n
+			if stage[s] == nil {
+				for _, q := range stage {
+					q.done()
+				}
+				stage[s] = c.progress(s + ": records")
 			}
-			p.status("archived %d, hot copied %d", segment, hot)
+			stage[s].report(n)
 		}
 		res, err := journal.ArchiveStreams(c.ctx, path, dir, plan)
-		p.done()
+		for _, q := range stage {
+			q.done()
+		}
 		if err != nil {
 			return c.fail(name, err)
 		}

@@ -339,18 +339,6 @@ func (p *progress) report(n uint64) {
 	fmt.Fprintf(p.c.stderr, "\r%s: %d (%.0f/s)   ", p.what, n, rate)
 }
 
-// status is report with a line of its own after the name instead of a
-// count and a rate.
-func (p *progress) status(format string, args ...any) {
-	if !p.c.progressOK {
-		return
-	}
-	if now := time.Now(); now.Sub(p.last) >= time.Second {
-		p.last = now
-		fmt.Fprintf(p.c.stderr, "\r%s: %s   ", p.what, fmt.Sprintf(format, args...))
-	}
-}
-
 func (p *progress) done() {
 	if p.c.progressOK && !p.last.IsZero() {
 		fmt.Fprintln(p.c.stderr)
