@@ -39,16 +39,15 @@ func statesOf(t *testing.T, path string) map[string]string {
 }
 
 // verifyArchived runs the full Verify over archive + hot journal, on the
-// file opened read-only, as refundctl does: the archived reservations are
-// replayed from the chain walk's reading of the segments.
+// file opened read-only, as refundctl does: the reservations are replayed
+// beside the chain walk.
 func verifyArchived(t *testing.T, path string, pub ed25519.PublicKey) *audit.Report {
 	t.Helper()
 	return verifyArchivedRO(t, path, pub, true)
 }
 
 // verifyArchivedRO is verifyArchived with the file opened read-only or
-// not (then the archived reservations are read from the segments again,
-// after the chain walk).
+// not (then the reservations are replayed after the chain walk).
 func verifyArchivedRO(t *testing.T, path string, pub ed25519.PublicKey, readOnly bool) *audit.Report {
 	t.Helper()
 	db, err := journal.Open(path, &journal.Options{ReadOnly: readOnly})

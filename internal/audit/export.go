@@ -285,16 +285,12 @@ func (c *stateCache) beforeArchived(ctx context.Context, r journal.Record, last 
 	}
 	if r.Seq > 1 {
 		// Evicted while it still had events to come: replay it up to r.
-		at, ok, err := c.db.ArchivedStream(r.Stream)
+		recs, archived, err := c.db.LoadArchived(ctx, r.Stream)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if !archived {
 			return nil, fmt.Errorf("%w: stream %q is in the archive but not archived", journal.ErrCorrupt, r.Stream)
-		}
-		recs, err := (&journal.Archive{Dir: c.db.ArchiveDir()}).Load(r.Stream, at)
-		if err != nil {
-			return nil, err
 		}
 		for _, p := range recs {
 			if p.Seq >= r.Seq {

@@ -98,12 +98,9 @@ func load(ctx context.Context, db *journal.DB, id string) ([]journal.Record, err
 	}
 	if len(recs) == 0 {
 		// An archived reservation is read from its segment.
-		at, ok, err := db.ArchivedStream(id)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return (&journal.Archive{Dir: db.ArchiveDir()}).Load(id, at)
+		recs, archived, err := db.LoadArchived(ctx, id)
+		if err != nil || archived {
+			return recs, err
 		}
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
