@@ -10,6 +10,7 @@
 #   bench/ab.sh                                   # lifecycle, 64 clients, 3 rounds of 10 s
 #   BASE=HEAD~3 ROUNDS=4 bench/ab.sh
 #   SCENARIO=notify-storm RATE=500 bench/ab.sh
+#   PIN=1 bench/ab.sh                             # both refundd on CPU 0, refundbench on CPU 1
 #
 # Settings (environment): BASE (HEAD), TREE (the directory the "tree"
 # side is built from; default this repository), SCENARIO (lifecycle), CLIENTS (64),
@@ -18,7 +19,9 @@
 # (directory for binaries, data and the JSON reports; default a new one
 # under /tmp), TREE_ENV and BASE_ENV (extra environment for one side's
 # refundd, e.g. TREE_ENV="GOMAXPROCS=4" with BASE=HEAD to try a runtime
-# setting). No PostgreSQL is needed.
+# setting), PIN (1: both refundd on CPU 0 and the load generator on CPU 1,
+# as in bench/compare.sh; only the side being measured is busy at a time).
+# No PostgreSQL is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +37,7 @@ DUPLICATES=${DUPLICATES:-5}
 OUT=${OUT:-$(mktemp -d /tmp/refundd-ab.XXXXXX)}
 TREE_ENV=${TREE_ENV:-}
 BASE_ENV=${BASE_ENV:-}
+PIN=${PIN:-0}
 BIN=$OUT/bin
 mkdir -p "$BIN" "$OUT/base-src"
 
@@ -49,6 +53,13 @@ TOKEN=bench$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 . bench/lib.sh
 trap cleanup EXIT
 
+SUT=() LOADGEN=()
+if [[ $PIN == 1 ]]; then
+    command -v taskset >/dev/null || { log "PIN=1 needs taskset (util-linux)"; exit 2; }
+    (( $(nproc) >= 2 )) || { log "PIN=1 needs two CPUs"; exit 2; }
+    SUT=(taskset -c 0) LOADGEN=(taskset -c 1)
+fi
+
 PROVIDER=(--provider memory --sandbox-delay 0)
 [[ $SCENARIO == notify-storm ]] && PROVIDER=(--provider sandbox --sandbox-delay 1h)
 LOAD=(--clients "$CLIENTS")
@@ -59,7 +70,7 @@ SIDE_ENV[tree]=$TREE_ENV
 SIDE_ENV[base]=$BASE_ENV
 for v in tree base; do
     # shellcheck disable=SC2086 # the side's settings are words on purpose
-    env ${SIDE_ENV[$v]} REFUNDD_TOKENS=service:$TOKEN "$BIN/refundd-$v" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
+    env ${SIDE_ENV[$v]} REFUNDD_TOKENS=service:$TOKEN "${SUT[@]}" "$BIN/refundd-$v" --listen 127.0.0.1:0 --data "$OUT/$v-data" \
         "${PROVIDER[@]}" --refund-spacing 0 --log-level warn >"$OUT/$v.out" 2>"$OUT/$v.err" &
     PID[$v]=$!
     PIDS+=("${PID[$v]}")
@@ -68,7 +79,7 @@ done
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
 echo "base: $BASE ($(git rev-parse --short "$BASE")); tree: $TREE"
-echo "command: BASE=$BASE TREE=$TREE TREE_ENV=\"$TREE_ENV\" BASE_ENV=\"$BASE_ENV\" SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS bench/ab.sh"
+echo "command: PIN=$PIN BASE=$BASE TREE=$TREE TREE_ENV=\"$TREE_ENV\" BASE_ENV=\"$BASE_ENV\" SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS bench/ab.sh"
 REPORTS=()
 for round in $(seq "$ROUNDS"); do
     for v in tree base; do
@@ -76,7 +87,7 @@ for round in $(seq "$ROUNDS"); do
         [[ $SCENARIO == notify-storm ]] && extra=(--sandbox-keys "$OUT/$v-data/sandbox" --duplicates "$DUPLICATES")
         f="$OUT/$round-$v.json"
         log "round $round: $v (load average $(cut -d' ' -f1 /proc/loadavg))"
-        REFUNDD_TOKEN=$TOKEN "$BIN/refundbench" --target "${URL[$v]}" --label "$v" --scenario "$SCENARIO" \
+        REFUNDD_TOKEN=$TOKEN "${LOADGEN[@]}" "$BIN/refundbench" --target "${URL[$v]}" --label "$v" --scenario "$SCENARIO" \
             "${LOAD[@]}" "${extra[@]}" --duration "$DURATION" --warmup "$WARMUP" --output json --check-max 2000 \
             --cpu-pids "${PID[$v]}" >"$f" 2>"$OUT/$round-$v.log" ||
             { log "$v run failed (check or error); see $OUT/$round-$v.log"; cat "$OUT/$round-$v.log" >&2; }
