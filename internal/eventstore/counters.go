@@ -54,44 +54,121 @@ func TotalsHour(t time.Time) string { return t.UTC().Format(TotalsHourLayout) }
 // reservation that is not registered), each times sign. Stats and Verify
 // fold with it, and appends count with it: one definition of the figures.
 func Tally(s *reservation.State, sign int64, add func(key string, n int64)) {
-	if !s.Registered() {
-		return
+	f := figuresOf(s, nil, nil)
+	f.emit(sign, add)
+}
+
+// The figures Tally adds, in the order of figures.base.
+var baseKeys = [...]string{CountReservations, CountCanceled, CountPaid, CountRefunds, CountRefunded, CountInFlight, CountReleased}
+
+// figures is one reservation's share of the counters before any key is
+// built: an append's changes are the difference of two of them, and most
+// figures of a reservation do not change in an append, so their keys are
+// never built (CounterChanges runs on every append).
+type figures struct {
+	merchant string // MerchantOf; "" when not registered (every figure 0)
+	base     [len(baseKeys)]int64
+	// states counts refunds per state, totals the refunds per hour and
+	// state.
+	states []stateCount
+	totals []hourTotal
+}
+
+type stateCount struct {
+	state reservation.RefundState
+	n     int64
+}
+
+type hourTotal struct {
+	hour  [len(TotalsHourLayout)]byte
+	state reservation.RefundState
+	fen   int64
+	n     int64
+}
+
+// figuresOf is s's figures, its states and totals appended to the
+// (empty) slices given: the caller's room on the stack.
+func figuresOf(s *reservation.State, states []stateCount, totals []hourTotal) figures {
+	if s == nil || !s.Registered() {
+		return figures{states: states, totals: totals}
 	}
-	m := CountMerchant + reservation.MerchantOf(s.Merchant) + "/"
-	both := func(key string, n int64) {
-		if n != 0 {
-			add(key, n)
-			add(m+key, n)
-		}
-	}
-	both(CountReservations, sign)
+	f := figures{merchant: reservation.MerchantOf(s.Merchant)}
+	f.base[0] = 1
 	if s.Status == reservation.StatusCanceled {
-		both(CountCanceled, sign)
+		f.base[1] = 1
 	}
-	both(CountPaid, sign*s.Amount)
-	var refunded, inFlight, released int64
-	merchant := reservation.MerchantOf(s.Merchant)
+	f.base[2] = s.Amount
+	f.base[3] = int64(len(s.Refunds))
 	for _, r := range s.Refunds {
-		add(refundStateKey(r.State), sign)
-		// One allocation per key: the hour is formatted on the stack and
-		// each key concatenated at once (this runs twice per append).
-		var buf [len(TotalsHourLayout)]byte
-		hour := r.CreatedAt.UTC().AppendFormat(buf[:0], TotalsHourLayout)
-		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalFen, sign*r.Amount)
-		add(CountTotals+string(hour)+"/"+merchant+"/"+string(r.State)+"/"+TotalRefunds, sign)
 		switch {
 		case r.State == reservation.Succeeded:
-			refunded += r.Amount
+			f.base[4] += r.Amount
 		case r.State == reservation.Failed:
-			released += r.Amount
+			f.base[6] += r.Amount
 		case r.State.Holds():
-			inFlight += r.Amount
+			f.base[5] += r.Amount
+		}
+		i := stateAt(states, r.State)
+		if i < 0 {
+			i, states = len(states), append(states, stateCount{state: r.State})
+		}
+		states[i].n++
+		var h [len(TotalsHourLayout)]byte
+		r.CreatedAt.UTC().AppendFormat(h[:0], TotalsHourLayout)
+		j := totalAt(totals, h, r.State)
+		if j < 0 {
+			j, totals = len(totals), append(totals, hourTotal{hour: h, state: r.State})
+		}
+		totals[j].fen += r.Amount
+		totals[j].n++
+	}
+	f.states, f.totals = states, totals
+	return f
+}
+
+// stateAt is the index of st's entry, or -1.
+func stateAt(states []stateCount, st reservation.RefundState) int {
+	for i := range states {
+		if states[i].state == st {
+			return i
 		}
 	}
-	both(CountRefunds, sign*int64(len(s.Refunds)))
-	both(CountRefunded, sign*refunded)
-	both(CountInFlight, sign*inFlight)
-	both(CountReleased, sign*released)
+	return -1
+}
+
+// totalAt is the index of the entry of hour h and state st, or -1.
+func totalAt(totals []hourTotal, h [len(TotalsHourLayout)]byte, st reservation.RefundState) int {
+	for i := range totals {
+		if totals[i].hour == h && totals[i].state == st {
+			return i
+		}
+	}
+	return -1
+}
+
+// emit calls add with every figure that is not 0, times sign.
+func (f *figures) emit(sign int64, add func(key string, n int64)) {
+	if f.merchant == "" {
+		return
+	}
+	m := CountMerchant + f.merchant + "/"
+	for i, v := range f.base {
+		if v != 0 {
+			add(baseKeys[i], sign*v)
+			add(m+baseKeys[i], sign*v)
+		}
+	}
+	for _, c := range f.states {
+		add(refundStateKey(c.state), sign*c.n)
+	}
+	for _, t := range f.totals {
+		add(totalsKey(t.hour[:], f.merchant, t.state, TotalFen), sign*t.fen)
+		add(totalsKey(t.hour[:], f.merchant, t.state, TotalRefunds), sign*t.n)
+	}
+}
+
+func totalsKey(hour []byte, merchant string, st reservation.RefundState, what string) string {
+	return CountTotals + string(hour) + "/" + merchant + "/" + string(st) + "/" + what
 }
 
 // LatestNanos is an event time as CountLatest keeps it; false for the zero
@@ -108,30 +185,102 @@ func LatestNanos(at time.Time) (int64, bool) {
 // before, one per event type, and the latest decision time. The journal sums
 // changes of the same key.
 func CounterChanges(dst []journal.Counter, before *reservation.State, events []reservation.Event) []journal.Counter {
-	if dst == nil {
-		dst = make([]journal.Counter, 0, 32) // a refund's typical append: one allocation
+	return counterChangesTo(dst, before, reservation.After(before, events), events)
+}
+
+// counterChangesTo is CounterChanges given after, the state events lead
+// to from before (the append's path computes it once for every index).
+// Only the figures that change get a key, and the keys are cut from one
+// string: one allocation for all of them.
+func counterChangesTo(dst []journal.Counter, before, after *reservation.State, events []reservation.Event) []journal.Counter {
+	var wasStates, nowStates [4]stateCount
+	var wasTotals, nowTotals [4]hourTotal
+	was := figuresOf(before, wasStates[:0], wasTotals[:0])
+	now := figuresOf(after, nowStates[:0], nowTotals[:0])
+	merchant := now.merchant
+	if merchant == "" {
+		merchant = was.merchant
 	}
-	add := func(key string, n int64) {
+	// A change's key is either a constant (key) or bytes [from, to) of buf.
+	type change struct {
+		key      string
+		from, to int
+		n        int64
+		max      bool
+	}
+	var room [24]change
+	changes := room[:0]
+	var bufRoom [512]byte
+	buf := bufRoom[:0]
+	constant := func(key string, n int64) {
 		if n != 0 {
-			dst = append(dst, journal.Counter{Key: key, Add: n})
+			changes = append(changes, change{key: key, n: n})
 		}
 	}
-	after := &reservation.State{}
-	if before.Registered() {
-		Tally(before, -1, add)
-		after = before.Clone()
+	built := func(n int64, parts ...string) {
+		if n == 0 {
+			return
+		}
+		from := len(buf)
+		for _, p := range parts {
+			buf = append(buf, p...)
+		}
+		changes = append(changes, change{from: from, to: len(buf), n: n})
+	}
+	for i := range now.base {
+		if d := now.base[i] - was.base[i]; d != 0 {
+			constant(baseKeys[i], d)
+			built(d, CountMerchant, merchant, "/", baseKeys[i])
+		}
+	}
+	for _, c := range now.states {
+		d := c.n
+		if i := stateAt(was.states, c.state); i >= 0 {
+			d -= was.states[i].n
+		}
+		constant(refundStateKey(c.state), d)
+	}
+	for _, c := range was.states {
+		if stateAt(now.states, c.state) < 0 { // gone: not in the loop above
+			constant(refundStateKey(c.state), -c.n)
+		}
+	}
+	total := func(t hourTotal, sign int64) {
+		built(sign*t.fen, CountTotals, string(t.hour[:]), "/", merchant, "/", string(t.state), "/", TotalFen)
+		built(sign*t.n, CountTotals, string(t.hour[:]), "/", merchant, "/", string(t.state), "/", TotalRefunds)
+	}
+	for _, t := range now.totals {
+		if i := totalAt(was.totals, t.hour, t.state); i >= 0 {
+			t.fen -= was.totals[i].fen
+			t.n -= was.totals[i].n
+		}
+		total(t, 1)
+	}
+	for _, t := range was.totals {
+		if totalAt(now.totals, t.hour, t.state) < 0 {
+			total(t, -1)
+		}
 	}
 	var latest int64
 	for _, e := range events {
-		reservation.Apply(after, e)
-		add(eventKey(e.Data.EventType()), 1)
+		constant(eventKey(e.Data.EventType()), 1)
 		if n, ok := LatestNanos(e.At); ok && n > latest {
 			latest = n
 		}
 	}
-	Tally(after, 1, add)
 	if latest != 0 {
-		dst = append(dst, journal.Counter{Key: CountLatest, Add: latest, Max: true})
+		changes = append(changes, change{key: CountLatest, n: latest, max: true})
+	}
+	if dst == nil {
+		dst = make([]journal.Counter, 0, len(changes))
+	}
+	keys := string(buf)
+	for _, c := range changes {
+		k := c.key
+		if c.to > 0 {
+			k = keys[c.from:c.to]
+		}
+		dst = append(dst, journal.Counter{Key: k, Add: c.n, Max: c.max})
 	}
 	return dst
 }
@@ -153,6 +302,8 @@ func refundStateKey(s reservation.RefundState) string {
 		return CountRefundState + string(reservation.Rejected)
 	case reservation.Abnormal:
 		return CountRefundState + string(reservation.Abnormal)
+	case reservation.PendingApproval:
+		return CountRefundState + string(reservation.PendingApproval)
 	}
 	return CountRefundState + string(s)
 }

@@ -192,6 +192,9 @@ type requestRoom struct {
 	dues   [1]journal.Due
 	drops  [1]journal.Due
 	marks  [2]journal.Mark
+	// A refund's result: four totals, the state counts, refunded and in
+	// flight with their merchant's, one type, the latest.
+	counters [16]journal.Counter
 }
 
 // indexRoom holds the index changes of a typical append, on the stack.
@@ -200,6 +203,7 @@ type indexRoom struct {
 	dues   [1]reservation.DueTime
 	drops  [1]reservation.DueTime
 	marks  [4]reservation.Mark
+	rows   [4]reservation.ListRow
 }
 
 // appendRequest builds the journal request of an append of events decided
@@ -232,9 +236,12 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 		data := buf[start:len(buf):len(buf)]
 		req.Events = append(req.Events, journal.Event{Type: e.Data.EventType(), Version: reservation.EventVersion, Data: data})
 	}
+	// The state after the events, once: the list rows and the counters
+	// both follow from it and the state before.
+	after := reservation.After(before, events)
 	var ir indexRoom
-	ix := reservation.AppendIndexes(reservation.IndexChanges{Claims: ir.claims[:0], Dues: ir.dues[:0],
-		Dropped: ir.drops[:0], Marks: ir.marks[:0]}, before, events)
+	ix := reservation.AppendIndexesTo(reservation.IndexChanges{Claims: ir.claims[:0], Dues: ir.dues[:0],
+		Dropped: ir.drops[:0], Marks: ir.marks[:0], Rows: ir.rows[:0]}, before, after, events)
 	for _, c := range ix.Claims {
 		req.Claims = append(req.Claims, journal.Claim{Namespace: c.Namespace, Key: c.Key})
 	}
@@ -269,7 +276,7 @@ func appendRequest(id string, before *reservation.State, events []reservation.Ev
 		req.Marks = append(req.Marks, journal.Mark{Key: SearchMarkKey(k.Kind, k.Value, k.Merchant, id, k.RefundNo)})
 	}
 	req.Marks = ListMarks(req.Marks, ix.Rows)
-	req.Counters = CounterChanges(nil, before, events)
+	req.Counters = counterChangesTo(room.counters[:0], before, after, events)
 	// As nil when empty, like a request built by appending from nothing.
 	if len(req.Claims) == 0 {
 		req.Claims = nil

@@ -137,9 +137,29 @@ type SearchKey struct {
 // a journal's indexes against them. s is not changed. The entries go into
 // ix's slices, so an adapter on the hot path can supply their room.
 func AppendIndexes(ix IndexChanges, s *State, events []Event) IndexChanges {
+	return AppendIndexesTo(ix, s, After(s, events), events)
+}
+
+// AppendIndexesTo is AppendIndexes given after, the state events lead to
+// from s (After): the append's path needs it for the counters too, and
+// computes it once.
+func AppendIndexesTo(ix IndexChanges, s, after *State, events []Event) IndexChanges {
 	ix = AppendKeyIndexes(ix, s, events)
-	ix.Rows = appendRowChanges(ix.Rows, s, events)
+	ix.Rows = appendRowChanges(ix.Rows, s, after)
 	return ix
+}
+
+// After is the state events lead to from s (nil: a new reservation), in a
+// new State; s is not changed.
+func After(s *State, events []Event) *State {
+	after := &State{}
+	if s != nil {
+		after = s.Clone()
+	}
+	for _, e := range events {
+		Apply(after, e)
+	}
+	return after
 }
 
 // AppendKeyIndexes is AppendIndexes without the list index's rows (Rows

@@ -74,20 +74,17 @@ func ListRows(dst []ListRow, s *State) []ListRow {
 	return dst
 }
 
-// appendRowChanges appends to dst the list rows events change, applied to
-// s (nil: a new reservation): the rows of before that are gone, cleared,
-// then the rows of after that are new. s is not changed.
-func appendRowChanges(dst []ListRow, s *State, events []Event) []ListRow {
+// appendRowChanges appends to dst the list rows that change from s (nil:
+// a new reservation) to after: the rows of before that are gone, cleared,
+// then the rows of after that are new. Neither state is changed.
+func appendRowChanges(dst []ListRow, s, after *State) []ListRow {
+	// Room for a reservation with three refunds, on the stack.
+	var beforeRoom, nowRoom [4]ListRow
 	var before []ListRow
-	after := &State{}
 	if s != nil {
-		before = ListRows(nil, s)
-		after = s.Clone()
+		before = ListRows(beforeRoom[:0], s)
 	}
-	for _, e := range events {
-		Apply(after, e)
-	}
-	now := ListRows(make([]ListRow, 0, len(before)+1), after)
+	now := ListRows(nowRoom[:0], after)
 	for _, r := range before {
 		if !containsRow(now, r) {
 			r.Clear = true
