@@ -15,6 +15,10 @@
 # run on CPU 0, refundbench on CPU 1. Unpinned, the load generator takes
 # CPU from whichever service it measures, and the services differ in how
 # much they lose to it. PostgreSQL's affinity is given back at exit.
+#
+# Before every round the page cache's dirty pages are written back (sync),
+# outside the measured window: PostgreSQL leaves its data pages to the
+# kernel, which would write them during the next round, often refundd's.
 # On one CPU refundd raises its own GOMAXPROCS to 2 (--min-procs); pgrefund
 # keeps Go's choice (one P), which measured faster for it than two
 # (docs/BENCHMARKS.md, "Two Ps on one CPU").
@@ -113,7 +117,15 @@ for round in $(seq "$ROUNDS"); do
             cpu=(--cpu-pids "$PG_PID" --cpu-user postgres)
         fi
         f="$OUT/$round-$svc.json"
-        log "round $round: $svc"
+        # Write back what the page cache holds dirty before the window
+        # opens: PostgreSQL's data pages (its background writer leaves them
+        # to the kernel) would otherwise be written during the next
+        # round, which is often refundd's. refundd leaves nothing dirty
+        # (every write is fdatasynced).
+        dirty=$(awk '/^Dirty:/ {print $2}' /proc/meminfo)
+        t0=$(date +%s.%N)
+        sync
+        log "round $round: $svc (before it: ${dirty} kB dirty, written back in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s)"
         REFUNDD_TOKEN=$TOKEN "${LOADGEN[@]}" "$BIN/refundbench" --target "$url" --label "$svc" --scenario "$SCENARIO" \
             "${BENCH_ARGS[@]}" --duration "$DURATION" --warmup "$WARMUP" --output json --check-max 5000 "${cpu[@]}" \
             >"$f" 2>"$OUT/$round-$svc.log" || { log "$svc run failed (check or error); see $OUT/$round-$svc.log"; cat "$OUT/$round-$svc.log" >&2; }
