@@ -320,6 +320,12 @@ func (db *DB) markFlushAt() (time.Time, bool) {
 func (db *DB) writeMarkTail(tx *bolt.Tx, counters bool) (uint64, error) {
 	t := db.marks
 	mb := tx.Bucket(bucketMarks)
+	// New marks go in key order and mostly where the newest rows sort, so
+	// bbolt's default split (half-full pages) left every page of the
+	// bucket half full. Full pages: BenchmarkMarkFlush 1315 -> 867 pages
+	// per flush, 926 -> 567 bytes per reservation on disk, with a tenth of
+	// the rows moving later among full pages (0.9 fills: 900, 552).
+	mb.FillPercent = 1.0
 	// One cursor finds whether a cleared key is there: most of a flush
 	// is clears of keys no flush wrote (rows replaced before the flush, an
 	// attention kind the refund never had), and Bucket.Delete makes a
