@@ -322,7 +322,7 @@ func (db *DB) writeMarkTail(tx *bolt.Tx, counters bool) (uint64, error) {
 	mb := tx.Bucket(bucketMarks)
 	// New marks go in key order and mostly where the newest rows sort, so
 	// bbolt's default split (half-full pages) left every page of the
-	// bucket half full. Full pages: BenchmarkMarkFlush 1315 -> 867 pages
+	// bucket half full. Full pages: BenchmarkMarkFlush 1300 -> 837 pages
 	// per flush, 926 -> 567 bytes per reservation on disk, with a tenth of
 	// the rows moving later among full pages (0.9 fills: 900, 552).
 	mb.FillPercent = 1.0
@@ -330,7 +330,8 @@ func (db *DB) writeMarkTail(tx *bolt.Tx, counters bool) (uint64, error) {
 	// is clears of keys no flush wrote (rows replaced before the flush, an
 	// attention kind the refund never had), and Bucket.Delete makes a
 	// cursor of its own each call. BenchmarkMarkFlush (a second of the
-	// pinned lifecycle): 42-48 -> 31-40 ms, 139k -> 60k allocations.
+	// pinned lifecycle, its first form): 42-48 -> 31-40 ms, 139k -> 60k
+	// allocations.
 	c := mb.Cursor()
 	var err error
 	t.marks.Ascend(func(e markEntry) bool {
