@@ -149,19 +149,6 @@ func AppendIndexesTo(ix IndexChanges, s, after *State, events []Event) IndexChan
 	return ix
 }
 
-// After is the state events lead to from s (nil: a new reservation), in a
-// new State; s is not changed.
-func After(s *State, events []Event) *State {
-	after := &State{}
-	if s != nil {
-		after = s.Clone()
-	}
-	for _, e := range events {
-		Apply(after, e)
-	}
-	return after
-}
-
 // AppendKeyIndexes is AppendIndexes without the list index's rows (Rows
 // stays as given). The other entries follow from the events alone; the
 // rows need the whole state before and after them (a clone, two ListRows),

@@ -235,10 +235,17 @@ func (s *State) Clone() *State {
 }
 
 // Replay rebuilds a state from events.
-func Replay(events []Event) *State {
-	s := &State{}
-	for _, e := range events {
-		Apply(s, e)
+func Replay(events []Event) *State { return After(nil, events) }
+
+// After is the state events lead to from s (nil: a new reservation), in a
+// new State; s is not changed.
+func After(s *State, events []Event) *State {
+	after := &State{}
+	if s != nil {
+		after = s.Clone()
 	}
-	return s
+	for _, e := range events {
+		Apply(after, e)
+	}
+	return after
 }
