@@ -58,8 +58,19 @@ func Tally(s *reservation.State, sign int64, add func(key string, n int64)) {
 	f.emit(sign, add)
 }
 
-// The figures Tally adds, in the order of figures.base.
-var baseKeys = [...]string{CountReservations, CountCanceled, CountPaid, CountRefunds, CountRefunded, CountInFlight, CountReleased}
+// The figures of figures.base, and their keys (baseKeys).
+const (
+	figReservations = iota
+	figCanceled
+	figPaid
+	figRefunds
+	figRefunded
+	figInFlight
+	figReleased
+	figCount
+)
+
+var baseKeys = [figCount]string{CountReservations, CountCanceled, CountPaid, CountRefunds, CountRefunded, CountInFlight, CountReleased}
 
 // figures is one reservation's share of the counters before any key is
 // built: an append's changes are the difference of two of them, and most
@@ -67,7 +78,7 @@ var baseKeys = [...]string{CountReservations, CountCanceled, CountPaid, CountRef
 // never built (CounterChanges runs on every append).
 type figures struct {
 	merchant string // MerchantOf; "" when not registered (every figure 0)
-	base     [len(baseKeys)]int64
+	base     [figCount]int64
 	// states counts refunds per state, totals the refunds per hour and
 	// state.
 	states []stateCount
@@ -93,20 +104,20 @@ func figuresOf(s *reservation.State, states []stateCount, totals []hourTotal) fi
 		return figures{states: states, totals: totals}
 	}
 	f := figures{merchant: reservation.MerchantOf(s.Merchant)}
-	f.base[0] = 1
+	f.base[figReservations] = 1
 	if s.Status == reservation.StatusCanceled {
-		f.base[1] = 1
+		f.base[figCanceled] = 1
 	}
-	f.base[2] = s.Amount
-	f.base[3] = int64(len(s.Refunds))
+	f.base[figPaid] = s.Amount
+	f.base[figRefunds] = int64(len(s.Refunds))
 	for _, r := range s.Refunds {
 		switch {
 		case r.State == reservation.Succeeded:
-			f.base[4] += r.Amount
+			f.base[figRefunded] += r.Amount
 		case r.State == reservation.Failed:
-			f.base[6] += r.Amount
+			f.base[figReleased] += r.Amount
 		case r.State.Holds():
-			f.base[5] += r.Amount
+			f.base[figInFlight] += r.Amount
 		}
 		i := stateAt(states, r.State)
 		if i < 0 {
@@ -151,24 +162,41 @@ func (f *figures) emit(sign int64, add func(key string, n int64)) {
 	if f.merchant == "" {
 		return
 	}
-	m := CountMerchant + f.merchant + "/"
 	for i, v := range f.base {
 		if v != 0 {
 			add(baseKeys[i], sign*v)
-			add(m+baseKeys[i], sign*v)
+			add(string(appendMerchantKey(nil, f.merchant, baseKeys[i])), sign*v)
 		}
 	}
 	for _, c := range f.states {
 		add(refundStateKey(c.state), sign*c.n)
 	}
 	for _, t := range f.totals {
-		add(totalsKey(t.hour[:], f.merchant, t.state, TotalFen), sign*t.fen)
-		add(totalsKey(t.hour[:], f.merchant, t.state, TotalRefunds), sign*t.n)
+		add(string(appendTotalsKey(nil, t, f.merchant, TotalFen)), sign*t.fen)
+		add(string(appendTotalsKey(nil, t, f.merchant, TotalRefunds)), sign*t.n)
 	}
 }
 
-func totalsKey(hour []byte, merchant string, st reservation.RefundState, what string) string {
-	return CountTotals + string(hour) + "/" + merchant + "/" + string(st) + "/" + what
+// appendMerchantKey appends the key of a merchant's share of figure key
+// (CountMerchant).
+func appendMerchantKey(b []byte, merchant, key string) []byte {
+	b = append(b, CountMerchant...)
+	b = append(b, merchant...)
+	b = append(b, '/')
+	return append(b, key...)
+}
+
+// appendTotalsKey appends the key of t's refunds of merchant, what being
+// TotalFen or TotalRefunds (CountTotals).
+func appendTotalsKey(b []byte, t hourTotal, merchant, what string) []byte {
+	b = append(b, CountTotals...)
+	b = append(b, t.hour[:]...)
+	b = append(b, '/')
+	b = append(b, merchant...)
+	b = append(b, '/')
+	b = append(b, t.state...)
+	b = append(b, '/')
+	return append(b, what...)
 }
 
 // LatestNanos is an event time as CountLatest keeps it; false for the zero
@@ -217,20 +245,16 @@ func counterChangesTo(dst []journal.Counter, before, after *reservation.State, e
 			changes = append(changes, change{key: key, n: n})
 		}
 	}
-	built := func(n int64, parts ...string) {
-		if n == 0 {
-			return
-		}
-		from := len(buf)
-		for _, p := range parts {
-			buf = append(buf, p...)
-		}
+	// built records the key appended to buf since from.
+	built := func(from int, n int64) {
 		changes = append(changes, change{from: from, to: len(buf), n: n})
 	}
 	for i := range now.base {
 		if d := now.base[i] - was.base[i]; d != 0 {
 			constant(baseKeys[i], d)
-			built(d, CountMerchant, merchant, "/", baseKeys[i])
+			from := len(buf)
+			buf = appendMerchantKey(buf, merchant, baseKeys[i])
+			built(from, d)
 		}
 	}
 	for _, c := range now.states {
@@ -246,8 +270,16 @@ func counterChangesTo(dst []journal.Counter, before, after *reservation.State, e
 		}
 	}
 	total := func(t hourTotal, sign int64) {
-		built(sign*t.fen, CountTotals, string(t.hour[:]), "/", merchant, "/", string(t.state), "/", TotalFen)
-		built(sign*t.n, CountTotals, string(t.hour[:]), "/", merchant, "/", string(t.state), "/", TotalRefunds)
+		if t.fen != 0 {
+			from := len(buf)
+			buf = appendTotalsKey(buf, t, merchant, TotalFen)
+			built(from, sign*t.fen)
+		}
+		if t.n != 0 {
+			from := len(buf)
+			buf = appendTotalsKey(buf, t, merchant, TotalRefunds)
+			built(from, sign*t.n)
+		}
 	}
 	for _, t := range now.totals {
 		if i := totalAt(was.totals, t.hour, t.state); i >= 0 {
