@@ -74,8 +74,10 @@
 //	marks        key -> empty
 //	checkpoints  be64(global) -> JSON Checkpoint
 //	counters     key -> be64 running total
-//	pending      be64(n) -> one commit's marks and counter changes, until
-//	             a mark flush writes them to marks and counters (marktail.go)
+//	pending      be64(n) -> a bucket of one commit's marks and counter
+//	             changes (key 0x00; a plain value in files from before
+//	             2026-12-07), until a mark flush writes them to marks and
+//	             counters (marktail.go)
 //	kv           key -> value (kv.go; not part of the history)
 //	archived     stream -> be64(last seq) segment name [0 block offsets]:
 //	             streams moved to an archive segment, and the blocks of it
@@ -108,7 +110,7 @@
 // # Index tail
 //
 // The commit that acknowledges an append writes the log, claims, dues and
-// one pending value of its marks and counter changes; the streams index and heads of its records are written later, a
+// one pending entry of its marks and counter changes; the streams index and heads of its records are written later, a
 // stream's entries of many commits at once, riding in a later commit of
 // appends (or in a transaction of their own when no append comes): a
 // stream-keyed index dirties a page per stream per commit, the log does
@@ -123,7 +125,7 @@
 //
 // Marks (list rows, attention keys) and counters are keyed by merchant and
 // state, so with many merchants a commit dirtied a page per merchant. The
-// commit writes them as one value at the end of the pending bucket and keeps
+// commit writes them as one entry at the end of the pending bucket and keeps
 // them in memory, where reads of marks and counters merge them; a later
 // flush writes the whole tail in key order (Options.MarkFlushEntries,
 // MarkFlushDelay) and records "marked". The pending bucket is durable with
