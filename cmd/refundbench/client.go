@@ -134,11 +134,16 @@ func (c *client) exchange(ctx context.Context, method, path string, header http.
 	return answer(method, path, resp.StatusCode, raw, out)
 }
 
-// answer reads an answer's body: an error code, or a 2xx body into out.
+// answer reads an answer's body: an error code, or a 2xx body into out
+// (JSON, or the bytes themselves for a *[]byte).
 func answer(method, path string, status int, raw []byte, out any) result {
 	r := result{status: status}
 	if !r.ok() {
 		r.code = errorCode(raw)
+		return r
+	}
+	if b, ok := out.(*[]byte); ok {
+		*b = bytes.Clone(raw)
 		return r
 	}
 	if out != nil && len(raw) > 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 )
 
 // compare reads JSON reports of runs made in turn against two targets
@@ -77,7 +78,28 @@ func compare(w io.Writer, files []string) error {
 	if len(cr) > 0 {
 		fmt.Fprintf(w, "median service CPU per %s, %s/%s: %.2fx\n", h, b, a, median(cr))
 	}
+	// Allocations per operation, where both targets report them: they
+	// hardly move with the machine's load, so they show a change that the
+	// rates and CPU times of a noisy machine hide.
+	var xa, ya []float64
+	for i := range n {
+		if as[i].AllocPerOp > 0 && bs[i].AllocPerOp > 0 {
+			xa, ya = append(xa, as[i].AllocPerOp), append(ya, bs[i].AllocPerOp)
+		}
+	}
+	if len(xa) > 0 {
+		fmt.Fprintf(w, "service KiB allocated per %s by round: %s %s; %s %s; median %s/%s: %.2fx\n",
+			h, a, fmtKiB(xa), b, fmtKiB(ya), b, a, median(ya)/median(xa))
+	}
 	return nil
+}
+
+func fmtKiB(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(s, " ")
 }
 
 func median(v []float64) float64 {

@@ -98,21 +98,33 @@ type cpuWindow struct {
 	svc0, self0  float64
 	svc1, self1  float64
 	load0, load1 string
-	done         chan struct{}
+	// alloc reads the bytes the service has allocated so far (false: it
+	// does not say); alloc1 - alloc0 is the window's when allocOK.
+	alloc          func() (float64, bool)
+	alloc0, alloc1 float64
+	allocOK        bool
+	done           chan struct{}
 }
 
-func watchWindow(w *cpuWatch, warmEnd, end time.Time) *cpuWindow {
-	c := &cpuWindow{w: w, done: make(chan struct{})}
+func watchWindow(w *cpuWatch, alloc func() (float64, bool), warmEnd, end time.Time) *cpuWindow {
+	c := &cpuWindow{w: w, alloc: alloc, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		time.Sleep(time.Until(warmEnd))
 		if c.w != nil {
 			c.svc0, c.self0 = c.w.sample()
 		}
+		ok0 := false
+		if c.alloc != nil {
+			c.alloc0, ok0 = c.alloc()
+		}
 		c.load0 = loadAvg()
 		time.Sleep(time.Until(end))
 		if c.w != nil {
 			c.svc1, c.self1 = c.w.sample()
+		}
+		if ok0 {
+			c.alloc1, c.allocOK = c.alloc()
 		}
 		c.load1 = loadAvg()
 	}()

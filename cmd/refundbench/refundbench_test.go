@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/refundd/refundd/actors"
 	"github.com/refundd/refundd/api"
@@ -119,6 +125,62 @@ func TestRun_LifecycleSmoke(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if rep.ServiceAlloc != 0 || rep.AllocPerOp != 0 || strings.Contains(out, "service allocated") {
+		t.Fatalf("a target without /metrics reported allocations: %v MiB, %v KiB/op\n%s", rep.ServiceAlloc, rep.AllocPerOp, out)
+	}
+}
+
+// TestRun_ReportsServiceAllocations: a target whose /metrics has the Go
+// collector's allocation count gets its bytes allocated over the window
+// reported, per operation.
+func TestRun_ReportsServiceAllocations(t *testing.T) {
+	s := startServer(t, simprovider.Options{}, false)
+	target, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
+	front := httptest.NewServer(mux)
+	defer front.Close()
+	rep, out := runBench(t, "--target", front.URL, "--scenario", "lifecycle", "--clients", "4",
+		"--duration", "1s", "--warmup", "200ms", "--check=false")
+	if rep.ServiceAlloc <= 0 || rep.AllocPerOp <= 0 {
+		t.Fatalf("allocations %v MiB, %v KiB/op; want both above 0\n%s", rep.ServiceAlloc, rep.AllocPerOp, out)
+	}
+	ops := rep.PerSecond * time.Second.Seconds()
+	if got := rep.ServiceAlloc * 1024 / ops; got < rep.AllocPerOp*0.999 || got > rep.AllocPerOp*1.001 {
+		t.Fatalf("%v MiB over %v operations is %v KiB each, report says %v", rep.ServiceAlloc, ops, got, rep.AllocPerOp)
+	}
+	if !strings.Contains(out, "service allocated:") {
+		t.Fatalf("output lacks the allocations:\n%s", out)
+	}
+}
+
+func TestAllocatedTotal(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"counter", "# TYPE go_memstats_alloc_bytes_total counter\ngo_memstats_alloc_bytes_total 1.5e+09\n", 1.5e9, true},
+		{"untyped", "go_memstats_alloc_bytes_total 42\n", 42, true},
+		{"among others", "# TYPE up gauge\nup 1\ngo_memstats_alloc_bytes_total 7\n", 7, true},
+		{"absent", "# TYPE up gauge\nup 1\n", 0, false},
+		{"not the text format", `{"error":"x"}`, 0, false},
+		{"empty", "", 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := allocatedTotal([]byte(tt.in))
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("allocatedTotal = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
 	}
 }
 
@@ -350,7 +412,7 @@ func TestCompare_Ratios(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, label string, perSecond, p99 float64) string {
 		rep := Report{Label: label, Headline: "lifecycle", PerSecond: perSecond,
-			Ops: map[string]OpStats{"lifecycle": {P50: 1, P99: p99}}, Check: CheckResult{OK: true}}
+			Ops: map[string]OpStats{"lifecycle": {P50: 1, P99: p99}}, Check: CheckResult{OK: true}, AllocPerOp: 10000 / perSecond}
 		raw, _ := json.Marshal(rep)
 		path := dir + "/" + name
 		if err := os.WriteFile(path, raw, 0o600); err != nil {
@@ -364,7 +426,8 @@ func TestCompare_Ratios(t *testing.T) {
 	if err := compare(&out, files); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 1 | 3000 |", "3.00x", "4.00x", "median throughput ratio refundd/pg: 3.50x", "median p99 ratio: 0.75"} {
+	for _, want := range []string{"| 1 | 3000 |", "3.00x", "4.00x", "median throughput ratio refundd/pg: 3.50x", "median p99 ratio: 0.75",
+		"KiB allocated per lifecycle by round: refundd 3.3 2.5; pg 10.0 10.0; median pg/refundd: 3.43x"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
@@ -442,4 +505,17 @@ func TestExit_Thresholds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzAllocatedTotal: whatever a target answers on /metrics, reading it
+// neither panics nor reports a count that is not in the answer.
+func FuzzAllocatedTotal(f *testing.F) {
+	f.Add("# TYPE go_memstats_alloc_bytes_total counter\ngo_memstats_alloc_bytes_total 1.5e+09\n")
+	f.Add("go_memstats_alloc_bytes_total{a=\"b\"} 3\ngo_memstats_alloc_bytes_total{a=\"c\"} 4\n")
+	f.Add("# HELP x\n# TYPE x histogram\nx_bucket{le=\"+Inf\"} 1\nx_sum 1\nx_count 1\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		if v, ok := allocatedTotal([]byte(in)); ok && !strings.Contains(in, allocatedMetric) {
+			t.Fatalf("read %v from an answer without %s", v, allocatedMetric)
+		}
+	})
 }

@@ -42,11 +42,16 @@ type Report struct {
 	// The service's CPU over the measured window (--cpu-pids, --cpu-user):
 	// seconds, milliseconds per headline operation, and the load
 	// generator's own seconds. LoadAvg is /proc/loadavg at its start and end.
-	ServiceCPU float64   `json:"service_cpu_s,omitempty"`
-	CPUPerOp   float64   `json:"service_cpu_ms_per_op,omitempty"`
-	LoadGenCPU float64   `json:"loadgen_cpu_s,omitempty"`
-	LoadAvg    [2]string `json:"loadavg"`
-	Machine    Machine   `json:"machine"`
+	ServiceCPU float64 `json:"service_cpu_s,omitempty"`
+	CPUPerOp   float64 `json:"service_cpu_ms_per_op,omitempty"`
+	LoadGenCPU float64 `json:"loadgen_cpu_s,omitempty"`
+	// The bytes the service allocated over the window (its /metrics'
+	// go_memstats_alloc_bytes_total; absent when it serves none): MiB,
+	// and KiB per headline operation.
+	ServiceAlloc float64   `json:"service_alloc_mib,omitempty"`
+	AllocPerOp   float64   `json:"service_alloc_kib_per_op,omitempty"`
+	LoadAvg      [2]string `json:"loadavg"`
+	Machine      Machine   `json:"machine"`
 }
 
 // OpStats summarizes one kind of operation or request. Latencies are
@@ -181,6 +186,9 @@ func (rep *Report) writeTable(w io.Writer) error {
 	if rep.ServiceCPU > 0 {
 		fmt.Fprintf(w, "service CPU: %.1f s in the window, %.2f ms per %s; load generator %.1f s\n",
 			rep.ServiceCPU, rep.CPUPerOp, rep.Headline, rep.LoadGenCPU)
+	}
+	if rep.ServiceAlloc > 0 {
+		fmt.Fprintf(w, "service allocated: %.0f MiB in the window, %.1f KiB per %s\n", rep.ServiceAlloc, rep.AllocPerOp, rep.Headline)
 	}
 	fmt.Fprintf(w, "load average: %s at the start of the window, %s at its end\n", rep.LoadAvg[0], rep.LoadAvg[1])
 	for _, k := range sortedKeys(rep.Counts) {

@@ -100,7 +100,8 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	start := time.Now()
-	cpu := watchWindow(watch, start.Add(c.Warmup), start.Add(c.Warmup+c.Duration))
+	alloc := func() (float64, bool) { return b.serviceAllocated(ctx) }
+	cpu := watchWindow(watch, alloc, start.Add(c.Warmup), start.Add(c.Warmup+c.Duration))
 	warmEnd, end := drive(ctx, b.log, b.rec, c, op, start)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -123,6 +124,10 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		if ops := rep.PerSecond * c.Duration.Seconds(); ops > 0 {
 			rep.CPUPerOp = rep.ServiceCPU * 1000 / ops
 		}
+	}
+	if ops := rep.PerSecond * c.Duration.Seconds(); cpu.allocOK && ops > 0 {
+		rep.ServiceAlloc = (cpu.alloc1 - cpu.alloc0) / (1 << 20)
+		rep.AllocPerOp = (cpu.alloc1 - cpu.alloc0) / 1024 / ops
 	}
 	if c.Scenario == scenarioNotifyStorm && b.notify != nil {
 		if after, err := b.notifyStats(ctx); err == nil {
