@@ -26,6 +26,17 @@ func bucketLen(t *testing.T, db *DB, name []byte) int {
 	return n
 }
 
+// crashCopy is db's file as a crash would leave it now, the mark tail not
+// flushed: a copy of what is committed.
+func crashCopy(t *testing.T, db *DB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "crashed.db")
+	if _, err := db.BackupFile(context.Background(), path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestCommit_MarksWaitInTheTail: an append's marks and counter changes are
 // values of the pending bucket, not writes to the marks and counters
 // buckets (a page per merchant there: the cost the tail removes); reads
@@ -81,10 +92,7 @@ func TestCommit_MarksWaitInTheTail(t *testing.T) {
 	checkReads(db, "pending")
 
 	// A crash: the file as committed, opened again, reads the same.
-	crashed := filepath.Join(t.TempDir(), "crashed.db")
-	if _, err := db.BackupFile(ctx, crashed); err != nil {
-		t.Fatal(err)
-	}
+	crashed := crashCopy(t, db)
 	c, err := Open(crashed, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,10 +177,7 @@ func TestPending_CommitsKeepTheirPages(t *testing.T) {
 		t.Errorf("a commit moved the earlier commits' changes: pages %v, then %v", first, got)
 	}
 	// What a crash leaves reads back whole.
-	crashed := filepath.Join(t.TempDir(), "crashed.db")
-	if _, err := db.BackupFile(ctx, crashed); err != nil {
-		t.Fatal(err)
-	}
+	crashed := crashCopy(t, db)
 	c, err := Open(crashed, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -196,10 +201,7 @@ func TestOpen_PendingValues(t *testing.T) {
 	db, _, opts := appendPending(t, 1, func(int) ([]Mark, []Counter) {
 		return []Mark{{Key: "new"}}, []Counter{{Key: "n", Add: 1}}
 	})
-	crashed := filepath.Join(t.TempDir(), "crashed.db")
-	if _, err := db.BackupFile(ctx, crashed); err != nil {
-		t.Fatal(err)
-	}
+	crashed := crashCopy(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,10 +238,7 @@ func TestOpen_DamagedPending(t *testing.T) {
 	db, path, opts := appendPending(t, 2, func(i int) ([]Mark, []Counter) { return []Mark{{Key: fmt.Sprintf("k%d", i)}}, nil })
 	// The file as a crash leaves it (the tail not flushed), with one
 	// pending value damaged.
-	crashed := filepath.Join(t.TempDir(), "crashed.db")
-	if _, err := db.BackupFile(ctx, crashed); err != nil {
-		t.Fatal(err)
-	}
+	crashed := crashCopy(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,10 +277,7 @@ func TestArchiveStreams_KeepsPending(t *testing.T) {
 	db, _, opts := appendPending(t, 4, func(i int) ([]Mark, []Counter) {
 		return []Mark{{Key: fmt.Sprintf("list/s%d", i)}}, []Counter{{Key: "n", Add: 1}}
 	})
-	crashed := filepath.Join(t.TempDir(), "crashed.db")
-	if _, err := db.BackupFile(ctx, crashed); err != nil {
-		t.Fatal(err)
-	}
+	crashed := crashCopy(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
