@@ -4,8 +4,9 @@
 # and from the working tree, starts both with the flags bench/compare.sh
 # uses, runs the same refundbench scenario against each in turn (tree,
 # base, tree, base, ...), then prints `refundbench compare` of the two:
-# throughput tree/base, p99 tree/base and CPU per operation base/tree
-# (CPU per operation moves least with the neighbours' load).
+# throughput tree/base, p99 tree/base and CPU per operation base/tree, and
+# the KiB each refundd allocates per operation (from its /metrics), which
+# moves least with the neighbours' load.
 #
 #   bench/ab.sh                                   # lifecycle, 64 clients, 3 rounds of 10 s
 #   BASE=HEAD~3 ROUNDS=4 bench/ab.sh

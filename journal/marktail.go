@@ -26,11 +26,11 @@ import (
 // one entry of the pending bucket (sequential keys: the bucket grows at its
 // end; each commit's changes on pages of their own, putPending) and kept
 // in memory, in the mark tail, which every reader of marks and counters
-// merges over the buckets. A later flush applies the whole tail to the marks and counters
-// buckets in key order, in one commit (a page once for many commits),
-// empties the pending bucket and records in meta "marked" the global up to
-// which the buckets are complete. Open reads the pending bucket back into
-// the tail: a crash loses nothing and replays no log.
+// merges over the buckets. A later flush applies the whole tail to the
+// marks and counters buckets in key order, in one commit (a page once for
+// many commits), empties the pending bucket and records in meta "marked"
+// the global up to which the buckets are complete. Open reads the pending
+// bucket back into the tail: a crash loses nothing and replays no log.
 //
 // A reader copies what it needs of the tail, then opens its read
 // transaction, and starts again when the transaction's "marked" is not the
@@ -247,11 +247,13 @@ func decodePending(v []byte) (*pendingChange, error) {
 // allocations. A bucket of its own has a root of its own (inline in the
 // pending bucket's leaf when small), so a commit writes its own bytes and
 // one leaf of small bucket headers. BenchmarkCommitMerchants (64 writers,
-// ~48 appends a commit), the two alternated four times: 194-225 -> 135-147
-// KB written per commit, 11.3-12.1 -> 9.6-10.8 KB allocated per append,
-// the same pages per commit and appends per second. A pending bucket of
-// small values instead (a sixth of a page each) wrote as few bytes but
-// five more pages per commit, and made 10% fewer appends per second.
+// ~48 appends a commit; sixteen runs of the old code, thirteen of this,
+// alternated): 194-225 -> 123-147 KB written per commit, 11.3-12.3 ->
+// 9.6-10.8 KB allocated per append, the same pages per commit and appends
+// per second; refundd's pinned lifecycle allocates 50.5-50.7 KiB instead
+// of 54.6-55.1. A pending bucket of small values instead (a sixth of a
+// page each) wrote as few bytes but five more pages per commit, and made
+// 10% fewer appends per second (docs/BENCHMARKS.md).
 func putPending(tx *bolt.Tx, p *pendingChange) error {
 	b := tx.Bucket(bucketPending)
 	b.FillPercent = 1.0 // it only grows at its end, until a flush empties it
@@ -297,7 +299,7 @@ func loadMarkTail(tx *bolt.Tx, t *markTail, now time.Time, strict bool) (skipped
 		return 0, nil
 	}
 	err = b.ForEach(func(k, v []byte) error {
-		if v == nil { // a commit's bucket (putPending); files of 0.x have values
+		if v == nil { // a commit's bucket (putPending); older files hold values
 			v = b.Bucket(k).Get(pendingValueKey)
 		}
 		p, err := decodePending(v)
