@@ -32,7 +32,7 @@
 # Settings (environment): SCENARIO (lifecycle), CLIENTS (64), DURATION
 # (20s), WARMUP (5s), ROUNDS (2), RATE (open loop per second; default
 # closed loop with CLIENTS), DUPLICATES (notify-storm copies, 5), POOL (pgrefund's connections; default
-# its own), PG_GOGC (pgrefund's GOGC, 400 like refundd's --gc-percent), OUT (directory for binaries, data and the JSON reports; default
+# its own), PG_GOGC (pgrefund's GOGC, 1600 like refundd's --gc-percent), OUT (directory for binaries, data and the JSON reports; default
 # a new one under /tmp). Needs root or sudo-less apt for the first
 # bench/pg-setup.sh; run `bench/pg-setup.sh destroy` to remove PostgreSQL's
 # cluster afterwards.
@@ -94,9 +94,9 @@ REFUNDD_TOKENS=service:$TOKEN "${SUT[@]}" "$BIN/refundd" --listen 127.0.0.1:0 --
 REFUNDD_PID=$!
 PIDS+=($REFUNDD_PID)
 REFUNDD_URL=$(url_of "$OUT/refundd.out") # its sandbox keys exist from here on
-# pgrefund's Go collector gets refundd's default setting (--gc-percent 400),
+# pgrefund's Go collector gets refundd's default setting (--gc-percent 1600),
 # so the two services differ in design, not in runtime tuning.
-GOGC=${PG_GOGC:-400} "${SUT[@]}" "$BIN/pgrefund" "${PG_ARGS[@]}" >"$OUT/pgrefund.out" 2>"$OUT/pgrefund.err" &
+GOGC=${PG_GOGC:-1600} "${SUT[@]}" "$BIN/pgrefund" "${PG_ARGS[@]}" >"$OUT/pgrefund.out" 2>"$OUT/pgrefund.err" &
 PG_PID=$!
 PIDS+=($PG_PID)
 PG_URL=$(url_of "$OUT/pgrefund.out")
@@ -104,7 +104,7 @@ log "refundd at $REFUNDD_URL, pgrefund at $PG_URL ($(head -1 "$OUT/pgrefund.out"
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3-4)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "command: PIN=$PIN SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS POOL=${POOL:-default} PG_GOGC=${PG_GOGC:-400} bench/compare.sh"
+echo "command: PIN=$PIN SCENARIO=$SCENARIO CLIENTS=$CLIENTS RATE=${RATE:-closed} DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS POOL=${POOL:-default} PG_GOGC=${PG_GOGC:-1600} bench/compare.sh"
 REPORTS=()
 for round in $(seq "$ROUNDS"); do
     for svc in refundd pgrefund; do

@@ -95,7 +95,7 @@ func NewMain() *Main {
 			SandboxDelay: time.Second, SandboxTimeFactor: 1, ShutdownTimeout: 15 * time.Second, LockTimeout: time.Second,
 			LogFormat: logs.FormatAuto, LogLevel: "info", Provider: providerSandbox, AccessLog: true,
 			Cluster: ClusterConfig{Listen: "127.0.0.1:0", Name: "refundd"},
-			Runtime: RuntimeConfig{Percent: 400, MemoryLimit: "auto", MinProcs: 2},
+			Runtime: RuntimeConfig{Percent: 1600, MemoryLimit: "auto", MinProcs: 2},
 			// One merchant account's worst retry storm (api.NotifyRateFor).
 			RateLimit: RateLimitConfig{Notify: api.NotifyRateFor(1)},
 			Pacing:    merchant.DefaultPacing,

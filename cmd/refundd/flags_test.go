@@ -21,7 +21,7 @@ func TestParseFlags_Runtime(t *testing.T) {
 	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	if m.Config.Runtime != (RuntimeConfig{Percent: 400, MemoryLimit: "auto", MinProcs: 2}) {
+	if m.Config.Runtime != (RuntimeConfig{Percent: 1600, MemoryLimit: "auto", MinProcs: 2}) {
 		t.Fatalf("runtime defaults: %+v", m.Config.Runtime)
 	}
 	m = NewMain()

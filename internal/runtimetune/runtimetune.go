@@ -23,7 +23,12 @@ import (
 // time the heap doubles) the collector took about a fifth of refundd's CPU
 // under the lifecycle load; a larger Percent runs it a quarter as often,
 // and MemoryLimit keeps the larger heap from growing past a bound, where
-// the collector runs as often as it must (docs/BENCHMARKS.md).
+// the collector runs as often as it must (docs/BENCHMARKS.md). On a core
+// the requests keep busy, a cycle's marking takes most of it for a few
+// hundred milliseconds, which is where refundd's slowest lifecycles came
+// from: refundd's default, 1600, cut the pinned p99 by about a third
+// against 400, at twice the resident memory (docs/BENCHMARKS.md, "The
+// collector and the tail").
 type Config struct {
 	// Percent is the heap growth between collections, as GOGC; zero
 	// leaves Go's default (100). GOGC in the environment wins.
