@@ -370,6 +370,10 @@ func (db *DB) commit(live []*pending) {
 // may run again.
 func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint, adds []tailAdd, flushed int, err error) {
 	db.batchMarks = batchMarks{}
+	if cap(db.values) > maxReusedValues {
+		db.values = nil // an outsized batch's buffer is not kept
+	}
+	db.values = db.values[:0]
 	b := txBuckets(tx)
 	// The log only ever grows at its end: full pages waste nothing. The
 	// setting lasts for this transaction's bucket handle only.
@@ -411,7 +415,7 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 			}
 			continue
 		}
-		last, verr, err := writeOne(b, idx, &p.Req.AppendRequest, &cur, &change.marks)
+		last, verr, err := writeOne(b, idx, &p.Req.AppendRequest, &cur, &change.marks, &db.values)
 		if err != nil {
 			return tip{}, nil, nil, 0, &internalError{i: i, err: err}
 		}
@@ -421,7 +425,7 @@ func (db *DB) writeBatch(tx *bolt.Tx, live []*pending) (end tip, cp *Checkpoint,
 		}
 	}
 	if change.tip = cur.global; !change.empty() {
-		if err := putPending(tx, change); err != nil {
+		if err := putPending(tx, change, &db.values); err != nil {
 			return tip{}, nil, nil, 0, err
 		}
 		db.batchMarks.change = change
@@ -459,10 +463,16 @@ func txBuckets(tx *bolt.Tx) buckets {
 	}
 }
 
+// maxReusedValues bounds the buffer of a commit's values kept for the next
+// commit (DB.values): a typical commit's records take a few tens of KiB.
+const maxReusedValues = 1 << 20
+
 // writeOne validates req against the stored state and, if it passes, writes
 // it. verr is a validation failure (nothing written); err is an unexpected
 // failure after writing may have started (the transaction must be dropped).
-func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks *[]Mark) (last uint64, verr, err error) {
+// The records are encoded at the end of *values, which must stay untouched
+// until the transaction ends.
+func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks *[]Mark, values *[]byte) (last uint64, verr, err error) {
 	head, err := idx.head(req.Stream)
 	if err != nil {
 		return 0, nil, err
@@ -495,7 +505,11 @@ func writeOne(b buckets, idx *indexState, req *AppendRequest, chain *tip, marks 
 		}
 		seq++
 		gk := be64(g)
-		rec, h := encodeRecord(g, req.Stream, seq, e, chain.hash)
+		start := len(*values)
+		var h Hash
+		*values, h = appendRecord(*values, g, req.Stream, seq, e, chain.hash)
+		// Capped, so that no later append can write into this value.
+		rec := (*values)[start:len(*values):len(*values)]
 		if err := b.log.Put(gk, rec); err != nil {
 			return 0, nil, err
 		}

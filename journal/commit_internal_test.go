@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -278,5 +279,48 @@ func TestCommit_KVWriteRidesWithAppends(t *testing.T) {
 	}
 	if v, err := db.Get(bg, "tally/n"); err != nil || string(v) != "1" {
 		t.Fatalf("kv after the commit = %q, %v; want 1", v, err)
+	}
+}
+
+// TestCommit_ValuesBufferBounded: the committer reuses one buffer for each
+// commit's encoded values (DB.values), and does not keep an outsized one
+// after the commit that needed it. The records of both commits read back
+// whole, the second written into the reused buffer.
+func TestCommit_ValuesBufferBounded(t *testing.T) {
+	db := openInternal(t)
+	ctx := context.Background()
+	big := make([]byte, 2*maxReusedValues)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	appendOne := func(stream string, expected uint64, data []byte) {
+		t.Helper()
+		if _, err := db.Append(ctx, AppendRequest{Stream: stream, Expected: expected, Events: []Event{{Type: "t", Version: 1, Data: data}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOne("big", 0, big)
+	// Append returns after the committer is done with the commit.
+	if c := cap(db.values); c < len(big) {
+		t.Fatalf("after a %d-byte record the buffer holds %d bytes", len(big), c)
+	}
+	appendOne("small", 0, []byte("small"))
+	if c := cap(db.values); c > maxReusedValues {
+		t.Fatalf("the next commit kept the outsized buffer: %d bytes, bound %d", c, maxReusedValues)
+	}
+	appendOne("small", 1, []byte("again"))
+	for stream, want := range map[string][][]byte{"big": {big}, "small": {[]byte("small"), []byte("again")}} {
+		recs, err := db.Load(ctx, stream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d records, want %d", stream, len(recs), len(want))
+		}
+		for i, r := range recs {
+			if !bytes.Equal(r.Data, want[i]) {
+				t.Fatalf("%s record %d: %d bytes differ from the %d appended", stream, i, len(r.Data), len(want[i]))
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +138,11 @@ func (t *markTail) reset(base uint64) {
 // marks (count; each a byte 1 set / 0 clear, uvarint length, key), the
 // added counters and the maximum counters (count; each uvarint length, key,
 // varint value).
-func encodePending(p *pendingChange) []byte {
+func encodePending(p *pendingChange) []byte { return appendPendingValue(nil, p) }
+
+// appendPendingValue is encodePending appending to dst: the value is the bytes
+// after dst's length.
+func appendPendingValue(dst []byte, p *pendingChange) []byte {
 	n := 3 * binary.MaxVarintLen64
 	for _, m := range p.marks {
 		n += 1 + binary.MaxVarintLen64 + len(m.Key)
@@ -148,7 +153,7 @@ func encodePending(p *pendingChange) []byte {
 	for k := range p.counts.max {
 		n += 2*binary.MaxVarintLen64 + len(k)
 	}
-	b := make([]byte, 0, n+binary.MaxVarintLen64)
+	b := slices.Grow(dst, n+binary.MaxVarintLen64)
 	b = binary.AppendUvarint(b, p.tip)
 	b = binary.AppendUvarint(b, uint64(len(p.marks)))
 	for _, m := range p.marks {
@@ -254,7 +259,7 @@ func decodePending(v []byte) (*pendingChange, error) {
 // of 54.6-55.1. A pending bucket of small values instead (a sixth of a
 // page each) wrote as few bytes but five more pages per commit, and made
 // 10% fewer appends per second (docs/BENCHMARKS.md).
-func putPending(tx *bolt.Tx, p *pendingChange) error {
+func putPending(tx *bolt.Tx, p *pendingChange, values *[]byte) error {
 	b := tx.Bucket(bucketPending)
 	b.FillPercent = 1.0 // it only grows at its end, until a flush empties it
 	n, err := b.NextSequence()
@@ -265,7 +270,11 @@ func putPending(tx *bolt.Tx, p *pendingChange) error {
 	if err != nil {
 		return err
 	}
-	return one.Put(pendingValueKey, encodePending(p))
+	// Encoded at the end of *values, which the transaction's other
+	// values may share (DB.values).
+	start := len(*values)
+	*values = appendPendingValue(*values, p)
+	return one.Put(pendingValueKey, (*values)[start:len(*values):len(*values)])
 }
 
 // pendingValueKey is the key of the one value of a commit's bucket in the

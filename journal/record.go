@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -166,13 +167,19 @@ func parseDueKey(k []byte) (Due, bool) {
 // ended up under the wrong key. The CRC catches disk damage; the chain hash
 // catches deliberate changes (a recomputed CRC does not hide them).
 func encodeRecord(global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
+	return appendRecord(nil, global, stream, seq, e, prev)
+}
+
+// appendRecord is encodeRecord appending to dst: the record is the bytes
+// after dst's length.
+func appendRecord(dst []byte, global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
 	h := chainHash(prev, global, stream, seq, e.Type, e.Version, e.Data)
-	n := 1 + 5*binary.MaxVarintLen64 + len(stream) + len(e.Type) + 2 + len(e.Data) + len(h) + 4
-	b := make([]byte, 0, n)
+	start := len(dst)
+	b := slices.Grow(dst, 1+5*binary.MaxVarintLen64+len(stream)+len(e.Type)+2+len(e.Data)+len(h)+4)
 	b = append(b, formatVersion)
 	b = appendFields(b, global, stream, seq, e.Type, e.Version, e.Data)
 	b = append(b, h[:]...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), h
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), h
 }
 
 // encodeRecordV1 is the format 1 encoding, kept so tests can write old
