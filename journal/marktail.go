@@ -47,8 +47,8 @@ const (
 var (
 	// bucketPending holds the marks and counter changes of the commits
 	// since the last mark flush: be64(n) -> a bucket of one value,
-	// pendingValueKey -> encodePending (putPending); files written before
-	// 2026-12-07 may hold be64(n) -> encodePending, read alike.
+	// pendingValueKey -> appendPendingValue (putPending); files written
+	// before 2026-12-07 may hold be64(n) -> the same value, read alike.
 	bucketPending = []byte("pending")
 	// metaMarkedKey holds be64(W): the marks and counters buckets hold the
 	// changes of every record up to global W; the pending bucket holds the
@@ -134,14 +134,10 @@ func (t *markTail) reset(base uint64) {
 	t.changes = 0
 }
 
-// encodePending is the pending bucket's value for p: uvarint tip, then the
-// marks (count; each a byte 1 set / 0 clear, uvarint length, key), the
-// added counters and the maximum counters (count; each uvarint length, key,
-// varint value).
-func encodePending(p *pendingChange) []byte { return appendPendingValue(nil, p) }
-
-// appendPendingValue is encodePending appending to dst: the value is the bytes
-// after dst's length.
+// appendPendingValue appends to dst the pending bucket's value for p (the
+// bytes after dst's length): uvarint tip, then the marks (count; each a
+// byte 1 set / 0 clear, uvarint length, key), the added counters and the
+// maximum counters (count; each uvarint length, key, varint value).
 func appendPendingValue(dst []byte, p *pendingChange) []byte {
 	n := 3 * binary.MaxVarintLen64
 	for _, m := range p.marks {
@@ -176,7 +172,7 @@ func appendPendingValue(dst []byte, p *pendingChange) []byte {
 	return b
 }
 
-// decodePending reads encodePending's value.
+// decodePending reads appendPendingValue's value.
 func decodePending(v []byte) (*pendingChange, error) {
 	r := bytes.NewReader(v)
 	bad := func(what string) error { return fmt.Errorf("%w: pending marks: %s", ErrCorrupt, what) }

@@ -299,3 +299,6 @@ func TestArchiveStreams_KeepsPending(t *testing.T) {
 		t.Fatalf("after the move: Counters = %+v, %v; want n 4", cs.Values, err)
 	}
 }
+
+// encodePending is the pending value of p in a buffer of its own.
+func encodePending(p *pendingChange) []byte { return appendPendingValue(nil, p) }

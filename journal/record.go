@@ -150,8 +150,8 @@ func parseDueKey(k []byte) (Due, bool) {
 	return Due{}, false
 }
 
-// encodeRecord returns a fresh buffer (bbolt keeps it until commit) holding
-// the record in the current format, and the record's chain hash:
+// appendRecord appends to dst the record in the current format (the bytes
+// after dst's length), and returns the record's chain hash:
 //
 //	byte      format version (2)
 //	uvarint   global
@@ -166,12 +166,6 @@ func parseDueKey(k []byte) (Due, bool) {
 // Global is also the log key; keeping it in the bytes detects a value that
 // ended up under the wrong key. The CRC catches disk damage; the chain hash
 // catches deliberate changes (a recomputed CRC does not hide them).
-func encodeRecord(global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
-	return appendRecord(nil, global, stream, seq, e, prev)
-}
-
-// appendRecord is encodeRecord appending to dst: the record is the bytes
-// after dst's length.
 func appendRecord(dst []byte, global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
 	h := chainHash(prev, global, stream, seq, e.Type, e.Version, e.Data)
 	start := len(dst)

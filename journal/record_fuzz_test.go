@@ -47,3 +47,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// encodeRecord is the record in a buffer of its own, and its chain hash.
+func encodeRecord(global uint64, stream string, seq uint64, e Event, prev Hash) ([]byte, Hash) {
+	return appendRecord(nil, global, stream, seq, e, prev)
+}
