@@ -27,8 +27,8 @@ import (
 // the requests keep busy, a cycle's marking takes most of it for a few
 // hundred milliseconds, which is where refundd's slowest lifecycles came
 // from: refundd's default, 1600, cut the pinned p99 by about a third
-// against 400, at twice the resident memory (docs/BENCHMARKS.md, "The
-// collector and the tail").
+// against 400, at two and a half times the resident memory
+// (docs/BENCHMARKS.md, "The collector and the tail").
 type Config struct {
 	// Percent is the heap growth between collections, as GOGC; zero
 	// leaves Go's default (100). GOGC in the environment wins.
